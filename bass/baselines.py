@@ -1,0 +1,38 @@
+"""The baselines, through the same round loop as BASS so that comparisons are fair.
+
+- regular batched decoding: `speculative_decode` with `NoDrafter` (every round is one decode step);
+- single-sequence speculative decoding: the same loop run with a batch of one, sequence after sequence.
+  Each sequence's latency counts from the common decoding start, as a user waiting for k answers
+  from a one-at-a-time system would see it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import torch
+
+from bass.cache import KVCache
+from bass.config import DraftLengthConfig
+from bass.draft_length import DraftLengthPolicy
+from bass.speculative import DecodeState, RoundReport, speculative_decode
+
+
+def single_sequence(target: torch.nn.Module, attn: Callable, new_drafter: Callable, live: list, cache: KVCache,
+                    stop, rng, dl_cfg: DraftLengthConfig, *, t0: float, time_budget_s=None,
+                    cancel=None) -> Iterator[RoundReport]:
+    """Speculative decoding of each live sequence alone (B = 1), one after another.
+
+    `new_drafter(seq)` returns a drafter prefilled for that one sequence: a drafter's state belongs
+    to the batch it was started with.
+    """
+    r = 0
+    for row, seq in enumerate(live):
+        if seq.finished:
+            continue
+        state = DecodeState([seq], cache.select(torch.tensor([row])))
+        policy = DraftLengthPolicy(dl_cfg, [seq.seq])
+        for report in speculative_decode(target, attn, new_drafter(seq), policy, state, stop, rng, t0=t0,
+                                         time_budget_s=time_budget_s, cancel=cancel, first_round=r):
+            r = report.index + 1
+            yield report

@@ -1,0 +1,108 @@
+"""Configuration: frozen dataclasses with validated fields. The CLI and the app only fill these in."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+METHODS = ("bass", "regular", "single")
+DRAFTERS = ("ngram", "model", "layer-skip")
+BACKENDS = ("torch", "pad", "split", "ragged")
+DRAFT_LENGTH_POLICIES = ("heuristic", "fixed", "per-sequence")
+
+# HumanEval completion style: a function body ends where the next top-level statement starts.
+HUMANEVAL_STOPS = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How each sequence is sampled and when it stops.
+
+    temperature 0 means greedy. top_k 0 and top_p 1 disable those filters. Both the target's and the
+    draft's distributions are processed the same way before the acceptance test (DESIGN.md §1).
+    """
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    max_new_tokens: int = 128
+    stop: tuple[str, ...] = ()
+    seed: int = 0
+    time_budget_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
+                and self.temperature >= 0):
+            raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}")
+        if not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError(f"top_k must be an integer >= 0 (0 disables it), got {self.top_k!r}")
+        if not (0.0 < self.top_p <= 1.0):
+            raise ValueError(f"top_p must be in (0, 1] (1 disables it), got {self.top_p!r}")
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
+        if isinstance(self.stop, str) or not all(isinstance(s, str) and s for s in self.stop):
+            raise ValueError("stop must be a tuple of non-empty strings, e.g. ('\\ndef ',)")
+        if self.time_budget_s is not None and not self.time_budget_s > 0:
+            raise ValueError(f"time_budget_s must be > 0 seconds or None, got {self.time_budget_s!r}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass(frozen=True)
+class DraftLengthConfig:
+    """The draft-length policy and the constants of the paper's heuristic (DESIGN.md §3)."""
+
+    policy: str = "heuristic"
+    l0: int = 7
+    l_incre: int = 2
+    l_mod: int = 10
+    l_limit: int = 32
+
+    def __post_init__(self) -> None:
+        if self.policy not in DRAFT_LENGTH_POLICIES:
+            raise ValueError(f"draft length policy must be one of {DRAFT_LENGTH_POLICIES}, got {self.policy!r}")
+        if not 1 <= self.l0 <= self.l_limit:
+            raise ValueError(f"need 1 <= l0 <= l_limit, got l0={self.l0}, l_limit={self.l_limit}")
+        if self.l_incre < 1 or self.l_mod < 1:
+            raise ValueError(f"l_incre and l_mod must be >= 1, got {self.l_incre}, {self.l_mod}")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Which models, drafter and attention backend the engine runs.
+
+    `target` / `draft` take a model spec: "embedded" (Qwen2.5-Coder-1.5B-Instruct from PyPI),
+    "gemma3-270m", a local HF-format folder, a .gguf file, or a hub id (needs internet).
+    """
+
+    target: str = "embedded"
+    draft: str | None = None
+    drafter: str = "ngram"
+    backend: str = "torch"
+    device: str = "auto"
+    dtype: str = "auto"
+    draft_length: DraftLengthConfig = field(default_factory=DraftLengthConfig)
+    ngram_max: int = 3
+    ngram_min: int = 1
+    layer_skip_layers: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.target or not isinstance(self.target, str):
+            raise ValueError("target must name a model: 'embedded', a folder, a .gguf file or a hub id")
+        if self.drafter not in DRAFTERS:
+            raise ValueError(f"drafter must be one of {DRAFTERS}, got {self.drafter!r}")
+        if self.drafter == "model" and not self.draft:
+            raise ValueError("drafter='model' needs a draft model: pass draft=<spec> (e.g. a smaller model "
+                             "of the target's family)")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {self.device!r}")
+        if self.dtype not in ("auto", "float32", "bfloat16", "float16"):
+            raise ValueError(f"dtype must be 'auto', 'float32', 'bfloat16' or 'float16', got {self.dtype!r}")
+        if not 1 <= self.ngram_min <= self.ngram_max:
+            raise ValueError(f"need 1 <= ngram_min <= ngram_max, got {self.ngram_min}, {self.ngram_max}")
+        if self.layer_skip_layers is not None and self.layer_skip_layers < 1:
+            raise ValueError(f"layer_skip_layers must be >= 1, got {self.layer_skip_layers}")

@@ -1,0 +1,215 @@
+"""Where draft tokens come from. The round loop sees only the `Drafter` interface.
+
+- `NgramDrafter`: prompt lookup. The continuation of the most recent earlier occurrence of the last n
+  tokens (n from ngram_max down to ngram_min) in prompt + generated text; nothing if none matches.
+  Deterministic, so its draft distribution is one-hot.
+- `ModelDrafter`: a separate small model with its own KV cache (the paper's setting).
+- `LayerSkipDrafter`: the target's first N layers + final norm + LM head (self-speculative). It reads
+  and writes the target's own cache for those layers, so no KV is recomputed or stored twice.
+- `NoDrafter`: proposes nothing, which turns the round loop into regular decoding.
+
+Cache bookkeeping for model drafts: after a round the draft cache holds the accepted tokens but never
+the last emitted one (correction or bonus), and when all L drafts were accepted it also lacks d_L. The
+next round therefore starts by feeding the 1 or 2 pending tokens of each sequence (a ragged step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from bass.cache import KVCache
+from bass.config import SamplingParams
+from bass.sampling import process_logits, sample_from
+
+
+@dataclass
+class Proposal:
+    tokens: torch.Tensor  # [B, L] long; entries past lengths[b] are padding
+    lengths: torch.Tensor  # [B] long, 0 .. L
+    probs: torch.Tensor | None  # [B, L, V] processed draft distributions; None = one-hot (deterministic)
+
+    @classmethod
+    def empty(cls, batch: int, device: torch.device | str) -> Proposal:
+        return cls(torch.zeros(batch, 0, dtype=torch.long, device=device),
+                   torch.zeros(batch, dtype=torch.long, device=device), None)
+
+
+class Drafter:
+    """Interface. `histories[b]` is prompt + generated tokens of live sequence b, the last one emitted
+    but not yet in the target cache."""
+
+    name = "base"
+    needs_uniforms = False
+
+    def prefill(self, prompts: Sequence[Sequence[int]], samples: int, capacity: int) -> None:
+        """Start a request of len(prompts) prompts x `samples` sequences (after the target's prefill)."""
+
+    def propose(self, histories: Sequence[Sequence[int]], lengths: Sequence[int], params: SamplingParams,
+                u: torch.Tensor, target_cache: KVCache) -> Proposal:
+        """Up to lengths[b] draft tokens per sequence. u [B, max(lengths)] uniforms for sampling."""
+        raise NotImplementedError
+
+    def commit(self, history_lens: Sequence[int]) -> None:
+        """The verify pass is done; sequence b now has history_lens[b] tokens."""
+
+    def select(self, rows: Sequence[int]) -> None:
+        """Only the sequences at `rows` stay in the batch (in that order)."""
+
+
+class NoDrafter(Drafter):
+    name = "none"
+
+    def propose(self, histories, lengths, params, u, target_cache):
+        return Proposal.empty(len(histories), target_cache.suffix_len.device)
+
+
+class NgramDrafter(Drafter):
+    name = "ngram"
+
+    def __init__(self, ngram_max: int = 3, ngram_min: int = 1):
+        self.ngram_max, self.ngram_min = ngram_max, ngram_min
+
+    def lookup(self, history: Sequence[int], max_len: int) -> list[int]:
+        """The continuation of the latest earlier match of the longest matching suffix n-gram."""
+        h = np.asarray(history, dtype=np.int64)
+        for n in range(min(self.ngram_max, len(h) - 1), self.ngram_min - 1, -1):
+            windows = np.lib.stride_tricks.sliding_window_view(h[:-1], n)  # earlier n-grams only
+            hits = np.flatnonzero((windows == h[-n:]).all(axis=1))
+            if hits.size:
+                start = int(hits[-1]) + n
+                return h[start:start + max_len].tolist()
+        return []
+
+    def propose(self, histories, lengths, params, u, target_cache):
+        device = target_cache.suffix_len.device
+        drafts = [self.lookup(h, n) if n > 0 else [] for h, n in zip(histories, lengths, strict=True)]
+        L = max((len(d) for d in drafts), default=0)
+        tokens = torch.zeros(len(drafts), L, dtype=torch.long)
+        for b, d in enumerate(drafts):
+            tokens[b, :len(d)] = torch.tensor(d, dtype=torch.long)
+        lens = torch.tensor([len(d) for d in drafts], dtype=torch.long)
+        return Proposal(tokens.to(device), lens.to(device), None)
+
+
+def draft_autoregressively(forward: Callable[[torch.Tensor, torch.Tensor, bool], torch.Tensor],
+                           pending: Sequence[Sequence[int]], lengths: Sequence[int], params: SamplingParams,
+                           u: torch.Tensor, device: torch.device | str) -> Proposal:
+    """Feed each sequence's pending tokens, then sample up to lengths[b] tokens one step at a time.
+
+    `forward(tokens [B, T], q_len [B], last_only)` runs the draft model on its cache and returns
+    logits [B, 1 or T, V]. Sequences whose draft is complete get q_len 0 in later steps.
+    """
+    B, L = len(pending), max(lengths, default=0)
+    T0 = max(len(p) for p in pending)
+    first = torch.zeros(B, T0, dtype=torch.long)
+    for b, p in enumerate(pending):
+        first[b, :len(p)] = torch.tensor(p, dtype=torch.long)
+    lens = torch.tensor(lengths, dtype=torch.long, device=device)
+    logits = forward(first.to(device), torch.tensor([len(p) for p in pending], device=device), True)[:, -1]
+    tokens, probs = [], []
+    for i in range(L):
+        p_i = process_logits(logits, params)  # [B, V]
+        d_i = sample_from(p_i, u[:, i])  # [B]
+        tokens.append(d_i)
+        if not params.greedy:
+            probs.append(p_i)
+        if i + 1 < L:
+            logits = forward(d_i[:, None], (i + 1 < lens).to(torch.int32), False)[:, -1]
+    if not tokens:
+        return Proposal.empty(B, device)
+    return Proposal(torch.stack(tokens, 1), lens, torch.stack(probs, 1) if probs else None)
+
+
+class ModelDrafter(Drafter):
+    name = "model"
+    needs_uniforms = True
+
+    def __init__(self, model: torch.nn.Module, attn: Callable):
+        self.model, self.attn = model, attn
+        self.cache: KVCache | None = None
+        self.in_cache: list[int] = []  # tokens of each sequence whose K/V the draft cache holds
+        self.prompt_lens: list[int] = []
+
+    @torch.inference_mode()
+    def prefill(self, prompts, samples, capacity):
+        device = next(self.model.parameters()).device
+        lens = [len(p) for p in prompts]
+        cache = self.model.new_cache(len(prompts), max(lens))
+        tokens = torch.zeros(len(prompts), max(lens), dtype=torch.long)
+        for g, p in enumerate(prompts):
+            tokens[g, :len(p)] = torch.tensor(p, dtype=torch.long)
+        self.model(tokens.to(device), cache, torch.tensor(lens, device=device), self.attn, last_only=True)
+        self.cache = cache.fork(samples, capacity)
+        self.prompt_lens = [n for n in lens for _ in range(samples)]
+        self.in_cache = list(self.prompt_lens)
+
+    @torch.inference_mode()
+    def propose(self, histories, lengths, params, u, target_cache):
+        device = self.cache.suffix_len.device
+        pending = [h[n:] for h, n in zip(histories, self.in_cache, strict=True)]
+
+        def forward(tokens, q_len, last_only):
+            return self.model(tokens, self.cache, q_len, self.attn, last_only=last_only)
+
+        proposal = draft_autoregressively(forward, pending, lengths, params, u, device)
+        # the cache now holds the pending tokens and d_1 .. d_{l-1}
+        self.in_cache = [len(h) + max(0, n - 1) for h, n in zip(histories, lengths, strict=True)]
+        return proposal
+
+    def commit(self, history_lens):
+        self.in_cache = [min(c, n - 1) for c, n in zip(self.in_cache, history_lens, strict=True)]
+        suffix = [c - p for c, p in zip(self.in_cache, self.prompt_lens, strict=True)]
+        self.cache.truncate(torch.tensor(suffix, device=self.cache.suffix_len.device))
+
+    def select(self, rows):
+        self.cache = self.cache.select(torch.tensor(list(rows)))
+        self.in_cache = [self.in_cache[r] for r in rows]
+        self.prompt_lens = [self.prompt_lens[r] for r in rows]
+
+
+class LayerSkipDrafter(Drafter):
+    name = "layer-skip"
+    needs_uniforms = True
+
+    def __init__(self, target: torch.nn.Module, attn: Callable, num_layers: int):
+        if not 1 <= num_layers < target.config.num_layers:
+            raise ValueError(f"layer_skip_layers must be in 1 .. {target.config.num_layers - 1} for this target, "
+                             f"got {num_layers}")
+        self.target, self.attn, self.num_layers = target, attn, num_layers
+
+    @torch.inference_mode()
+    def propose(self, histories, lengths, params, u, target_cache):
+        # The target cache holds every token but the last emitted one, so each sequence has one pending.
+        saved = target_cache.suffix_len.clone()
+        pending = [h[-1:] for h in histories]
+
+        def forward(tokens, q_len, last_only):
+            return self.target(tokens, target_cache, q_len, self.attn, num_layers=self.num_layers,
+                               last_only=last_only)
+
+        proposal = draft_autoregressively(forward, pending, lengths, params, u, saved.device)
+        # The verify pass rewrites these rows in every layer; only the lengths need restoring.
+        target_cache.truncate(saved)
+        return proposal
+
+
+def build_drafter(name: str, target: torch.nn.Module, draft: torch.nn.Module | None, attn: Callable, *,
+                  ngram_max: int = 3, ngram_min: int = 1, layer_skip_layers: int | None = None) -> Drafter:
+    """The drafter called `name` ("none", "ngram", "model", "layer-skip")."""
+    if name == "none":
+        return NoDrafter()
+    if name == "ngram":
+        return NgramDrafter(ngram_max, ngram_min)
+    if name == "model":
+        if draft is None:
+            raise ValueError("drafter='model' needs a draft model: set EngineConfig.draft (e.g. a small model "
+                             "of the target's family)")
+        return ModelDrafter(draft, attn)
+    if name == "layer-skip":
+        n = layer_skip_layers or max(1, target.config.num_layers // 2)
+        return LayerSkipDrafter(target, attn, n)
+    raise ValueError(f"unknown drafter {name!r}: choose 'ngram', 'model' or 'layer-skip'")

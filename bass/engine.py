@@ -1,0 +1,222 @@
+"""The engine: loads the models once, validates a request, prefills, and streams rounds as events.
+
+    engine = Engine(EngineConfig(target="embedded"))
+    for event in engine.stream("def fib(n):", k=8, params=SamplingParams(max_new_tokens=64)):
+        ...
+    result = engine.generate(["def f(x):", "def g(y):"], k=4, params=..., method="regular")
+
+All sequences of all prompts decode in one ragged batch; the k samples of a prompt share its prefill
+and its K/V. Methods: "bass" (batched speculative), "regular" (batched decoding, no draft), "single"
+(speculative decoding one sequence at a time) — the baselines run through the same round loop.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+import torch
+
+from bass import baselines
+from bass.attention import available_backends, get_backend
+from bass.config import METHODS, DraftLengthConfig, EngineConfig, SamplingParams
+from bass.draft_length import DraftLengthPolicy
+from bass.drafters import Drafter, build_drafter
+from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceUpdate
+from bass.models.loader import LoadedModel, check_same_vocab, load_model
+from bass.sampling import SequenceRNG, process_logits, sample_from
+from bass.sequences import Sequence as Seq
+from bass.sequences import StopRule
+from bass.speculative import DecodeState, speculative_decode
+
+MAX_K = 64
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} but no CUDA GPU is visible: use device='cpu' or 'auto'")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return getattr(torch, dtype)
+
+
+class Engine:
+    """One target (and optionally one draft model), loaded once, serving any number of requests."""
+
+    def __init__(self, config: EngineConfig | None = None, *, progress: Callable[[str, float], None] | None = None,
+                 target: LoadedModel | None = None, draft: LoadedModel | None = None):
+        self.config = config or EngineConfig()
+        self.device = resolve_device(self.config.device)
+        self.dtype = resolve_dtype(self.config.dtype, self.device)
+        load = dict(device=self.device, dtype=self.dtype, progress=progress)
+        self.target = target or load_model(self.config.target, **load)
+        self.draft = draft or (load_model(self.config.draft, **load) if self.config.draft else None)
+        if self.draft is not None:
+            check_same_vocab(self.target, self.draft)
+        self.tokenizer = self.target.tokenizer
+        get_backend(self.config.backend, self.device)  # fail at start, not at the first request
+        self._lock = threading.Lock()  # one generation at a time on this engine's models
+
+    # ---- what the UI may offer -------------------------------------------------------------------
+    def available_backends(self) -> list[str]:
+        return available_backends(self.device)
+
+    def available_drafters(self) -> list[str]:
+        return ["ngram", "layer-skip"] + (["model"] if self.draft is not None else [])
+
+    @property
+    def eos_ids(self) -> set[int]:
+        ids = set(self.target.config.eos_token_ids)
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(int(self.tokenizer.eos_token_id))
+        return ids
+
+    # ---- requests --------------------------------------------------------------------------------
+    def encode(self, prompts: str | Sequence[str], chat: bool = False) -> list[list[int]]:
+        """Token ids of each prompt, after the validation every request gets."""
+        if isinstance(prompts, str):
+            prompts = [prompts]
+        if not prompts or not all(isinstance(p, str) for p in prompts):
+            raise ValueError("prompts must be a non-empty string or a list of strings")
+        out = []
+        for i, p in enumerate(prompts):
+            if not p.strip():
+                raise ValueError(f"prompt {i} is empty: type a coding prompt or pick a HumanEval problem")
+            if chat and getattr(self.tokenizer, "chat_template", None):
+                p = self.tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                                       add_generation_prompt=True)
+                out.append(self.tokenizer.encode(p, add_special_tokens=False))
+            else:
+                out.append(self.tokenizer.encode(p))
+        return out
+
+    def stream(self, prompts: str | Sequence[str], *, k: int = 1, params: SamplingParams | None = None,
+               method: str = "bass", drafter: str | None = None, backend: str | None = None,
+               draft_length: DraftLengthConfig | None = None, chat: bool = False,
+               cancel: threading.Event | None = None) -> Iterator[GenerationEvent]:
+        """Generate k samples per prompt; yield a "prefill" event, one "round" event per round, then "done"."""
+        params = params or SamplingParams()
+        if not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise ValueError(f"k must be an integer in 1 .. {MAX_K}, got {k!r}")
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        drafter = drafter or self.config.drafter
+        if method != "regular" and drafter not in self.available_drafters():
+            raise ValueError(f"drafter {drafter!r} is not available here; choose one of {self.available_drafters()}"
+                             + (" (drafter='model' needs EngineConfig.draft)" if drafter == "model" else ""))
+        backend = backend or self.config.backend
+        attn = get_backend(backend, self.device)
+        ids = self.encode(prompts, chat)
+        limit = self.target.config.max_position_embeddings
+        for i, p in enumerate(ids):
+            if len(p) + params.max_new_tokens > limit:
+                raise ValueError(f"prompt {i} has {len(p)} tokens; with max_new_tokens={params.max_new_tokens} it "
+                                 f"exceeds the model's context of {limit}: shorten the prompt or lower "
+                                 "max_new_tokens")
+        with self._lock, torch.inference_mode():
+            yield from self._run(ids, k, params, method, drafter, backend, attn,
+                                 draft_length or self.config.draft_length, cancel)
+
+    def generate(self, prompts: str | Sequence[str], **kwargs) -> GenerationResult:
+        """Like `stream`, but return only the final result."""
+        for event in self.stream(prompts, **kwargs):
+            if event.kind == "done":
+                return event.result
+        raise RuntimeError("generation ended without a result")  # stream always ends with "done"
+
+    # ---- the run ---------------------------------------------------------------------------------
+    def _prefill(self, ids: list[list[int]], k: int, params: SamplingParams, rng: SequenceRNG, capacity: int,
+                 attn: Callable):
+        """Encode every prompt once, fork its K/V to k sequences, and sample each sequence's first token."""
+        model = self.target.model
+        G, lens = len(ids), [len(p) for p in ids]
+        cache = model.new_cache(G, max(lens))
+        tokens = torch.zeros(G, max(lens), dtype=torch.long)
+        for g, p in enumerate(ids):
+            tokens[g, :len(p)] = torch.tensor(p, dtype=torch.long)
+        logits = model(tokens.to(self.device), cache, torch.tensor(lens, device=self.device), attn, last_only=True)
+        cache = cache.fork(k, capacity)
+        seqs = [Seq(seq=g * k + s, prompt_index=g, sample_index=s, prompt_len=lens[g], history=list(ids[g]))
+                for g in range(G) for s in range(k)]
+        u = rng.uniforms([s.key for s in seqs], 1, self.device)[:, 0]
+        probs = process_logits(logits[:, 0].repeat_interleave(k, 0), params)
+        first = sample_from(probs, u).tolist()
+        return seqs, cache, first
+
+    def _drafter(self, name: str, attn: Callable) -> Drafter:
+        c = self.config
+        return build_drafter(name, self.target.model, self.draft.model if self.draft else None, attn,
+                             ngram_max=c.ngram_max, ngram_min=c.ngram_min, layer_skip_layers=c.layer_skip_layers)
+
+    def _run(self, ids, k, params, method, drafter_name, backend, attn, dl_cfg, cancel):
+        t_start = time.perf_counter()
+        keys = [(g, s) for g in range(len(ids)) for s in range(k)]
+        rng = SequenceRNG(params.seed, keys)
+        stop = StopRule(self.tokenizer, self.eos_ids, params)
+        capacity = params.max_new_tokens + 2
+        seqs, cache, first = self._prefill(ids, k, params, rng, capacity, attn)
+        name = "none" if method == "regular" else drafter_name
+        drafter = None
+        if method != "single":
+            drafter = self._drafter(name, attn)
+            drafter.prefill(ids, k, capacity)
+        prefill_s = time.perf_counter() - t_start
+        yield GenerationEvent("prefill", 0, prefill_s, 0, (), tuple("" for _ in seqs))
+
+        t0 = time.perf_counter()
+        first_updates = []
+        for s, t in zip(seqs, first, strict=True):
+            new_text = stop.extend(s, [t])
+            if s.finished:
+                s.finish_time_s = time.perf_counter() - t0
+            first_updates.append(SequenceUpdate(s.seq, (t,), new_text, 0, 0, s.finished, s.finish_reason))
+        yield GenerationEvent("round", 0, time.perf_counter() - t0, 0, tuple(first_updates),
+                              tuple(s.text for s in seqs))
+
+        live = [s for s in seqs if not s.finished]
+        rows = [i for i, s in enumerate(seqs) if not s.finished]
+        cache = cache.select(torch.tensor(rows)) if len(rows) < len(seqs) else cache
+        loop = dict(t0=t0, time_budget_s=params.time_budget_s, cancel=cancel)
+        if method == "single":
+            def new_drafter(seq: Seq) -> Drafter:
+                d = self._drafter(name, attn)
+                d.prefill([ids[seq.prompt_index]], 1, capacity)
+                return d
+            reports = baselines.single_sequence(self.target.model, attn, new_drafter, live, cache, stop, rng,
+                                                dl_cfg, **loop)
+        else:
+            if len(rows) < len(seqs):
+                drafter.select(rows)
+            policy = DraftLengthPolicy(dl_cfg, [s.seq for s in live])
+            reports = speculative_decode(self.target.model, attn, drafter, policy, DecodeState(live, cache),
+                                         stop, rng, first_round=1, **loop) if live else iter(())
+        draft_lengths: list[int] = []
+        for report in reports:
+            draft_lengths.append(report.draft_length)
+            yield GenerationEvent("round", report.index, report.time_s, report.draft_length,
+                                  tuple(report.updates), tuple(s.text for s in seqs))
+        now = time.perf_counter() - t0
+        result = self._result(seqs, method, None if method == "regular" else drafter_name, backend,
+                              prefill_s, now, draft_lengths)
+        yield GenerationEvent("done", len(draft_lengths), now, 0, (), tuple(s.text for s in seqs), result)
+
+    def _result(self, seqs, method, drafter, backend, prefill_s, decode_s, draft_lengths) -> GenerationResult:
+        cands = tuple(Candidate(s.prompt_index, s.sample_index, s.text, tuple(s.generated), s.finish_reason or "",
+                                s.stats(decode_s)) for s in seqs)
+        per = [c.stats for c in cands]
+        tokens = sum(st.tokens for st in per)
+        ms = [st.ms_per_token for st in per if st.tokens]
+        stats = BatchStats(method=method, drafter=drafter, backend=backend, num_sequences=len(seqs),
+                           prefill_s=prefill_s, decode_s=decode_s, tokens=tokens,
+                           rounds=sum(st.rounds for st in per), proposed=sum(st.proposed for st in per),
+                           accepted=sum(st.accepted for st in per),
+                           mean_ms_per_token=sum(ms) / len(ms) if ms else 0.0,
+                           draft_lengths=tuple(draft_lengths))
+        return GenerationResult(cands, stats)

@@ -1,0 +1,134 @@
+"""What the engine emits: one `GenerationEvent` per round while streaming, a `GenerationResult` at the end.
+
+These are the only engine objects the UI consumes (DESIGN.md §4). Sequence index `seq` is
+`prompt_index * k + sample_index` and never changes, even after other sequences leave the batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SequenceUpdate:
+    """What one sequence did in one round."""
+
+    seq: int
+    new_token_ids: tuple[int, ...]
+    new_text: str  # decoded text appended this round (stop strings already cut off)
+    proposed: int  # draft tokens proposed to it this round
+    accepted: int  # of those, accepted by the target
+    finished: bool
+    finish_reason: str | None = None  # "eos" | "stop" | "length" | "budget" | "cancelled"
+
+
+@dataclass(frozen=True)
+class SequenceStats:
+    """DESIGN.md §2 metrics of one sequence."""
+
+    tokens: int
+    rounds: int
+    proposed: int
+    accepted: int
+    finish_time_s: float  # since decoding started (after prefill)
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted draft tokens / proposed draft tokens (0 when nothing was proposed)."""
+        return self.accepted / self.proposed if self.proposed else 0.0
+
+    @property
+    def tokens_per_round(self) -> float:
+        """Tokens emitted per verify pass, bonus included (the first token comes from the prefill)."""
+        return (self.tokens - 1) / self.rounds if self.rounds else 0.0
+
+    @property
+    def ms_per_token(self) -> float:
+        """Per-sequence latency: time to this sequence's finish / its generated tokens."""
+        return 1000.0 * self.finish_time_s / self.tokens if self.tokens else 0.0
+
+    def to_dict(self) -> dict:
+        return {"tokens": self.tokens, "rounds": self.rounds, "proposed": self.proposed,
+                "accepted": self.accepted, "acceptance_rate": self.acceptance_rate,
+                "tokens_per_round": self.tokens_per_round, "ms_per_token": self.ms_per_token,
+                "finish_time_s": self.finish_time_s}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    prompt_index: int
+    sample_index: int
+    text: str
+    token_ids: tuple[int, ...]  # generated ids only, prompt excluded
+    finish_reason: str
+    stats: SequenceStats
+
+    def to_dict(self) -> dict:
+        return {"prompt_index": self.prompt_index, "sample_index": self.sample_index, "text": self.text,
+                "token_ids": list(self.token_ids), "finish_reason": self.finish_reason,
+                "stats": self.stats.to_dict()}
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """DESIGN.md §2 metrics of the whole batch."""
+
+    method: str
+    drafter: str | None
+    backend: str
+    num_sequences: int
+    prefill_s: float
+    decode_s: float
+    tokens: int
+    rounds: int
+    proposed: int
+    accepted: int
+    mean_ms_per_token: float  # the paper's headline: mean over sequences of per-sequence latency
+    draft_lengths: tuple[int, ...] = ()  # draft length used in each round
+
+    @property
+    def throughput_tok_s(self) -> float:
+        return self.tokens / self.decode_s if self.decode_s > 0 else 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.proposed if self.proposed else 0.0
+
+    @property
+    def tokens_per_round(self) -> float:
+        """Tokens emitted per sequence per verify pass (the prefill's first token left out)."""
+        return (self.tokens - self.num_sequences) / self.rounds if self.rounds else 0.0
+
+    def to_dict(self) -> dict:
+        return {"method": self.method, "drafter": self.drafter, "backend": self.backend,
+                "num_sequences": self.num_sequences, "prefill_s": self.prefill_s, "decode_s": self.decode_s,
+                "tokens": self.tokens, "rounds": self.rounds, "proposed": self.proposed,
+                "accepted": self.accepted, "acceptance_rate": self.acceptance_rate,
+                "tokens_per_round": self.tokens_per_round, "throughput_tok_s": self.throughput_tok_s,
+                "mean_ms_per_token": self.mean_ms_per_token, "draft_lengths": list(self.draft_lengths)}
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    candidates: tuple[Candidate, ...]
+    stats: BatchStats
+
+    def to_dict(self) -> dict:
+        return {"candidates": [c.to_dict() for c in self.candidates], "stats": self.stats.to_dict()}
+
+
+@dataclass(frozen=True)
+class GenerationEvent:
+    """One step of a streamed generation.
+
+    kind "prefill": the prompts are encoded (updates empty); "round": one draft+verify round (or one
+    decode step for method="regular"); "done": generation ended and `result` is set.
+    """
+
+    kind: str
+    round: int
+    time_s: float  # since decoding started (prefill time for "prefill")
+    draft_length: int
+    updates: tuple[SequenceUpdate, ...] = ()
+    texts: tuple[str, ...] = ()  # full text so far of every sequence, by seq index
+    result: GenerationResult | None = field(default=None)

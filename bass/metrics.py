@@ -1,0 +1,61 @@
+"""The metric definitions of DESIGN.md §2, used by the engine, the benchmarks, the evaluation and the app.
+
+Per-sequence quantities live on `bass.events.SequenceStats` / `BatchStats`; this module holds what is
+computed across sequences or against hardware.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import comb
+
+
+def mean_ms_per_token(finish_times_s: Sequence[float], tokens: Sequence[int]) -> float:
+    """The paper's headline latency: mean over sequences of (finish time / generated tokens), in ms.
+
+    Sequences that generated nothing are left out of the mean.
+    """
+    per_seq = [1000.0 * t / n for t, n in zip(finish_times_s, tokens, strict=True) if n > 0]
+    return sum(per_seq) / len(per_seq) if per_seq else 0.0
+
+
+def pass_at_first(finish_times_s: Sequence[float | None], passed: Sequence[bool]) -> bool:
+    """Pass@First: the first sequence to finish (within the budget) passes its tests.
+
+    `finish_times_s[i]` is None for a sequence that did not finish within the budget; ties go to the
+    lower index, as the engine reports sequences in index order within a round.
+    """
+    finished = [(t, i) for i, t in enumerate(finish_times_s) if t is not None]
+    if not finished:
+        return False
+    _, first = min(finished)
+    return bool(passed[first])
+
+
+def pass_at_all(finish_times_s: Sequence[float | None], passed: Sequence[bool]) -> bool:
+    """Pass@All: at least one sequence that finished within the budget passes."""
+    return any(p for t, p in zip(finish_times_s, passed, strict=True) if t is not None)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k (Chen et al. 2021): 1 - C(n - c, k) / C(n, k) for n samples of which c pass."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def gpu_utilization(flops_per_token: float, tokens_per_s: float, peak_flops: float) -> float:
+    """Fraction of the measured peak bf16 rate actually needed: FLOPs/token x tokens/s / peak."""
+    if peak_flops <= 0:
+        raise ValueError(f"peak_flops must be > 0, got {peak_flops}")
+    return flops_per_token * tokens_per_s / peak_flops
+
+
+def decoder_flops_per_token(num_params: int, num_layers: int, hidden_size: int, context_len: int) -> float:
+    """Model FLOPs needed per generated token: 2 per weight plus attention over the context.
+
+    2 * params for the matrix products, plus 2 * 2 * layers * context * hidden for QK^T and PV.
+    """
+    return 2.0 * num_params + 4.0 * num_layers * context_len * hidden_size

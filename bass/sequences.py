@@ -1,0 +1,91 @@
+"""Per-sequence bookkeeping: token history, decoded text, stop conditions, counters.
+
+Stop conditions are applied token by token to what a round emits, so a sequence that accepts five
+tokens of which the second is EOS keeps exactly the tokens regular decoding would have produced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from bass.config import SamplingParams
+from bass.events import SequenceStats
+
+
+@dataclass
+class Sequence:
+    seq: int  # stable index: prompt_index * k + sample_index
+    prompt_index: int
+    sample_index: int
+    prompt_len: int
+    history: list[int]  # prompt + generated; the last token is not yet in the target cache
+    text: str = ""  # generated text, stop strings cut off, held back while a character is incomplete
+    rounds: int = 0
+    proposed: int = 0
+    accepted: int = 0
+    finish_reason: str | None = None
+    finish_time_s: float | None = None
+    _raw_len: int = field(default=0, repr=False)  # length of the decoded text already scanned for stops
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return self.prompt_index, self.sample_index
+
+    @property
+    def generated(self) -> list[int]:
+        return self.history[self.prompt_len:]
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+    def stats(self, now_s: float) -> SequenceStats:
+        t = self.finish_time_s if self.finish_time_s is not None else now_s
+        return SequenceStats(tokens=len(self.generated), rounds=self.rounds, proposed=self.proposed,
+                             accepted=self.accepted, finish_time_s=t)
+
+
+class StopRule:
+    """Appends emitted tokens to a sequence and decides whether, and why, it finished."""
+
+    def __init__(self, tokenizer, eos_ids: Iterable[int], params: SamplingParams):
+        self.tokenizer = tokenizer
+        self.eos_ids = frozenset(eos_ids)
+        self.params = params
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def _find_stop(self, text: str, start: int) -> int:
+        hits = [i for s in self.params.stop if (i := text.find(s, max(0, start - len(s) + 1))) >= 0]
+        return min(hits) if hits else -1
+
+    def extend(self, seq: Sequence, emitted: list[int]) -> str:
+        """Append `emitted` (cut at EOS, stop string or the token limit); return the new text."""
+        room = self.params.max_new_tokens - len(seq.generated)
+        kept = emitted[:room]
+        reason = "length" if len(seq.generated) + len(kept) >= self.params.max_new_tokens else None
+        for j, t in enumerate(kept):
+            if t in self.eos_ids:
+                kept, reason = kept[:j + 1], "eos"
+                break
+        base = seq.generated
+        text = self._decode(base + kept)
+        cut = self._find_stop(text, seq._raw_len) if self.params.stop else -1
+        if cut >= 0:
+            # keep the shortest prefix of this round's tokens whose text already holds the stop string
+            for j in range(1, len(kept) + 1):
+                if self._find_stop(self._decode(base + kept[:j]), seq._raw_len) >= 0:
+                    kept = kept[:j]
+                    break
+            text, reason = text[:cut], "stop"
+        seq.history.extend(kept)
+        seq._raw_len = len(text)
+        if reason is None and text.endswith("\ufffd"):
+            text = text.rstrip("\ufffd")  # a multi-byte character is still incomplete: show it next round
+        new_text = text[len(seq.text):] if text.startswith(seq.text) else text
+        seq.text = text
+        if reason is not None:
+            seq.finish_reason = reason
+        return new_text

@@ -1,0 +1,117 @@
+"""The BASS round loop (DESIGN.md §1): batched drafting, one batched verify, ragged acceptance.
+
+One round, for the B live sequences:
+
+  1. the policy gives each sequence a draft length l_b (shared by the batch for the paper's heuristic);
+  2. the drafter proposes up to l_b tokens per sequence (one batched draft forward per draft step);
+  3. one batched target forward scores [last emitted token, d_1 .. d_l] of every sequence (q_len = l_b + 1);
+  4. each sequence accepts its own a_b drafts and emits a_b + 1 tokens (greedy or lossless sampling);
+  5. both caches roll back per sequence to the accepted length; the draft-length policy is updated;
+  6. sequences that hit EOS, a stop string, their token limit, the time budget or a cancel leave the batch.
+
+With `NoDrafter` every proposal is empty, q_len = 1, and the same loop is regular batched decoding.
+The only host synchronisation in a round is reading the accepted counts and tokens (step 4).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+from bass.cache import KVCache
+from bass.draft_length import DraftLengthPolicy
+from bass.drafters import Drafter
+from bass.events import SequenceUpdate
+from bass.sampling import SequenceRNG, process_logits, verify_greedy, verify_sampled
+from bass.sequences import Sequence, StopRule
+
+
+@dataclass
+class RoundReport:
+    """What one round did; the engine turns it into a `GenerationEvent`."""
+
+    index: int
+    time_s: float  # since decoding started
+    draft_length: int  # the longest draft proposed this round
+    updates: list[SequenceUpdate]
+
+
+@dataclass
+class DecodeState:
+    """Everything the loop mutates: the live sequences (in cache row order) and the target cache."""
+
+    live: list[Sequence]
+    cache: KVCache
+
+
+def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter, policy: DraftLengthPolicy,
+                       state: DecodeState, stop: StopRule, rng: SequenceRNG, *, t0: float,
+                       time_budget_s: float | None = None, cancel: threading.Event | None = None,
+                       first_round: int = 0) -> Iterator[RoundReport]:
+    """Run rounds until every live sequence has finished; yield one report per round."""
+    params = stop.params
+    device = state.cache.suffix_len.device
+    r = first_round
+    while state.live:
+        now = time.perf_counter() - t0
+        halt = "cancelled" if cancel is not None and cancel.is_set() else None
+        if halt is None and time_budget_s is not None and now >= time_budget_s:
+            halt = "budget"
+        if halt:
+            updates = []
+            for s in state.live:
+                s.finish_reason, s.finish_time_s = halt, now
+                updates.append(SequenceUpdate(s.seq, (), "", 0, 0, True, halt))
+            state.live = []
+            yield RoundReport(r, now, 0, updates)
+            return
+
+        seqs, hist = [s.seq for s in state.live], [s.history for s in state.live]
+        # never draft past the token limit: a round emits at most l_b + 1 tokens
+        room = [params.max_new_tokens - len(s.generated) - 1 for s in state.live]
+        lengths = [max(0, min(n, m)) for n, m in zip(policy.lengths(seqs), room, strict=True)]
+        L = max(lengths, default=0)
+        u = rng.uniforms([s.key for s in state.live], 2 * L + 1, device)  # [B, 2L+1]
+
+        proposal = drafter.propose(hist, lengths, params, u[:, :L], state.cache)  # 2. draft
+        drafts, dlen = proposal.tokens, proposal.lengths
+        last = torch.tensor([h[-1] for h in hist], dtype=torch.long, device=device)[:, None]
+        logits = target(torch.cat([last, drafts], 1), state.cache, (dlen + 1).to(torch.int32), attn)  # 3.
+        if params.greedy:  # 4. accept
+            verdict = verify_greedy(drafts, dlen, logits)
+        else:
+            verdict = verify_sampled(drafts, dlen, proposal.probs, process_logits(logits, params),
+                                     u[:, L:2 * L], u[:, 2 * L])
+        accepted, next_tok, draft_rows = verdict.accepted.tolist(), verdict.next_token.tolist(), drafts.tolist()
+        proposed = dlen.tolist()
+
+        now = time.perf_counter() - t0
+        updates = []
+        for s, a, t, d, n in zip(state.live, accepted, next_tok, draft_rows, proposed, strict=True):
+            before = len(s.history)
+            new_text = stop.extend(s, d[:a] + [t])
+            s.rounds, s.proposed, s.accepted = s.rounds + 1, s.proposed + n, s.accepted + a
+            if s.finished:
+                s.finish_time_s = now
+            updates.append(SequenceUpdate(s.seq, tuple(s.history[before:]), new_text, n, a, s.finished,
+                                          s.finish_reason))
+
+        # 5. roll back: the target cache holds every token but the last emitted one
+        keep = torch.tensor([len(s.history) - 1 - s.prompt_len for s in state.live], device=device)
+        state.cache.truncate(keep)
+        drafter.commit([len(s.history) for s in state.live])
+        policy.update(seqs, accepted)
+
+        # 6. finished sequences leave the batch
+        rows = [i for i, s in enumerate(state.live) if not s.finished]
+        if len(rows) < len(state.live):
+            state.live = [state.live[i] for i in rows]
+            if rows:
+                state.cache = state.cache.select(torch.tensor(rows))
+                drafter.select(rows)
+        yield RoundReport(r, now, L, updates)
+        r += 1
