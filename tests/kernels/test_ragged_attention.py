@@ -1,0 +1,94 @@
+"""The Triton ragged kernel (interpreted on the CPU) against the float64 reference."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from kernel_cases import Case, as_float64, make_inputs, rel_error
+
+from kernels import available_backends
+from kernels.reference import ragged_attention_ref
+
+pytestmark = pytest.mark.skipif("ragged" not in available_backends("cuda" if torch.cuda.is_available() else "cpu"),
+                                reason="needs CUDA or TRITON_INTERPRET=1")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+SEEDS = iter(range(20_000, 30_000))
+
+
+@pytest.fixture
+def poisoned(monkeypatch: pytest.MonkeyPatch):
+    """Every buffer the launcher allocates (output and split partials) starts as NaN."""
+    import kernels.ragged_attention as mod
+
+    def nan_empty(shape: tuple[int, ...], **kw) -> torch.Tensor:
+        return torch.full(shape, float("nan"), **kw)
+
+    monkeypatch.setattr(mod, "_empty", nan_empty)
+    return mod
+
+
+CASES = [
+    (Case(Hq=2, Hkv=2, D=64), {}),  # GQA 1
+    (Case(Hq=8, Hkv=2, D=128, T=9, G=3), {}),  # GQA 4, verify
+    (Case(Hq=8, Hkv=1, D=64, T=1, B=6), {}),  # GQA 8, decode
+    (Case(Hq=8, Hkv=1, D=64, T=5), {"BLOCK_M": 16}),  # packed rows split over several row tiles
+    (Case(Hq=4, Hkv=1, D=256, T=4, window=7), {}),  # Gemma 3 local layer
+    (Case(Hq=4, Hkv=2, D=64, T=3, window=1), {}),
+    (Case(Hq=4, Hkv=1, D=64, B=3, T=24, G=1, P=0, S=24, prefill=True), {}),  # prompt pass, no prefix
+    (Case(Hq=4, Hkv=1, D=80, T=3), {}),  # head_dim not a power of two: masked tail
+]
+SPLITS = [{"NUM_SPLITS": 1}, {"NUM_SPLITS": 3, "BLOCK_N": 16}]
+
+
+@pytest.mark.parametrize("split", SPLITS, ids=lambda s: f"splits{s['NUM_SPLITS']}")
+@pytest.mark.parametrize(("case", "cfg"), CASES, ids=lambda c: str(c) if isinstance(c, Case) else "")
+def test_ragged_matches_reference_fp32(poisoned, case: Case, cfg: dict, split: dict) -> None:
+    inputs = make_inputs(case, torch.Generator().manual_seed(next(SEEDS)), device=DEVICE)
+    out = poisoned.ragged_attention_tuned(**inputs, **cfg, **split)
+    ref = ragged_attention_ref(**as_float64({k: v.cpu() if torch.is_tensor(v) else v for k, v in inputs.items()}))
+    assert torch.isfinite(out).all(), "an output element was never written"
+    assert rel_error(out.cpu(), ref) < 1e-5
+
+
+def test_ragged_never_reads_past_lengths(poisoned) -> None:
+    """NaN in every row past prefix_len / kv_len must not reach the output (GEMM backends cannot promise this)."""
+    case = Case(Hq=4, Hkv=2, D=64, T=5, G=2)
+    inputs = make_inputs(case, torch.Generator().manual_seed(next(SEEDS)), device=DEVICE, garbage=float("nan"))
+    clean = {k: torch.nan_to_num(v, nan=0.0) if torch.is_tensor(v) and v.is_floating_point() else v
+             for k, v in inputs.items()}
+    ref = ragged_attention_ref(**as_float64({k: v.cpu() if torch.is_tensor(v) else v for k, v in clean.items()}))
+    for split in SPLITS:
+        out = poisoned.ragged_attention_tuned(**inputs, **split)
+        assert torch.isfinite(out).all()
+        assert rel_error(out.cpu(), ref) < 1e-5
+
+
+def test_ragged_launcher_never_syncs(poisoned, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No .item()/.tolist()/bool() on a tensor: the launcher must stay CUDA-graph capturable."""
+    case = Case(Hq=4, Hkv=1, D=64, T=3)
+    inputs = make_inputs(case, torch.Generator().manual_seed(next(SEEDS)), device=DEVICE)
+    ref = ragged_attention_ref(**as_float64({k: v.cpu() if torch.is_tensor(v) else v for k, v in inputs.items()}))
+    import kernels.ragged_attention as mod
+
+    calls: list[str] = []
+    real_config = mod.choose_config
+    monkeypatch.setattr(mod, "choose_config", lambda *a: calls.append("cfg") or real_config(*a))
+    for name in ("item", "tolist", "__bool__", "__int__", "__index__"):
+        def forbidden(self, *a, _name=name, **k):
+            raise AssertionError(f"launcher called Tensor.{_name}")
+        monkeypatch.setattr(torch.Tensor, name, forbidden)
+    out = mod.ragged_attention(**inputs)
+    monkeypatch.undo()
+    assert calls == ["cfg"]
+    assert rel_error(out.cpu(), ref) < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="bf16 on the GPU; the fp32 cases above are its CPU twin")
+@pytest.mark.parametrize(("case", "cfg"), CASES[:5], ids=lambda c: str(c) if isinstance(c, Case) else "")
+def test_ragged_bf16_gpu(case: Case, cfg: dict) -> None:
+    inputs = make_inputs(case, torch.Generator().manual_seed(next(SEEDS)), dtype=torch.bfloat16, device="cuda")
+    ref = ragged_attention_ref(**as_float64({k: v.cpu() if torch.is_tensor(v) else v for k, v in inputs.items()}))
+    from kernels.ragged_attention import ragged_attention
+
+    assert rel_error(ragged_attention(**inputs).cpu(), ref) < 1e-2
