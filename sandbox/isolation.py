@@ -1,0 +1,289 @@
+"""Kernel confinement applied by the child to itself before any candidate code runs.
+
+This module runs inside the sandboxed interpreter (imported by `harness.py` as a top-level module), so it
+uses the standard library only and never imports from the `sandbox` package.
+
+Each layer is tried in order of strength and the names of the layers that took effect are returned; the
+parent reports them as the isolation level. A layer that the kernel refuses is skipped, never faked:
+
+- `uid`: a fresh unprivileged uid per candidate (root only). Capabilities go with it, so the candidate cannot
+  signal the caller, write root's files, or undo the layers below; `RLIMIT_NPROC` counts only its processes.
+- `netns`: an empty network namespace (only a loopback that is down): no connection anywhere, not even to
+  127.0.0.1. Else `seccomp-net`: a filter that makes `socket()` fail for every family but AF_UNIX.
+- `mountns-ro`: a private mount namespace where every mount is read-only but the working directory.
+  Else `landlock-ro`: a Landlock ruleset that denies every write outside the working directory.
+- `ipcns`: a private System V IPC namespace.
+- `rlimits`: CPU seconds, address space, processes, file size, open files, no core dumps.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import resource
+import signal
+import stat
+import struct
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+AT_FDCWD, AT_RECURSIVE = -100, 0x8000
+OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC = 0x1, os.O_CLOEXEC
+MOVE_MOUNT_F_EMPTY_PATH = 0x4
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 0x1, 0x2
+
+# Syscalls numbered 424 and above are the same on every architecture.
+SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
+SYS_LANDLOCK_CREATE, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT = 444, 445, 446
+SYS_IO_URING_SETUP = 425
+
+PR_SET_PDEATHSIG, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 22, 38
+SECCOMP_MODE_FILTER = 2
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class LayerUnavailable(OSError):
+    """The kernel refused a confinement layer; the caller falls back to a weaker one."""
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        errno = ctypes.get_errno()
+        raise LayerUnavailable(errno, f"{what}: {os.strerror(errno)}")
+    return result
+
+
+def _syscall(number: int, *args: object) -> int:
+    return _libc.syscall(ctypes.c_long(number), *args)
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    encode = lambda s: s.encode() if s is not None else None  # noqa: E731
+    _check(_libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(data)),
+           f"mount {target}")
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+def _mount_setattr(path: str, flags: int, attr_set: int = 0, attr_clr: int = 0) -> None:
+    attr = _MountAttr(attr_set, attr_clr, 0, 0)
+    _check(_syscall(SYS_MOUNT_SETATTR, ctypes.c_int(AT_FDCWD), path.encode(), ctypes.c_uint(flags),
+                    ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr))), f"mount_setattr {path}")
+
+
+def _blocking_ancestor(path: str) -> str | None:
+    """The highest ancestor of `path` that other users cannot traverse, if any."""
+    parts = path.strip("/").split("/")
+    for depth in range(1, len(parts)):
+        ancestor = "/" + "/".join(parts[:depth])
+        if os.stat(ancestor).st_mode & 0o005 != 0o005:
+            return ancestor
+    return None
+
+
+def _expose(paths: list[str]) -> None:
+    """Make `paths` reachable by an unprivileged uid without loosening anything on the host.
+
+    The Python runtime may live under a directory only root can enter (e.g. /root/.pyenv). Inside our
+    private mount namespace we clone each such path, cover its blocking ancestor with an empty tmpfs
+    (which also hides the ancestor's other contents, such as credentials in /root) and move the clone back
+    at the same path, so every path the interpreter knows stays valid.
+    """
+    by_ancestor: dict[str, list[str]] = {}
+    for path in sorted(set(paths)):
+        if any(path.startswith(other + "/") for other in paths if other != path):
+            continue
+        ancestor = _blocking_ancestor(path)
+        if ancestor is not None:
+            by_ancestor.setdefault(ancestor, []).append(path)
+    for ancestor, inside in by_ancestor.items():
+        clones = [_check(_syscall(SYS_OPEN_TREE, ctypes.c_int(AT_FDCWD), p.encode(),
+                                  ctypes.c_uint(OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)),
+                         f"open_tree {p}") for p in inside]
+        _mount("tmpfs", ancestor, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=64k")
+        for path, fd in zip(inside, clones):
+            os.makedirs(path, mode=0o755, exist_ok=True)
+            _check(_syscall(SYS_MOVE_MOUNT, ctypes.c_int(fd), b"", ctypes.c_int(AT_FDCWD), path.encode(),
+                            ctypes.c_uint(MOVE_MOUNT_F_EMPTY_PATH)), f"move_mount {path}")
+            os.close(fd)
+
+
+def _read_only_except(workdir: str, expose: list[str]) -> None:
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _expose(expose)
+    _mount(workdir, workdir, None, 0x1000)  # MS_BIND: the working directory becomes its own mount
+    _mount_setattr("/", AT_RECURSIVE, attr_set=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID)
+    _mount_setattr(workdir, 0, attr_clr=MOUNT_ATTR_RDONLY)
+
+
+def _enter_user_namespace(flags: int) -> None:
+    # Without root, a user namespace is what grants the right to create the other namespaces. We map
+    # our own uid to itself so files keep their owners, and lose the namespace's capabilities later.
+    uid, gid = os.getuid(), os.getgid()
+    _check(_libc.unshare(ctypes.c_int(CLONE_NEWUSER | flags)), "unshare")
+    with open("/proc/self/setgroups", "w") as f:
+        f.write("deny")
+    with open("/proc/self/uid_map", "w") as f:
+        f.write(f"{uid} {uid} 1")
+    with open("/proc/self/gid_map", "w") as f:
+        f.write(f"{gid} {gid} 1")
+
+
+# Landlock filesystem rights (ABI 1, then REFER in ABI 2 and TRUNCATE in ABI 3).
+_LANDLOCK_WRITES = sum(1 << bit for bit in (1, 4, 5, 6, 7, 8, 9, 10, 11, 12))
+_LANDLOCK_WRITE_FILE, _LANDLOCK_REFER, _LANDLOCK_TRUNCATE = 1 << 1, 1 << 13, 1 << 14
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _landlock_read_only_except(workdir: str) -> None:
+    abi = _check(_syscall(SYS_LANDLOCK_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint(1)), "landlock ABI")
+    handled = _LANDLOCK_WRITES | (_LANDLOCK_REFER if abi >= 2 else 0) | (_LANDLOCK_TRUNCATE if abi >= 3 else 0)
+    ruleset = ctypes.c_uint64(handled)
+    ruleset_fd = _check(_syscall(SYS_LANDLOCK_CREATE, ctypes.byref(ruleset), ctypes.c_size_t(8), ctypes.c_uint(0)),
+                        "landlock_create_ruleset")
+    file_rights = handled & (_LANDLOCK_WRITE_FILE | _LANDLOCK_TRUNCATE)
+    for path, rights in ((workdir, handled), ("/dev/null", file_rights)):
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        rule = _PathBeneath(rights, fd)
+        _check(_syscall(SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset_fd), ctypes.c_int(1), ctypes.byref(rule),
+                        ctypes.c_uint(0)), f"landlock_add_rule {path}")
+        os.close(fd)
+    _no_new_privs()
+    _check(_syscall(SYS_LANDLOCK_RESTRICT, ctypes.c_int(ruleset_fd), ctypes.c_uint(0)), "landlock_restrict_self")
+    os.close(ruleset_fd)
+
+
+def _no_new_privs() -> None:
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+
+
+_SECCOMP_ARCH = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}  # audit arch, socket()
+
+
+def _seccomp_deny_sockets() -> None:
+    """Install a BPF filter: socket() of any family but AF_UNIX and io_uring_setup() fail with EACCES.
+
+    Program (offsets into struct seccomp_data: nr at 0, arch at 4, args[0] at 16):
+        if arch != native: kill          # blocks 32-bit syscall entry points
+        if nr >= 0x40000000: deny        # blocks the x32 ABI on x86_64
+        if nr == io_uring_setup: deny
+        if nr == socket and args[0] != AF_UNIX: deny
+        allow
+    """
+    if platform.machine() not in _SECCOMP_ARCH:
+        raise LayerUnavailable(0, f"seccomp filter not written for {platform.machine()}")
+    audit_arch, socket_nr = _SECCOMP_ARCH[platform.machine()]
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, deny, kill = 0x7FFF0000, 0x00050000 | 13, 0x80000000
+    # (code, jump-if-true, jump-if-false, k); jumps count instructions to skip.
+    program = [
+        (ld, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, kill),       # 0-2
+        (ld, 0, 0, 0), (jge, 4, 0, 0x40000000), (jeq, 3, 0, SYS_IO_URING_SETUP),  # 3-5
+        (jeq, 0, 3, socket_nr), (ld, 0, 0, 16), (jeq, 1, 0, 1),         # 6-8, AF_UNIX == 1
+        (ret, 0, 0, deny), (ret, 0, 0, allow),                           # 9-10
+    ]
+    filters = b"".join(struct.pack("HBBI", *insn) for insn in program)
+    buffer = ctypes.create_string_buffer(filters)
+
+    class _Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = _Prog(len(program), ctypes.addressof(buffer))
+    _no_new_privs()
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
+
+
+def _set_rlimits(limits: dict[str, int]) -> None:
+    for name, value in limits.items():
+        resource.setrlimit(getattr(resource, name), (value, value))
+
+
+def _drop_to_uid(uid: int) -> None:
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)  # leaving uid 0 clears every capability
+
+
+def _drop_capabilities() -> None:
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    data = (ctypes.c_uint32 * 6)()
+    _check(_libc.capset(header, data), "capset")
+
+
+def confine(workdir: str, *, uid: int | None, expose: list[str], rlimits: dict[str, int],
+            disabled: set[str]) -> list[str]:
+    """Apply every available layer to the calling process; return the names of those in effect.
+
+    `uid` is the unprivileged uid to become when running as root; `expose` lists directories (the Python
+    runtime) that uid must still read; `disabled` names layers to skip, so tests can exercise fallbacks.
+    """
+    layers: list[str] = []
+    wanted = [flag for flag, name in ((CLONE_NEWNET, "netns"), (CLONE_NEWNS, "mountns-ro"), (CLONE_NEWIPC, "ipcns"))
+              if name not in disabled]
+    namespaces = 0
+    if os.geteuid() == 0:
+        for flag in wanted:
+            try:
+                _check(_libc.unshare(ctypes.c_int(flag)), "unshare")
+                namespaces |= flag
+            except LayerUnavailable:
+                pass
+    elif wanted:
+        try:
+            _enter_user_namespace(sum(wanted))
+            namespaces = sum(wanted)
+        except OSError:
+            pass
+    if namespaces & CLONE_NEWNET:
+        layers.append("netns")
+    if namespaces & CLONE_NEWIPC:
+        layers.append("ipcns")
+    if namespaces & CLONE_NEWNS:
+        try:
+            _read_only_except(workdir, expose if uid is not None else [])
+            layers.append("mountns-ro")
+        except (LayerUnavailable, OSError):
+            pass
+    if "mountns-ro" not in layers and "landlock-ro" not in disabled:
+        try:
+            _landlock_read_only_except(workdir)
+            layers.append("landlock-ro")
+        except (LayerUnavailable, OSError):
+            pass
+    _set_rlimits(rlimits)
+    layers.append("rlimits")
+    # Without the mount namespace the runtime under `expose` would become unreadable: stay uid 0 then,
+    # but without capabilities.
+    if uid is not None and "uid" not in disabled and ("mountns-ro" in layers or not expose):
+        _drop_to_uid(uid)
+        layers.append("uid")
+    else:
+        _drop_capabilities()
+    _no_new_privs()
+    # Cleared by the uid change above, so set afterwards: if the caller dies, so do we.
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if "netns" not in layers and "seccomp-net" not in disabled:
+        try:
+            _seccomp_deny_sockets()
+            layers.append("seccomp-net")
+        except (LayerUnavailable, OSError):
+            pass
+    return layers
+
+
+def is_world_traversable(path: str) -> bool:
+    """Whether a user with no special rights can reach `path` (used by the parent to build `expose`)."""
+    return _blocking_ancestor(path) is None and stat.S_IMODE(os.stat(path).st_mode) & 0o005 == 0o005

@@ -1,0 +1,301 @@
+"""Run candidates in a bounded pool of sandboxed child interpreters and judge what they report.
+
+One thread per running candidate drives its child: it starts `python -I harness.py` in a new session with
+a scrubbed environment and an empty temporary directory, drains stdout/stderr (kept up to a cap, the rest
+read and dropped so the child never blocks) and the result pipe, and at the end, whatever happened, kills
+the whole process group and every process of the candidate's private uid, then removes the directory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import secrets
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sandbox.config import SandboxConfig
+from sandbox.isolation import is_world_traversable
+from sandbox.outcome import Outcome, Status, TestFailure
+from sandbox.splitter import TestPlan, split_tests
+
+HARNESS = Path(__file__).with_name("harness.py")
+_RESULT_CAP = 4 << 20  # bytes of result messages kept; only a candidate spamming the channel gets near it
+_EXIT_GRACE_S = 0.3  # after the child exits, how long grandchildren may hold the pipes open
+_KILL = shutil.which("kill")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One program to run: its source, its tests (None: none) and the function `check` receives."""
+
+    program: str
+    tests: str | None = None
+    entry_point: str | None = None
+
+
+@dataclass
+class _Run:
+    messages: list[dict] = field(default_factory=list)
+    stdout: bytearray = field(default_factory=bytearray)
+    stderr: bytearray = field(default_factory=bytearray)
+    dropped: dict[str, int] = field(default_factory=lambda: {"stdout": 0, "stderr": 0})
+    returncode: int | None = None
+    timed_out: bool = False
+    done: bool = False
+
+
+_uids_in_use: set[int] = set()
+_uids_lock = threading.Lock()
+
+
+def _allocate_uid() -> int:
+    # A uid no account uses, so that RLIMIT_NPROC and `kill -1` cover exactly this candidate's processes.
+    # Random across runner processes, checked against this one's live candidates.
+    with _uids_lock:
+        while True:
+            uid = 2_000_000_000 + secrets.randbelow(100_000_000)
+            if uid not in _uids_in_use:
+                _uids_in_use.add(uid)
+                return uid
+
+
+def _release_uid(uid: int | None) -> None:
+    with _uids_lock:
+        _uids_in_use.discard(uid)
+
+
+def _scrubbed_env(workdir: str) -> dict[str, str]:
+    # Built from constants only: nothing of the caller's environment (tokens, keys) reaches the candidate.
+    # MALLOC_ARENA_MAX keeps glibc from reserving 64 MB of address space per thread.
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
+            "MALLOC_ARENA_MAX": "2"}
+
+
+def _runtime_paths(workdir: str) -> list[str]:
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+             str(HARNESS.parent), workdir}
+    return sorted({os.path.realpath(p) for p in paths if not is_world_traversable(os.path.realpath(p))})
+
+
+def _rlimits(config: SandboxConfig) -> dict[str, int]:
+    return {"RLIMIT_CPU": math.ceil(config.timeout_s) + 1, "RLIMIT_AS": config.memory_mb << 20,
+            "RLIMIT_NPROC": config.max_processes, "RLIMIT_FSIZE": config.max_file_mb << 20,
+            "RLIMIT_NOFILE": config.max_open_files, "RLIMIT_CORE": 0}
+
+
+def _kill_everything(proc: subprocess.Popen, uid: int | None) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if uid is not None:
+        # A grandchild may have left the process group (setsid); as its uid, `kill -1` reaches every process
+        # of that uid in one pass of the kernel, which a fork loop cannot outrun.
+        command = [_KILL, "-KILL", "--", "-1"] if _KILL else [sys.executable, "-I", "-c", "import os; os.kill(-1, 9)"]
+        subprocess.run(command, user=uid, group=uid, extra_groups=[], env={}, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
+def _collect(proc: subprocess.Popen, result_fd: int, nonce: str, deadline: float, config: SandboxConfig) -> _Run:
+    run = _Run()
+    selector = selectors.DefaultSelector()
+    buffers = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr", result_fd: "result"}
+    pending = bytearray()
+    result_bytes = 0
+    for fd in buffers:
+        os.set_blocking(fd, False)
+        selector.register(fd, selectors.EVENT_READ)
+    exited_at = None
+    while selector.get_map() and not run.done:
+        now = time.monotonic()
+        if now >= deadline:
+            run.timed_out = True
+            break
+        if exited_at is None and proc.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at > _EXIT_GRACE_S:
+            break
+        for key, _ in selector.select(timeout=min(0.05, deadline - now)):
+            try:
+                chunk = os.read(key.fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                selector.unregister(key.fd)
+                continue
+            name = buffers[key.fd]
+            if name == "result":
+                result_bytes += len(chunk)
+                if result_bytes <= _RESULT_CAP:
+                    pending += chunk
+                    *lines, rest = pending.split(b"\n")
+                    pending = bytearray(rest)
+                    for line in lines:
+                        _accept(run, line, nonce)
+                continue
+            kept = getattr(run, name)
+            room = max(0, config.max_output_bytes - len(kept))
+            kept += chunk[:room]
+            run.dropped[name] += len(chunk) - min(room, len(chunk))
+    selector.close()
+    return run
+
+
+def _accept(run: _Run, line: bytes, nonce: str) -> None:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return
+    if isinstance(message, dict) and message.get("n") == nonce:
+        run.messages.append(message)
+        run.done = run.done or message.get("k") == "done"
+
+
+def _execute(job: Job, plan: TestPlan, config: SandboxConfig, workdir: str, uid: int | None) -> _Run:
+    nonce = secrets.token_hex(16)
+    read_fd, write_fd = os.pipe()
+    payload = {"nonce": nonce, "result_fd": write_fd, "program": job.program, "entry_point": job.entry_point,
+               "units": [(u.source, u.lineno, u.is_test) for u in plan.units], "candidate_param": plan.candidate_param,
+               "uid": uid, "expose": _runtime_paths(workdir) if uid is not None else [],
+               "rlimits": _rlimits(config), "disabled": sorted(config.disabled_layers)}
+    deadline = time.monotonic() + config.timeout_s
+    try:
+        proc = subprocess.Popen([sys.executable, "-I", "-B", str(HARNESS)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=workdir, env=_scrubbed_env(workdir),
+                                start_new_session=True, pass_fds=(write_fd,))
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    try:
+        try:
+            proc.stdin.write(json.dumps(payload).encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        run = _collect(proc, read_fd, nonce, deadline, config)
+    finally:
+        _kill_everything(proc, uid)
+        run_returncode = proc.wait()
+        os.close(read_fd)
+        proc.stdout.close()
+        proc.stderr.close()
+    run.returncode = run_returncode
+    return run
+
+
+def _text(data: bytearray, dropped: int) -> str:
+    text = data.decode("utf-8", errors="replace")
+    return text + f"\n[... {dropped} more bytes dropped]" if dropped else text
+
+
+def _isolation(layers: list[str] | None) -> str:
+    if layers is None:
+        return "unknown(the harness did not start)"
+    network = "netns" in layers or "seccomp-net" in layers
+    filesystem = "mountns-ro" in layers or "landlock-ro" in layers
+    level = "strict" if network and filesystem and "uid" in layers else "partial" if network or filesystem else "minimal"
+    return f"{level}({'+'.join(layers)})"
+
+
+def _judge(index: int, run: _Run, plan: TestPlan, wall_s: float) -> Outcome:
+    events: dict[str, list[dict]] = {}
+    for message in run.messages:
+        events.setdefault(message.get("k", ""), []).append(message)
+    layers = events["start"][0].get("layers") if "start" in events else None
+    load = events.get("load", [{}])[0]
+    units = {m.get("i"): m for m in events.get("unit", []) if isinstance(m.get("i"), int) and 0 <= m["i"] < len(plan.units)}
+    passed = sum(1 for i, m in units.items() if m.get("ok") is True and plan.units[i].is_test)
+    failures = [units[i] for i in sorted(units) if units[i].get("ok") is not True]
+    bad = load if load.get("ok") is False else failures[0] if failures else None
+    first_failure = None if bad is None else TestFailure(str(bad.get("file", "")), bad.get("line"),
+                                                         str(bad.get("source", "")), str(bad.get("message", "")))
+    any_memory = any(m.get("memory") for m in [load, *failures])
+    detail = ""
+    if load.get("ok") is False:
+        status = Status.MEMORY if load.get("memory") else Status.ERROR
+    elif run.done and len(units) == len(plan.units):
+        status = (Status.PASSED if plan.total else Status.RAN) if not failures else \
+            Status.MEMORY if any_memory else Status.FAILED
+    elif run.timed_out or run.returncode == -signal.SIGXCPU:
+        status, detail = Status.TIMEOUT, "wall-clock limit reached" if run.timed_out else "CPU-time limit reached"
+    elif any_memory:
+        status = Status.MEMORY
+    else:
+        code = run.returncode or 0
+        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        status, detail = Status.CRASHED, f"the program {how} before the harness saw the tests finish"
+    return Outcome(index, status, passed, plan.total, first_failure, _text(run.stdout, run.dropped["stdout"]),
+                   _text(run.stderr, run.dropped["stderr"]), wall_s, _isolation(layers), detail)
+
+
+def _remove(workdir: str) -> None:
+    def retry_writable(function, path, _exc_info) -> None:  # the candidate may have chmod-ed things away
+        os.chmod(os.path.dirname(path), 0o700)
+        function(path)
+
+    shutil.rmtree(workdir, onerror=retry_writable)
+
+
+def _run_one(index: int, job: Job, plan: TestPlan, config: SandboxConfig) -> Outcome:
+    started = time.monotonic()
+    uid = _allocate_uid() if os.geteuid() == 0 else None
+    workdir = tempfile.mkdtemp(prefix="sandbox-")
+    try:
+        if uid is not None:
+            os.chown(workdir, uid, uid)
+        run = _execute(job, plan, config, workdir, uid)
+    except OSError as exc:  # e.g. no process slot or file descriptor left on the host
+        return Outcome(index, Status.CRASHED, 0, plan.total, None, "", "", time.monotonic() - started,
+                       _isolation(None), f"could not start the sandbox: {exc}")
+    finally:
+        _remove(workdir)
+        _release_uid(uid)
+    return _judge(index, run, plan, time.monotonic() - started)
+
+
+def run_jobs(jobs: Sequence[Job], config: SandboxConfig | None = None) -> list[Outcome]:
+    """Run each job in its own sandbox, `config.workers` at a time; one Outcome per job, in input order.
+
+    Raises ValueError before running anything when a job's tests do not parse.
+    """
+    config = config or SandboxConfig()
+    plans: dict[str | None, TestPlan] = {}
+    for job in jobs:
+        if job.tests not in plans:
+            plans[job.tests] = split_tests(job.tests)
+    # Each child holds 4 descriptors here; make sure a large pool does not run the host out of them.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < 8 * config.workers + 64:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8 * config.workers + 64), hard))
+    with ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="sandbox") as pool:
+        futures = [pool.submit(_run_one, i, job, plans[job.tests], config) for i, job in enumerate(jobs)]
+        return [future.result() for future in futures]
+
+
+def run_candidates(candidates: Sequence[str], tests: str | None = None, *, entry_point: str | None = None,
+                   timeout_s: float | None = None, memory_mb: int | None = None, workers: int | None = None,
+                   config: SandboxConfig | None = None) -> list[Outcome]:
+    """Run k candidate programs against the same tests; one Outcome per candidate, in input order.
+
+    `tests` is a file defining `check(candidate)` (HumanEval style: `entry_point` names the function it
+    receives, or the candidate's only function is used), a script of plain asserts, or None for no tests.
+    `timeout_s`, `memory_mb` and `workers` override the same fields of `config`.
+    """
+    overrides = {"timeout_s": timeout_s, "memory_mb": memory_mb, "workers": workers}
+    config = replace(config or SandboxConfig(), **{k: v for k, v in overrides.items() if v is not None})
+    return run_jobs([Job(program, tests, entry_point) for program in candidates], config)

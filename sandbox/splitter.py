@@ -1,0 +1,90 @@
+"""Split a test file into units that run and are counted one by one.
+
+HumanEval's tests are one `check(candidate)` function made of many `assert`s; run as a whole, the first
+failing assertion hides how many others would pass. We cut the file with `ast` instead:
+
+- the file's top level, minus `def check` and any top-level call to `check(...)`, is *setup* (imports,
+  METADATA, helpers) and runs first;
+- each statement of `check`'s body that contains an `assert` is one *test*, counted on its own; a
+  statement without one (`import math`, `xs = [...]`) is setup that later tests may rely on;
+- a file without `check` is a script of plain asserts: each top-level statement with an `assert` is a test.
+
+`assert True` and other asserts on a constant test nothing about the candidate and are dropped.
+Tests run in order in one namespace, so a unit sees the names the earlier units defined.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One statement (with its original line number) of a test file: a counted test or setup."""
+
+    source: str
+    lineno: int
+    is_test: bool
+
+
+@dataclass(frozen=True)
+class TestPlan:
+    """What the harness runs after the candidate: `units` in order, with `check`'s parameter bound."""
+
+    units: tuple[Unit, ...]
+    candidate_param: str | None  # the name `check` gives the candidate ("candidate"); None for plain asserts
+
+    @property
+    def total(self) -> int:
+        return sum(unit.is_test for unit in self.units)
+
+
+def _has_real_assert(node: ast.AST) -> bool:
+    return any(isinstance(sub, ast.Assert) and not isinstance(sub.test, ast.Constant) for sub in ast.walk(node))
+
+
+def _is_constant_assert(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Assert) and isinstance(node.test, ast.Constant) and bool(node.test.value)
+
+
+def _is_check_call(node: ast.stmt) -> bool:
+    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name) and node.value.func.id == "check")
+
+
+def _unit(source: str, node: ast.stmt, is_test: bool) -> Unit:
+    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    if first == node.lineno:
+        # padded=True keeps the column, so dedent sees the statement's real indentation.
+        text = ast.get_source_segment(source, node, padded=True) or ast.unparse(node)
+    else:  # a decorated definition: the source segment would start at `def` and lose the decorators
+        text = "\n".join(source.splitlines()[first - 1:node.end_lineno])
+    return Unit(textwrap.dedent(text), first, is_test)
+
+
+def split_tests(source: str | None) -> TestPlan:
+    """Cut a test file into setup and counted test units (see the module docstring for the rules).
+
+    `None` or a blank file gives a plan with no units: the candidate only has to run.
+    Raises ValueError, naming the line, when the tests themselves do not parse.
+    """
+    if source is None or not source.strip():
+        return TestPlan((), None)
+    try:
+        tree = ast.parse(source, filename="tests.py")
+    except SyntaxError as exc:
+        raise ValueError(f"the tests do not parse (line {exc.lineno}: {exc.msg}); fix the test file") from exc
+    checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
+    if not checks:
+        units = [_unit(source, n, _has_real_assert(n)) for n in tree.body if not _is_constant_assert(n)]
+        return TestPlan(tuple(units), None)
+    check = checks[-1]
+    if not check.args.args:
+        raise ValueError("check() takes no argument: define it as `def check(candidate):`")
+    setup = [_unit(source, n, False) for n in tree.body if n is not check and not _is_check_call(n)
+             and not isinstance(n, ast.Assert)]
+    body = [_unit(source, n, _has_real_assert(n)) for n in check.body
+            if not _is_constant_assert(n) and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+    return TestPlan(tuple(setup + body), check.args.args[0].arg)
