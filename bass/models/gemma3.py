@@ -1,0 +1,98 @@
+"""Gemma 3 (text): the small fast model of the demos and tests.
+
+    h_0     = sqrt(H) * embed(tokens)
+    h'_l    = h_l + N_post_attn(Attn_l(N_in(h_l)))      q, k per-head RMSNorm'd; scale = query_pre_attn_scalar^-1/2
+    h_{l+1} = h'_l + N_post_ffn(MLP_l(N_pre_ffn(h'_l)))  MLP(x) = down(gelu_tanh(x W_gate) * x W_up)
+    logits  = N_final(h_L) E^T                            (optionally soft-capped: c * tanh(logits / c))
+
+Every norm is RMSNorm with weight (1 + w). Five of every six layers are local: they attend to the last
+`sliding_window` positions (keys at positions > p - window) and rotate with the local RoPE base; the
+others are global, with the global base (and its scaling, if any).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bass.cache import KVCache
+from bass.models.config import ModelConfig
+from bass.models.layers import (
+    Attention,
+    AttentionFn,
+    GatedMLP,
+    RMSNorm,
+    last_rows,
+    new_cache_for,
+    rope_cos_sin,
+    rope_inv_freq,
+)
+
+
+class Block(nn.Module):
+    """Sandwich-norm block: every sub-layer's input and output are normalised."""
+
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__()
+        dim, eps = config.hidden_size, config.rms_norm_eps
+        self.local = config.layer_types[layer] == "sliding_attention"
+        self.input_layernorm = RMSNorm(dim, eps, offset=1.0)
+        self.self_attn = Attention(config, layer, norm_offset=1.0)
+        self.post_attention_layernorm = RMSNorm(dim, eps, offset=1.0)
+        self.pre_feedforward_layernorm = RMSNorm(dim, eps, offset=1.0)
+        self.mlp = GatedMLP(config)
+        self.post_feedforward_layernorm = RMSNorm(dim, eps, offset=1.0)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache,
+                q_len: torch.Tensor, kv_len: torch.Tensor, attn: AttentionFn) -> torch.Tensor:
+        h = self.self_attn(self.input_layernorm(x), cos, sin, cache, q_len, kv_len, attn)
+        x = x + self.post_attention_layernorm(h)
+        return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+
+
+class Gemma3(nn.Module):
+    """A Gemma 3 text decoder over the ragged KV cache (same interface as `llama.Transformer`)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        if config.family != "gemma3":
+            raise ValueError(f"Gemma3 needs a gemma3 config, got family {config.family!r}")
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(Block(config, i) for i in range(config.num_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, offset=1.0)
+        self.lm_head = None if config.tie_word_embeddings else nn.Linear(
+            config.hidden_size, config.vocab_size, bias=False)
+
+    def new_cache(self, batch: int, capacity: int) -> KVCache:
+        """An empty KV cache for `batch` sequences of up to `capacity` tokens (weights' device/dtype)."""
+        return new_cache_for(self, self.config, batch, capacity)
+
+    def forward(self, tokens: torch.Tensor, cache: KVCache, q_len: torch.Tensor, attn: AttentionFn, *,
+                num_layers: int | None = None, last_only: bool = False) -> torch.Tensor:
+        """Logits [B, T, V] (float32); arguments and cache effects as in `llama.Transformer.forward`."""
+        B, T = tokens.shape
+        cfg = self.config
+        kv_len = cache.suffix_len + q_len.to(cache.suffix_len.dtype)  # [B] suffix incl. the new tokens
+        weight = self.embed_tokens.weight
+        # The scale is rounded to the weights' dtype first, as in the reference (bf16: sqrt(640) -> 25.25);
+        # a CPU-side Python float, so no device sync.
+        embed_scale = torch.tensor(cfg.hidden_size ** 0.5, dtype=weight.dtype).item()
+        x = self.embed_tokens(tokens) * embed_scale  # [B, T, H]
+        positions = cache.positions(T)  # [B, T]
+        global_rope = rope_cos_sin(positions, rope_inv_freq(cfg, cfg.rope_theta, tokens.device), x.dtype)
+        local_base = cfg.local_rope_theta or cfg.rope_theta
+        local_rope = rope_cos_sin(positions, rope_inv_freq(cfg, local_base, tokens.device, scaled=False), x.dtype)
+        for block in self.layers[:num_layers]:
+            cos, sin = local_rope if block.local else global_rope  # each [B, T, 1, D]
+            x = block(x, cos, sin, cache, q_len, kv_len, attn)
+        cache.advance(q_len)
+        if last_only:
+            x = last_rows(x, q_len)  # [B, 1, H]
+        x = self.norm(x)
+        logits = F.linear(x, weight if self.lm_head is None else self.lm_head.weight).float()  # [B, T, V]
+        if cfg.final_logit_softcapping:
+            cap = cfg.final_logit_softcapping
+            logits = torch.tanh(logits / cap) * cap
+        return logits

@@ -1,0 +1,177 @@
+"""Building blocks shared by every family: RMSNorm, rotary embeddings, attention, the gated MLP.
+
+The families differ only in flags of these blocks (q/k/v bias, q/k norm, the norm's weight offset,
+the attention scale, the activation), so each `bass/models/<family>.py` only wires them together.
+
+Weights are fused for speed (one GEMM for q/k/v, one for gate/up); `fuse_hf_state_dict` turns an HF
+checkpoint's separate projections into that layout.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bass.cache import KVCache
+from bass.models.config import ModelConfig
+
+# attn(q, prefix_k, prefix_v, prefix_len, seq_group, suffix_k, suffix_v, *, kv_len, q_len, scale, window)
+AttentionFn = Callable[..., torch.Tensor]
+
+
+class RMSNorm(nn.Module):
+    """y = x / sqrt(mean(x^2) + eps) * (offset + w), normalised in float32.
+
+    Llama-style (offset 0) rounds the normalised x to the input dtype before the weight multiply;
+    Gemma-style (offset 1, weights stored around 0) multiplies in float32 and rounds last, as their
+    reference implementations do, so that bf16 results match them too.
+    """
+
+    def __init__(self, dim: int, eps: float, offset: float = 0.0) -> None:
+        super().__init__()
+        self.eps = eps
+        self.offset = offset
+        self.weight = nn.Parameter(torch.zeros(dim) if offset else torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.offset:
+            return (normed * (self.offset + self.weight.float())).to(x.dtype)
+        return self.weight * normed.to(x.dtype)
+
+
+def rope_inv_freq(config: ModelConfig, base: float, device: torch.device, scaled: bool = True) -> torch.Tensor:
+    """Rotary frequencies theta_i = base^(-2i/D), i < D/2, with HF's "linear" / "llama3" rescaling.
+
+    Computed on every forward (D/2 numbers) instead of kept in a buffer, so that casting the model to
+    bf16 never rounds them.
+    """
+    dim = config.head_dim
+    inv_freq = 1.0 / base ** (torch.arange(0, dim, 2, device=device, dtype=torch.int64).float() / dim)  # [D/2]
+    scaling = dict(config.rope_scaling) if scaled else {}
+    kind = config.rope_type if scaled else "default"
+    if kind == "linear":
+        inv_freq = inv_freq / scaling["factor"]
+    elif kind == "llama3":
+        # Llama 3.1: keep high frequencies, divide low ones by `factor`, interpolate in between.
+        factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+        old_ctx = scaling["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv_freq
+        scaled_freq = torch.where(wavelen > old_ctx / low, inv_freq / factor, inv_freq)
+        smooth = (old_ctx / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled_freq / factor + smooth * scaled_freq
+        medium = (wavelen >= old_ctx / high) & (wavelen <= old_ctx / low)
+        inv_freq = torch.where(medium, smoothed, scaled_freq)
+    return inv_freq
+
+
+def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin [B, T, 1, D] of angle p * theta_i, with the half-split layout (i and i + D/2 share theta_i)."""
+    angles = positions.float()[:, :, None] * inv_freq[None, None, :]  # [B, T, D/2]
+    emb = torch.cat([angles, angles], dim=-1)[:, :, None, :]  # [B, T, 1, D]
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each pair (x_i, x_{i+D/2}) by its angle: x * cos + rotate_half(x) * sin. x: [B, T, H, D]."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+class Attention(nn.Module):
+    """Grouped-query attention over the ragged KV cache.
+
+    q, k, v = x Wq, x Wk, x Wv (optional bias); optional per-head RMSNorm of q and k (Qwen3, Gemma 3);
+    RoPE at the tokens' absolute positions; the new K/V go into the cache, then
+    o = attn(q, cache) Wo with softmax scale `config.attn_scale` and this layer's sliding window.
+    """
+
+    def __init__(self, config: ModelConfig, layer: int, norm_offset: float = 0.0) -> None:
+        super().__init__()
+        self.layer = layer
+        self.n_heads, self.n_kv_heads, self.head_dim = config.num_heads, config.num_kv_heads, config.head_dim
+        self.scale = config.attn_scale
+        self.window = config.window(layer)
+        q_size, kv_size = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+        self.split = (q_size, kv_size, kv_size)
+        self.qkv_proj = nn.Linear(config.hidden_size, q_size + 2 * kv_size, bias=config.qkv_bias)
+        self.o_proj = nn.Linear(q_size, config.hidden_size, bias=config.o_bias)
+        self.q_norm = self.k_norm = None
+        if config.qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, norm_offset)
+            self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, norm_offset)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache,
+                q_len: torch.Tensor, kv_len: torch.Tensor, attn: AttentionFn) -> torch.Tensor:
+        B, T, _ = x.shape
+        q, k, v = self.qkv_proj(x).split(self.split, dim=-1)
+        q = q.view(B, T, self.n_heads, self.head_dim)  # [B, T, Hq, D]
+        k = k.view(B, T, self.n_kv_heads, self.head_dim)  # [B, T, Hkv, D]
+        v = v.view(B, T, self.n_kv_heads, self.head_dim)  # [B, T, Hkv, D]
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        cache.write(self.layer, k, v, q_len)
+        o = attn(q, *cache.layer(self.layer), kv_len=kv_len, q_len=q_len, scale=self.scale,
+                 window=self.window)  # [B, T, Hq, D]
+        return self.o_proj(o.reshape(B, T, self.n_heads * self.head_dim))
+
+
+class GatedMLP(nn.Module):
+    """down(act(x W_gate) * (x W_up)): SwiGLU (silu) for the Llama family, GeGLU (gelu-tanh) for Gemma."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.gate_up_proj = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+        self.gelu = config.hidden_act == "gelu_pytorch_tanh"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        act = F.gelu(gate, approximate="tanh") if self.gelu else F.silu(gate)
+        return self.down_proj(act * up)
+
+
+def last_rows(x: torch.Tensor, q_len: torch.Tensor) -> torch.Tensor:
+    """x[b, q_len[b] - 1] for every b, as [B, 1, H] (a gather: no host sync, fixed shape)."""
+    idx = (q_len.long() - 1).clamp(min=0)[:, None, None].expand(x.shape[0], 1, x.shape[2])
+    return x.gather(1, idx)
+
+
+def fuse_hf_state_dict(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
+    """Map an HF decoder checkpoint onto our module names: drop the `model.` prefix, fuse q/k/v and gate/up.
+
+    A tied checkpoint's `lm_head.weight` (if present at all) is dropped: the embedding serves as head.
+    """
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in hf.items():
+        for prefix in ("model.language_model.", "language_model.model.", "model."):
+            if name.startswith(prefix):
+                name = name[len(prefix):]
+                break
+        out[name] = tensor
+    if config.tie_word_embeddings:
+        out.pop("lm_head.weight", None)
+    for i in range(config.num_layers):
+        a, m = f"layers.{i}.self_attn.", f"layers.{i}.mlp."
+        for kind in ("weight", "bias"):
+            parts = [out.pop(f"{a}{p}_proj.{kind}", None) for p in "qkv"]
+            if all(p is not None for p in parts):
+                out[f"{a}qkv_proj.{kind}"] = torch.cat(parts, dim=0)
+        gate, up = out.pop(f"{m}gate_proj.weight", None), out.pop(f"{m}up_proj.weight", None)
+        if gate is not None and up is not None:
+            out[f"{m}gate_up_proj.weight"] = torch.cat([gate, up], dim=0)
+    return out
+
+
+def new_cache_for(model: nn.Module, config: ModelConfig, batch: int, capacity: int) -> KVCache:
+    """An empty KV cache for `model`, on its weights' device and in their dtype."""
+    weight = next(model.parameters())
+    return KVCache.allocate(config.num_layers, batch, capacity, config.num_kv_heads, config.head_dim,
+                            dtype=weight.dtype, device=weight.device)

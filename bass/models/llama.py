@@ -1,0 +1,86 @@
+"""The Llama family: Llama 2/3, CodeLlama, DeepSeek-Coder, Mistral, Qwen2/Qwen2.5, Qwen3.
+
+    h_0     = embed(tokens)
+    h'_l    = h_l + Attn_l(RMSNorm(h_l))          (Qwen2: bias on q/k/v; Qwen3: RMSNorm on q and k)
+    h_{l+1} = h'_l + MLP_l(RMSNorm(h'_l))        MLP(x) = down(silu(x W_gate) * x W_up)
+    logits  = RMSNorm(h_L) W_head                 (W_head = embedding when tied)
+
+Mistral and windowed Qwen layers restrict attention to the last `sliding_window` positions.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bass.cache import KVCache
+from bass.models.config import ModelConfig
+from bass.models.layers import (
+    Attention,
+    AttentionFn,
+    GatedMLP,
+    RMSNorm,
+    last_rows,
+    new_cache_for,
+    rope_cos_sin,
+    rope_inv_freq,
+)
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: attention then gated MLP."""
+
+    def __init__(self, config: ModelConfig, layer: int) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = Attention(config, layer)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = GatedMLP(config)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache,
+                q_len: torch.Tensor, kv_len: torch.Tensor, attn: AttentionFn) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, q_len, kv_len, attn)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Transformer(nn.Module):
+    """A Llama-family decoder over the ragged KV cache (see `forward`)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        if config.family == "gemma3":
+            raise ValueError("a gemma3 config needs bass.models.gemma3.Gemma3, not the Llama Transformer")
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(Block(config, i) for i in range(config.num_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.lm_head = None if config.tie_word_embeddings else nn.Linear(
+            config.hidden_size, config.vocab_size, bias=False)
+
+    def new_cache(self, batch: int, capacity: int) -> KVCache:
+        """An empty KV cache for `batch` sequences of up to `capacity` tokens (weights' device/dtype)."""
+        return new_cache_for(self, self.config, batch, capacity)
+
+    def forward(self, tokens: torch.Tensor, cache: KVCache, q_len: torch.Tensor, attn: AttentionFn, *,
+                num_layers: int | None = None, last_only: bool = False) -> torch.Tensor:
+        """Logits [B, T, V] (float32) of `tokens` [B, T] continuing each sequence in `cache`.
+
+        Row i of sequence b is a real token when i < q_len[b], padding otherwise (computed, ignored,
+        never stored in the cache). Writes the new K/V and advances the cache by q_len.
+        `num_layers=N` runs only blocks 0..N-1 before the final norm and head (layer-skip draft);
+        `last_only` returns only the logits at row q_len[b]-1, as [B, 1, V] (prefill).
+        """
+        B, T = tokens.shape
+        kv_len = cache.suffix_len + q_len.to(cache.suffix_len.dtype)  # [B] suffix incl. the new tokens
+        x = self.embed_tokens(tokens)  # [B, T, H]
+        inv_freq = rope_inv_freq(self.config, self.config.rope_theta, tokens.device)
+        cos, sin = rope_cos_sin(cache.positions(T), inv_freq, x.dtype)  # [B, T, 1, D]
+        for block in self.layers[:num_layers]:
+            x = block(x, cos, sin, cache, q_len, kv_len, attn)
+        cache.advance(q_len)
+        if last_only:
+            x = last_rows(x, q_len)  # [B, 1, H]
+        x = self.norm(x)
+        head = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(x, head).float()  # [B, T, V]
