@@ -10,6 +10,7 @@ setup statement), done. Standard library only: this file must not import the `sa
 """
 
 import builtins
+import contextlib
 import gc
 import json
 import os
@@ -118,10 +119,8 @@ def main() -> None:
     report(k="start", layers=layers)
     run(job, report)
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(BaseException):  # the candidate may have closed or replaced them
             stream.flush()
-        except BaseException:  # noqa: B036 - the candidate may have closed or replaced them
-            pass
     report(k="done")
     os._exit(0)  # skip atexit hooks and non-daemon threads the candidate left running
 

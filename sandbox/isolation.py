@@ -48,14 +48,14 @@ SECCOMP_MODE_FILTER = 2
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-class LayerUnavailable(OSError):
+class LayerUnavailableError(OSError):
     """The kernel refused a confinement layer; the caller falls back to a weaker one."""
 
 
 def _check(result: int, what: str) -> int:
     if result < 0:
         errno = ctypes.get_errno()
-        raise LayerUnavailable(errno, f"{what}: {os.strerror(errno)}")
+        raise LayerUnavailableError(errno, f"{what}: {os.strerror(errno)}")
     return result
 
 
@@ -123,6 +123,7 @@ def _read_only_except(workdir: str, expose: list[str]) -> None:
     _mount(workdir, workdir, None, 0x1000)  # MS_BIND: the working directory becomes its own mount
     _mount_setattr("/", AT_RECURSIVE, attr_set=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID)
     _mount_setattr(workdir, 0, attr_clr=MOUNT_ATTR_RDONLY)
+    os.chdir(workdir)  # our cwd still points into the read-only mount under the new bind mount
 
 
 def _enter_user_namespace(flags: int) -> None:
@@ -184,7 +185,7 @@ def _seccomp_deny_sockets() -> None:
         allow
     """
     if platform.machine() not in _SECCOMP_ARCH:
-        raise LayerUnavailable(0, f"seccomp filter not written for {platform.machine()}")
+        raise LayerUnavailableError(0, f"seccomp filter not written for {platform.machine()}")
     audit_arch, socket_nr = _SECCOMP_ARCH[platform.machine()]
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
     allow, deny, kill = 0x7FFF0000, 0x00050000 | 13, 0x80000000
@@ -239,7 +240,7 @@ def confine(workdir: str, *, uid: int | None, expose: list[str], rlimits: dict[s
             try:
                 _check(_libc.unshare(ctypes.c_int(flag)), "unshare")
                 namespaces |= flag
-            except LayerUnavailable:
+            except LayerUnavailableError:
                 pass
     elif wanted:
         try:
@@ -255,13 +256,13 @@ def confine(workdir: str, *, uid: int | None, expose: list[str], rlimits: dict[s
         try:
             _read_only_except(workdir, expose if uid is not None else [])
             layers.append("mountns-ro")
-        except (LayerUnavailable, OSError):
+        except (LayerUnavailableError, OSError):
             pass
     if "mountns-ro" not in layers and "landlock-ro" not in disabled:
         try:
             _landlock_read_only_except(workdir)
             layers.append("landlock-ro")
-        except (LayerUnavailable, OSError):
+        except (LayerUnavailableError, OSError):
             pass
     _set_rlimits(rlimits)
     layers.append("rlimits")
@@ -279,7 +280,7 @@ def confine(workdir: str, *, uid: int | None, expose: list[str], rlimits: dict[s
         try:
             _seccomp_deny_sockets()
             layers.append("seccomp-net")
-        except (LayerUnavailable, OSError):
+        except (LayerUnavailableError, OSError):
             pass
     return layers
 

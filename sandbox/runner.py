@@ -8,6 +8,7 @@ the whole process group and every process of the candidate's private uid, then r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -97,10 +98,8 @@ def _rlimits(config: SandboxConfig) -> dict[str, int]:
 
 
 def _kill_everything(proc: subprocess.Popen, uid: int | None) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     if uid is not None:
         # A grandchild may have left the process group (setsid); as its uid, `kill -1` reaches every process
         # of that uid in one pass of the kernel, which a fork loop cannot outrun.
@@ -208,7 +207,10 @@ def _isolation(layers: list[str] | None) -> str:
         return "unknown(the harness did not start)"
     network = "netns" in layers or "seccomp-net" in layers
     filesystem = "mountns-ro" in layers or "landlock-ro" in layers
-    level = "strict" if network and filesystem and "uid" in layers else "partial" if network or filesystem else "minimal"
+    if network and filesystem and "uid" in layers:
+        level = "strict"
+    else:
+        level = "partial" if network or filesystem else "minimal"
     return f"{level}({'+'.join(layers)})"
 
 
@@ -218,7 +220,7 @@ def _judge(index: int, run: _Run, plan: TestPlan, wall_s: float) -> Outcome:
         events.setdefault(message.get("k", ""), []).append(message)
     layers = events["start"][0].get("layers") if "start" in events else None
     load = events.get("load", [{}])[0]
-    units = {m.get("i"): m for m in events.get("unit", []) if isinstance(m.get("i"), int) and 0 <= m["i"] < len(plan.units)}
+    units = {m["i"]: m for m in events.get("unit", []) if m.get("i") in range(len(plan.units))}
     passed = sum(1 for i, m in units.items() if m.get("ok") is True and plan.units[i].is_test)
     failures = [units[i] for i in sorted(units) if units[i].get("ok") is not True]
     bad = load if load.get("ok") is False else failures[0] if failures else None
