@@ -272,6 +272,8 @@ def confine(workdir: str, *, uid: int | None, expose: list[str], rlimits: dict[s
         _drop_to_uid(uid)
         layers.append("uid")
     else:
+        if uid is not None:  # the runner gave the directory to `uid`; without CAP_DAC_OVERRIDE we need it back
+            os.chown(workdir, os.getuid(), os.getgid())
         _drop_capabilities()
     _no_new_privs()
     # Cleared by the uid change above, so set afterwards: if the caller dies, so do we.
