@@ -1,0 +1,85 @@
+"""Compare view: results of the same prompt, seed and k under each method → table and bar-chart data.
+
+Speed-up is regular decoding's mean per-sequence ms/token divided by the method's (> 1 means faster
+than regular), and likewise for wall time; both are blank when regular decoding did not run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+
+from bass.events import GenerationResult
+
+METHOD_NAMES = {"bass": "BASS", "regular": "regular batched", "single": "single-seq speculative"}
+COMPARE_ORDER = ("bass", "regular", "single")
+TABLE_COLUMNS = ["method", "sequences", "mean ms/token", "min ms/token", "max ms/token", "prefill (s)",
+                 "wall (s)", "tokens", "throughput (tok/s)", "acceptance", "tokens/round",
+                 "speed-up (ms/token)", "speed-up (wall)"]
+
+
+@dataclass(frozen=True)
+class MethodRun:
+    """One method's run in a comparison: the engine's result and the wall time the user waited."""
+
+    method: str
+    result: GenerationResult
+    wall_s: float
+
+
+def method_name(method: str) -> str:
+    return METHOD_NAMES.get(method, method)
+
+
+def _per_seq_ms(result: GenerationResult) -> list[float]:
+    return [c.stats.ms_per_token for c in result.candidates if c.stats.tokens > 0]
+
+
+def comparison_table(runs: Mapping[str, MethodRun]) -> pd.DataFrame:
+    """One row per method, in COMPARE_ORDER, with DESIGN.md §2 metrics and speed-ups over regular."""
+    base = runs.get("regular")
+    rows = []
+    for method in [m for m in COMPARE_ORDER if m in runs] + [m for m in runs if m not in COMPARE_ORDER]:
+        run = runs[method]
+        stats = run.result.stats
+        per_seq = _per_seq_ms(run.result)
+        mean_ms = stats.mean_ms_per_token
+        speed_up = (base.result.stats.mean_ms_per_token / mean_ms) if base and mean_ms > 0 else None
+        wall_up = (base.wall_s / run.wall_s) if base and run.wall_s > 0 else None
+        rows.append([
+            method_name(method), len(run.result.candidates), round(mean_ms, 1),
+            round(min(per_seq), 1) if per_seq else None, round(max(per_seq), 1) if per_seq else None,
+            round(stats.prefill_s, 2), round(run.wall_s, 2), stats.tokens, round(stats.throughput_tok_s, 2),
+            round(stats.acceptance_rate, 3) if stats.proposed else None,
+            round(stats.tokens_per_round, 2), _round(speed_up), _round(wall_up),
+        ])
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+def per_sequence_table(runs: Mapping[str, MethodRun]) -> pd.DataFrame:
+    """One row per (method, sequence): the per-sequence latency behind the table's means."""
+    rows = []
+    for method, run in runs.items():
+        for i, cand in enumerate(run.result.candidates):
+            s = cand.stats
+            rows.append([method_name(method), i, s.tokens, round(s.ms_per_token, 1),
+                         round(s.acceptance_rate, 3) if s.proposed else None, round(s.tokens_per_round, 2),
+                         round(s.finish_time_s, 3), cand.finish_reason])
+    return pd.DataFrame(rows, columns=["method", "seq", "tokens", "ms/token", "acceptance", "tokens/round",
+                                       "finished at (s)", "finish"])
+
+
+def latency_bars(table: pd.DataFrame) -> pd.DataFrame:
+    """Bar-chart data: mean per-sequence ms/token by method."""
+    return table[["method", "mean ms/token"]].copy()
+
+
+def wall_bars(table: pd.DataFrame) -> pd.DataFrame:
+    """Bar-chart data: total wall time by method."""
+    return table[["method", "wall (s)"]].copy()
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 2)

@@ -1,0 +1,206 @@
+"""The Generate button: wait for the model, stream the k candidates, test them, show them ranked.
+
+`generate_views` is a plain generator of `GenerateView`s (no Gradio in it), so tests drive it with a
+fake engine. Every failure ends in a view whose status is a readable error box; nothing escapes as a
+traceback. Screen updates are throttled so a fast GPU does not flood the browser with one update per
+round; phase changes and the final view are always sent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+
+import pandas as pd
+
+from app import render
+from app.charts import LiveRun, empty_accept_frame, empty_speed_frame
+from app.checks import run_tests
+from app.export import generation_payload, write_generation
+from app.programs import build_program
+from app.ranking import TestReport, pass_summary, rank_candidates
+from app.session import EngineSession
+from app.settings import METHOD_LABELS, RunSettings, UserError
+
+log = logging.getLogger("bass.app")
+
+UPDATE_INTERVAL_S = 0.25
+POLL_S = 0.25
+TestRunner = Callable[[Sequence[str], str], list[TestReport]]
+
+
+@dataclass(frozen=True)
+class GenerateView:
+    """Everything the Generate tab shows at one moment."""
+
+    status: str
+    candidates: str = ""
+    speed: pd.DataFrame = field(default_factory=empty_speed_frame)
+    accept: pd.DataFrame = field(default_factory=empty_accept_frame)
+    summary: str = ""
+    best_code: str = ""
+    download: str | None = None
+    error: str | None = None  # the plain message, for a toast
+
+
+def error_view(message: str, hint: str = "") -> GenerateView:
+    return GenerateView(status=render.error_html(message, hint), error=message)
+
+
+def wait_for_engine(session: EngineSession, pair_label: str | None, cancel: threading.Event,
+                    make_view: Callable[[str], object]) -> Iterator[object]:
+    """Start loading the chosen model pair if needed and yield progress views until it is ready.
+
+    Raises UserError when the load fails or the user stops waiting.
+    """
+    try:
+        session.ensure(session.find_pair(pair_label))
+    except RuntimeError as exc:
+        raise UserError(str(exc), "wait for the model that is loading, or choose it in 'Model pair'") from None
+    while True:
+        state = session.state()
+        if state.error:
+            raise UserError(f"Loading the model failed: {state.error}",
+                            "check the model name and the log, or choose another model pair")
+        if state.ready:
+            return
+        if cancel.is_set():
+            raise UserError("Stopped while the model was loading.", "the model keeps loading; press Generate again")
+        yield make_view(render.status_html("Preparing the model (once per process)…", state.message,
+                                           state.fraction))
+        time.sleep(POLL_S)
+
+
+def generate_views(session: EngineSession, settings: RunSettings, cancel: threading.Event,
+                   tester: TestRunner = run_tests) -> Iterator[GenerateView]:
+    """The whole Generate flow as a stream of views."""
+    try:
+        yield from wait_for_engine(session, settings.pair_label, cancel, lambda s: GenerateView(status=s))
+        yield from _generate(session, settings, cancel, tester)
+    except UserError as exc:
+        yield error_view(exc.message, exc.hint)
+    except Exception as exc:  # an engine bug must not reach the browser as a traceback
+        log.exception("generation failed")
+        yield error_view(f"Generation failed: {type(exc).__name__}: {exc}",
+                         "try fewer tokens, another backend or drafter; the details are in the server log")
+
+
+def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
+              tester: TestRunner) -> Iterator[GenerateView]:
+    engine = session.engine
+    run = LiveRun(s.k)
+    method = METHOD_LABELS[s.method]
+    yield GenerateView(status=render.status_html(f"Prefill: encoding the prompt for {s.k} sequences…",
+                                                 f"{method} on {engine.device}"),
+                       candidates=render.live_cards_html(run))
+    t0 = time.perf_counter()
+    last_sent = 0.0
+    stream = engine.stream(s.prompt, k=s.k, params=s.params, method=s.method, drafter=s.drafter,
+                           backend=s.backend, chat=s.chat, cancel=cancel)
+    result = None
+    try:
+        for event in _readable_errors(stream):
+            run.add(event)
+            if event.kind == "done":
+                result = event.result
+                break
+            now = time.perf_counter()
+            if event.kind == "prefill" or now - last_sent >= UPDATE_INTERVAL_S:
+                last_sent = now
+                yield GenerateView(status=_decoding_status(run, s, method), candidates=render.live_cards_html(run),
+                                   speed=run.speed_frame(), accept=run.accept_frame())
+    finally:
+        stream.close()  # releases the engine if the browser went away mid-stream
+    if result is None:
+        raise RuntimeError("the engine's stream ended without a result")
+    wall_s = time.perf_counter() - t0
+    programs = [build_program(s.prompt, c.text, s.style) for c in result.candidates]
+    cancelled = cancel.is_set()
+    if cancelled:
+        reports: list[TestReport | None] = [None] * len(programs)
+    else:
+        reports = yield from _run_sandbox(run, programs, s, tester)
+    yield _final_view(run, result, programs, reports, s, wall_s, cancelled)
+
+
+def _readable_errors(stream: Iterator) -> Iterator:
+    """The engine validates lazily (on the first event): turn its ValueErrors into UserErrors."""
+    try:
+        yield from stream
+    except ValueError as exc:
+        raise UserError(str(exc), "change the setting it names and press Generate again") from None
+
+
+def _decoding_status(run: LiveRun, s: RunSettings, method: str) -> str:
+    done = sum(run.finished)
+    fraction = max(run.tokens) / s.params.max_new_tokens if run.tokens else 0.0
+    if s.params.time_budget_s:
+        fraction = max(fraction, run.time_s / s.params.time_budget_s)
+    acc = [run.acceptance(i) for i in range(run.k)]
+    acc = [a for a in acc if a is not None]
+    detail = f"{method} · round {run.round}"
+    if s.method != "regular":
+        detail += f" · draft length L = {run.draft_length}"
+        if acc:
+            detail += f" · acceptance {sum(acc) / len(acc):.0%}"
+    detail += f" · {done}/{run.k} finished · {run.time_s:.1f} s"
+    return render.status_html("Generating…", detail, min(1.0, fraction))
+
+
+def _run_sandbox(run: LiveRun, programs: list[str], s: RunSettings,
+                 tester: TestRunner) -> Iterator[GenerateView]:
+    """Run the tests in a thread, showing elapsed time; returns the reports (via StopIteration)."""
+    box: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            box["reports"] = tester(programs, s.tests)
+        except Exception as exc:  # a sandbox crash still leaves every candidate on screen
+            log.exception("tests failed to run")
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, name="bass-sandbox", daemon=True)
+    t0 = time.perf_counter()
+    thread.start()
+    what = f"Running {len(programs)} candidates against the tests in the sandbox…" if s.tests.strip() else \
+        f"Running {len(programs)} candidates in the sandbox (no tests given: checking they run)…"
+    while thread.is_alive():
+        yield GenerateView(status=render.status_html(what, f"{time.perf_counter() - t0:.1f} s"),
+                           candidates=render.live_cards_html(run), speed=run.speed_frame(),
+                           accept=run.accept_frame())
+        thread.join(POLL_S)
+    if "error" in box:
+        err = box["error"]
+        return [TestReport("error", 0, 0, "", 0.0, detail=f"sandbox failed: {err}") for _ in programs]
+    return box["reports"]
+
+
+def _final_view(run: LiveRun, result, programs: list[str], reports: list[TestReport | None], s: RunSettings,
+                wall_s: float, cancelled: bool) -> GenerateView:
+    shown = [c.text for c in result.candidates] if s.style == "completion" else programs
+    rows = rank_candidates(result, programs, reports, shown)
+    summary = pass_summary(result, reports)
+    if not s.tests.strip():
+        summary = replace(summary, tested=False)
+    stats = result.stats
+    acceptance = stats.acceptance_rate if stats.proposed else None
+    headline = render.summary_html(summary, stats.mean_ms_per_token, acceptance, stats.tokens_per_round,
+                                       wall_s, METHOD_LABELS[s.method])
+    note = ("Stopped: the candidates as far as they got, not tested." if cancelled else
+            "Ranked: passing candidates first, then by tests passed, then by who finished first.")
+    if s.style == "completion":
+        note += " Cards show the generated body; the best candidate above is the whole function."
+    try:
+        path = str(write_generation(generation_payload(rows, summary, stats.to_dict(), s.describe())))
+    except OSError:
+        log.exception("could not write the results file")
+        path = None
+    title = "Stopped." if cancelled else "Done."
+    detail = f"{stats.tokens} tokens in {wall_s:.1f} s · prefill {stats.prefill_s:.2f} s"
+    return GenerateView(status=render.status_html(title, detail, kind="ok"),
+                        candidates=render.ranked_cards_html(rows, note), speed=run.speed_frame(),
+                        accept=run.accept_frame(), summary=headline, best_code=rows[0].code if rows else "",
+                        download=path)

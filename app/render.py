@@ -1,0 +1,133 @@
+"""HTML the app shows: the status bar, live candidate cards, ranked cards with badges, error boxes.
+
+Pure string functions. Code is highlighted with pygments into `.bass-hl` classes whose colours live in
+`app.styles` (one CSS for light and dark mode); every other piece of text is HTML-escaped here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+
+from pygments import highlight as _pyg_highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+
+from app.charts import LiveRun, seq_label
+from app.ranking import PassSummary, RankedCandidate
+
+_FORMATTER = HtmlFormatter(cssclass="bass-hl", nowrap=False)
+_LEXER = PythonLexer(stripnl=False, ensurenl=False)
+
+BADGES = {
+    "passed": ("PASS", "ok"), "ran": ("RUNS · NO TESTS", "ok"), "failed": ("FAIL", "bad"), "error": ("ERROR", "bad"),
+    "timeout": ("TIMEOUT", "warn"), "memory": ("OUT OF MEMORY", "warn"), "crashed": ("CRASHED", "bad"),
+    "untested": ("NO TESTS", "muted"), "cancelled": ("CANCELLED", "muted"),
+}
+FINISH_NAMES = {"eos": "end of text", "stop": "stop string", "length": "token limit", "budget": "time budget",
+                "cancelled": "cancelled"}
+
+
+def highlight(code: str) -> str:
+    """Python source → highlighted HTML (escaped by pygments)."""
+    if not code:
+        return '<div class="bass-hl"><pre><span class="bass-empty">…</span></pre></div>'
+    return _pyg_highlight(code, _LEXER, _FORMATTER)
+
+
+def status_html(title: str, detail: str = "", fraction: float | None = None, kind: str = "info") -> str:
+    """A status line with a progress bar: determinate with `fraction` in [0, 1], animated without.
+
+    kind: info | ok | error | idle. Error boxes carry `bass-error` so tests and users can spot them.
+    """
+    bar = ""
+    if kind == "info":
+        if fraction is None:
+            bar = '<div class="bass-bar"><div class="bass-bar-fill bass-indeterminate"></div></div>'
+        else:
+            pct = max(0.0, min(1.0, fraction)) * 100
+            bar = f'<div class="bass-bar"><div class="bass-bar-fill" style="width:{pct:.1f}%"></div></div>'
+    detail_html = f'<div class="bass-status-detail">{escape(detail)}</div>' if detail else ""
+    return (f'<div class="bass-status bass-{escape(kind)}" role="status">'
+            f'<div class="bass-status-title">{escape(title)}</div>{detail_html}{bar}</div>')
+
+
+def error_html(message: str, hint: str = "") -> str:
+    """A readable error box (never a traceback): what went wrong and what to do."""
+    return status_html(f"⚠ {message}", hint, kind="error")
+
+
+def _card(header: str, badge: str, body_code: str, extra: str = "", classes: str = "") -> str:
+    return (f'<div class="bass-card {classes}"><div class="bass-card-head">{header}{badge}</div>'
+            f'{extra}{highlight(body_code)}</div>')
+
+
+def _badge(label: str, tone: str) -> str:
+    return f'<span class="bass-badge bass-badge-{tone}">{escape(label)}</span>'
+
+
+def live_cards_html(run: LiveRun, limit_chars: int = 4000) -> str:
+    """The k candidates as they stream, side by side, each with its own speed and acceptance so far."""
+    cards = []
+    for s in range(run.k):
+        text = run.texts[s]
+        if len(text) > limit_chars:  # keep each update small; the full text is in the final ranking
+            text = "…" + text[-limit_chars:]
+        acc = run.acceptance(s)
+        facts = f"{run.tokens[s]} tok · {run.rate(s):.1f} tok/s"
+        if acc is not None:
+            facts += f" · acc {acc:.0%}"
+        reason = run.finish_reasons[s]
+        badge = _badge(f"done: {FINISH_NAMES.get(reason, reason)}", "muted") if reason else _badge("running", "live")
+        header = f'<span class="bass-seq">{seq_label(s)}</span><span class="bass-facts">{escape(facts)}</span>'
+        cards.append(_card(header, badge, text, classes="bass-live"))
+    return f'<div class="bass-grid" data-k="{run.k}">{"".join(cards)}</div>'
+
+
+def ranked_cards_html(rows: Sequence[RankedCandidate], note: str = "") -> str:
+    """Candidates after testing, best first: badge, tests x/y, first failing assertion, run time, speed."""
+    cards = []
+    for row in rows:
+        label, tone = BADGES.get(row.status, (row.status.upper(), "bad"))
+        rep = row.report
+        facts = [f"#{row.rank}", seq_label(row.seq)]
+        if rep is not None:
+            facts.append(f"tests {rep.tests_passed}/{rep.tests_total}")
+            facts.append(f"ran {rep.run_time_s:.2f} s")
+        facts.append(f"{row.tokens} tok · {row.ms_per_token:.0f} ms/tok")
+        if row.acceptance_rate is not None:
+            facts.append(f"acc {row.acceptance_rate:.0%}")
+        facts.append(FINISH_NAMES.get(row.finish_reason, row.finish_reason))
+        header = f'<span class="bass-facts">{escape(" · ".join(facts))}</span>'
+        extra = ""
+        if rep is not None and not rep.passed:
+            why = rep.first_failure or rep.detail
+            if why:
+                extra = f'<div class="bass-failure">{escape(_clip(why, 400))}</div>'
+        best = " bass-best" if row.rank == 1 else ""
+        cards.append(_card(header, _badge(label, tone), row.shown, extra,
+                           classes=f"bass-ranked bass-status-{escape(row.status)}{best}"))
+    note_html = f'<div class="bass-note">{escape(note)}</div>' if note else ""
+    return f'{note_html}<div class="bass-grid bass-ranking" data-count="{len(rows)}">{"".join(cards)}</div>'
+
+
+def summary_html(summary: PassSummary, mean_ms_per_token: float, acceptance: float | None,
+                 tokens_per_round: float, wall_s: float, method: str) -> str:
+    """The headline numbers of this prompt: Pass@First / Pass@All badges, latency, acceptance."""
+    parts = []
+    if summary.tested:
+        for name, ok in (("Pass@First", summary.pass_first), ("Pass@All", summary.pass_all)):
+            parts.append(f'{name} {_badge("PASS" if ok else "FAIL", "ok" if ok else "bad")}')
+        parts.append(f"<b>{summary.passed}/{summary.total}</b> candidates pass")
+    else:
+        parts.append("no tests given: candidates ranked by whether they run, then by finish time")
+    parts.append(f"<b>{mean_ms_per_token:.0f} ms/token</b> per sequence ({escape(method)})")
+    if acceptance is not None:
+        parts.append(f"acceptance <b>{acceptance:.0%}</b> · {tokens_per_round:.2f} tokens/round")
+    parts.append(f"wall {wall_s:.1f} s")
+    return f'<div class="bass-summary">{" · ".join(parts)}</div>'
+
+
+def _clip(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,194 @@
+"""The one engine of this process, loaded once in the background, and the stop buttons' cancel events.
+
+Loading runs in a thread so the page stays responsive: callbacks poll `EngineSession.state()` and show
+its progress. Switching the model pair replaces the engine (the old one is dropped first, so two model
+pairs never sit in memory together). Requests are serialized by the Gradio queue, not here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bass.config import EngineConfig
+
+if TYPE_CHECKING:
+    from bass import Engine
+
+log = logging.getLogger("bass.app")
+
+
+@dataclass(frozen=True)
+class ModelPair:
+    """A target, and the draft model that speculates for it (None: n-gram / layer-skip drafts only)."""
+
+    label: str
+    target: str
+    draft: str | None = None
+
+
+EMBEDDED = ModelPair("Qwen2.5-Coder-1.5B-Instruct (embedded, offline)", "embedded")
+SMALL = ModelPair("Gemma 3 270M (small & fast, offline)", "gemma3-270m")
+HUB_PAIRS = (
+    ModelPair("Qwen2.5-Coder-7B-Instruct ← 0.5B draft (hub)", "Qwen/Qwen2.5-Coder-7B-Instruct",
+              "Qwen/Qwen2.5-Coder-0.5B-Instruct"),
+    ModelPair("DeepSeek-Coder-6.7B-Instruct ← 1.3B draft (hub)", "deepseek-ai/deepseek-coder-6.7b-instruct",
+              "deepseek-ai/deepseek-coder-1.3b-instruct"),
+)
+
+
+def configured_pair(env: Mapping[str, str]) -> ModelPair:
+    """The pair named by BASS_TARGET / BASS_DRAFT (default: the embedded model)."""
+    target = env.get("BASS_TARGET", "").strip() or "embedded"
+    draft = env.get("BASS_DRAFT", "").strip() or None
+    for known in (EMBEDDED, SMALL, *HUB_PAIRS):
+        if (known.target, known.draft) == (target, draft):
+            return known
+    label = target + (f" ← {draft} draft" if draft else "") + " (BASS_TARGET)"
+    return ModelPair(label, target, draft)
+
+
+def model_pairs(default: ModelPair, gpu: bool, online: bool) -> list[ModelPair]:
+    """Pairs offered in the UI: the configured one first, the offline ones, hub pairs with a GPU and internet."""
+    pairs = [default]
+    candidates = [EMBEDDED, SMALL] + (list(HUB_PAIRS) if gpu and online else [])
+    pairs += [p for p in candidates if (p.target, p.draft) != (default.target, default.draft)]
+    return pairs
+
+
+def hub_reachable(timeout_s: float = 1.5) -> bool:
+    """Whether the model hub answers; skipped (False) when the user asked for offline mode."""
+    if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
+        return False
+    try:
+        with socket.create_connection(("huggingface.co", 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True)
+class LoadState:
+    ready: bool
+    loading: bool
+    pair: ModelPair | None
+    message: str
+    fraction: float | None
+    error: str | None
+
+
+EngineFactory = Callable[..., "Engine"]
+
+
+def _load_engine(config: EngineConfig, progress: Callable[[str, float], None]) -> Engine:
+    # Imported here, not at module level: torch and the engine take seconds to import, and the page
+    # should be up (showing the load's progress) before they are.
+    from bass import Engine
+
+    return Engine(config, progress=progress)
+
+
+class EngineSession:
+    """Holds at most one `Engine`; loads it lazily in a background thread with progress."""
+
+    def __init__(self, env: Mapping[str, str] | None = None, factory: EngineFactory = _load_engine):
+        env = os.environ if env is None else env
+        self.default_pair = configured_pair(env)
+        self.drafter = env.get("BASS_DRAFTER", "").strip() or None
+        self.backend = env.get("BASS_BACKEND", "").strip() or None
+        self._factory = factory
+        self._lock = threading.Lock()
+        self._engine: Engine | None = None
+        self._pair: ModelPair | None = None
+        self._loading: ModelPair | None = None
+        self._message, self._fraction, self._error = "model not loaded yet", 0.0, None
+        self._cancels: dict[str, threading.Event] = {}
+
+    # ---- loading ---------------------------------------------------------------------------------
+    def config_for(self, pair: ModelPair) -> EngineConfig:
+        drafter = "model" if pair.draft else (self.drafter if self.drafter and self.drafter != "model" else "ngram")
+        kwargs = {"backend": self.backend} if self.backend else {}
+        return EngineConfig(target=pair.target, draft=pair.draft, drafter=drafter, **kwargs)
+
+    def ensure(self, pair: ModelPair | None = None) -> None:
+        """Start loading `pair` (default: the configured one) unless it is loaded or loading already.
+
+        Raises RuntimeError while another pair is still loading: two loads at once would need both
+        models' memory.
+        """
+        pair = pair or self.default_pair
+        with self._lock:
+            if self._loading is not None:
+                if self._loading == pair:
+                    return
+                raise RuntimeError(f"{self._loading.label} is still loading; wait for it, then switch models")
+            if self._engine is not None and self._pair == pair:
+                return
+            self._engine, self._pair, self._error = None, None, None  # free the old models first
+            self._loading, self._message, self._fraction = pair, f"loading {pair.label}", 0.0
+        threading.Thread(target=self._load, args=(pair,), name="bass-engine-load", daemon=True).start()
+
+    def _progress(self, message: str, fraction: float | None) -> None:
+        with self._lock:
+            self._message = message
+            self._fraction = None if fraction is None else max(0.0, min(1.0, float(fraction)))
+        log.info("model: %s%s", message, "" if fraction is None else f" ({fraction:.0%})")
+
+    def _load(self, pair: ModelPair) -> None:
+        try:
+            engine = self._factory(self.config_for(pair), progress=self._progress)
+        except Exception as exc:  # shown to the user in the status box; the app stays up
+            log.exception("loading %s failed", pair.label)
+            with self._lock:
+                self._loading, self._error = None, f"{type(exc).__name__}: {exc}"
+            return
+        with self._lock:
+            self._engine, self._pair, self._loading = engine, pair, None
+            self._message, self._fraction = f"{pair.label} ready on {engine.device}", 1.0
+
+    def state(self) -> LoadState:
+        with self._lock:
+            return LoadState(ready=self._engine is not None, loading=self._loading is not None,
+                             pair=self._pair or self._loading, message=self._message, fraction=self._fraction,
+                             error=self._error)
+
+    @property
+    def engine(self) -> Engine:
+        with self._lock:
+            if self._engine is None:
+                raise RuntimeError("the model is not loaded yet")
+            return self._engine
+
+    def find_pair(self, label: str | None) -> ModelPair:
+        """The pair whose label the dropdown shows (the default for None or an unknown label)."""
+        for pair in (self.default_pair, EMBEDDED, SMALL, *HUB_PAIRS):
+            if pair.label == label:
+                return pair
+        return self.default_pair
+
+    # ---- cancellation ----------------------------------------------------------------------------
+    def new_cancel(self, key: str) -> threading.Event:
+        """A fresh cancel event for the run of one browser session (replacing its previous one)."""
+        event = threading.Event()
+        with self._lock:
+            self._cancels[key] = event
+        return event
+
+    def cancel(self, key: str) -> bool:
+        """Signal the running generation of one browser session; False when none was running."""
+        with self._lock:
+            event = self._cancels.get(key)
+        if event is None or event.is_set():
+            return False
+        event.set()
+        return True
+
+    def release_cancel(self, key: str, event: threading.Event) -> None:
+        with self._lock:
+            if self._cancels.get(key) is event:
+                del self._cancels[key]

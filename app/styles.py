@@ -1,0 +1,58 @@
+"""The app's CSS: candidate grid, cards, badges, the status bar, and pygments colours for both themes."""
+
+from __future__ import annotations
+
+from pygments.formatters import HtmlFormatter
+
+_LAYOUT = """
+.bass-grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(320px, 1fr)); gap: 10px; }
+.bass-card { border: 1px solid var(--border-color-primary); border-radius: 8px; overflow: hidden;
+             background: var(--block-background-fill); display: flex; flex-direction: column; }
+.bass-card-head { display: flex; justify-content: space-between; align-items: center; gap: 6px;
+                  padding: 6px 10px; font-size: 0.85em; border-bottom: 1px solid var(--border-color-primary); }
+.bass-seq { font-weight: 600; margin-right: 8px; }
+.bass-facts { color: var(--body-text-color-subdued); font-variant-numeric: tabular-nums; }
+.bass-card .bass-hl { margin: 0; max-height: 340px; overflow: auto; }
+.bass-card .bass-hl pre { margin: 0; padding: 8px 10px; font-size: 0.8em; line-height: 1.35;
+                          white-space: pre-wrap; overflow-wrap: anywhere; background: transparent; border: 0; }
+.bass-best { border: 2px solid #16a34a; box-shadow: 0 0 0 3px rgba(22, 163, 74, 0.15); }
+.bass-failure { padding: 6px 10px; font-family: var(--font-mono); font-size: 0.78em; white-space: pre-wrap;
+                color: #b91c1c; background: rgba(220, 38, 38, 0.07);
+                border-bottom: 1px solid var(--border-color-primary); }
+.dark .bass-failure { color: #fca5a5; }
+.bass-badge { border-radius: 999px; padding: 1px 9px; font-size: 0.78em; font-weight: 700; white-space: nowrap; }
+.bass-badge-ok { background: #16a34a; color: white; }
+.bass-badge-bad { background: #dc2626; color: white; }
+.bass-badge-warn { background: #d97706; color: white; }
+.bass-badge-muted { background: var(--neutral-200); color: var(--neutral-800); }
+.bass-badge-live { background: #2563eb; color: white; animation: bass-pulse 1.2s ease-in-out infinite; }
+@keyframes bass-pulse { 50% { opacity: 0.55; } }
+.bass-note { margin: 4px 0 8px; color: var(--body-text-color-subdued); }
+.bass-status { border-radius: 8px; padding: 8px 12px; border: 1px solid var(--border-color-primary); }
+.bass-status-title { font-weight: 600; }
+.bass-status-detail { font-size: 0.88em; color: var(--body-text-color-subdued); margin-top: 2px; }
+.bass-error { border-color: #dc2626; background: rgba(220, 38, 38, 0.08); }
+.bass-ok { border-color: #16a34a; background: rgba(22, 163, 74, 0.07); }
+.bass-bar { height: 6px; border-radius: 3px; background: var(--neutral-200); margin-top: 6px; overflow: hidden; }
+.bass-bar-fill { height: 100%; background: var(--color-accent); transition: width 0.3s; }
+.bass-indeterminate { width: 35%; animation: bass-slide 1.3s ease-in-out infinite; }
+@keyframes bass-slide { 0% { margin-left: -35%; } 100% { margin-left: 100%; } }
+.bass-summary { font-size: 1.02em; padding: 4px 2px; }
+.bass-summary .bass-badge { margin: 0 4px; }
+.bass-empty { color: var(--body-text-color-subdued); }
+#bass-header h1 { margin-bottom: 0; }
+"""
+
+
+def app_css() -> str:
+    """Layout rules plus pygments' light style, and a dark style scoped under Gradio's `.dark` root class."""
+    light = _scoped_rules("default", ".bass-hl")
+    dark = _scoped_rules("monokai", ".dark .bass-hl")
+    return _LAYOUT + light + "\n" + dark + "\n.bass-hl, .dark .bass-hl { background: transparent; }\n"
+
+
+def _scoped_rules(style: str, scope: str) -> str:
+    """Pygments' rules for one style, without its unscoped `pre`/line-number rules that would restyle
+    every `<pre>` of the page."""
+    rules = HtmlFormatter(style=style).get_style_defs(scope).splitlines()
+    return "\n".join(r for r in rules if r.startswith(scope))

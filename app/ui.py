@@ -1,0 +1,233 @@
+"""The Gradio layout and its wiring. Callbacks here only adapt widget values to the plain functions of
+`app.generate` / `app.compare_run` / `app.session` and their views back to components."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import gradio as gr
+
+from app import render
+from app.charts import ACCEPT_COLUMNS, SPEED_COLUMNS, series_of
+from app.compare_run import CompareView, compare_views
+from app.generate import GenerateView, error_view, generate_views
+from app.problems import Problem, find_problem, load_problems
+from app.programs import STYLES
+from app.session import EngineSession, hub_reachable, model_pairs
+from app.settings import METHOD_LABELS, UserError, parse_settings
+
+log = logging.getLogger("bass.app")
+
+INTRO = """# BASS · k candidates at once
+Batched speculative decoding writes **k** solutions side by side; a sandbox runs them against unit tests and
+ranks them. Pick a HumanEval problem or type your own task, choose k, press **Generate**."""
+
+
+def _problems() -> tuple[tuple[Problem, ...], str]:
+    try:
+        return load_problems(), ""
+    except Exception as exc:  # the app still works with free prompts
+        log.exception("HumanEval problems unavailable")
+        return (), f"HumanEval problems unavailable ({exc}); free prompts still work."
+
+
+def _gpu() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def _session_key(request: gr.Request | None) -> str:
+    return getattr(request, "session_hash", None) or "local"
+
+
+def build_demo(session: EngineSession) -> gr.Blocks:
+    """The whole app around one engine session."""
+    problems, problems_note = _problems()
+    gpu = _gpu()
+    pairs = model_pairs(session.default_pair, gpu, online=gpu and hub_reachable())
+
+    with gr.Blocks(title="BASS · multi-candidate coding assistant", fill_width=True) as demo:
+        gr.Markdown(INTRO, elem_id="bass-header")
+        banner = gr.HTML(render.status_html("Starting…", kind="idle"), elem_id="bass-model-status")
+        timer = gr.Timer(1.0)
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=3):
+                problem = gr.Dropdown(choices=[p.label for p in problems], value=None, filterable=True,
+                                      label="HumanEval problem (type to search)", elem_id="bass-problem",
+                                      info=problems_note or "fills in the prompt and its unit tests")
+                prompt = gr.Textbox(label="Prompt", lines=8, max_lines=24, elem_id="bass-prompt",
+                                    placeholder="Write a Python function that … — or pick a HumanEval problem")
+                tests = gr.Code(language="python", interactive=True, lines=6, max_lines=20, elem_id="bass-tests",
+                                label="Unit tests (editable, optional: check(candidate) or plain asserts)")
+                with gr.Row():
+                    generate_btn = gr.Button("Generate", variant="primary", elem_id="bass-generate", scale=2)
+                    compare_btn = gr.Button("Compare methods", elem_id="bass-compare")
+                    stop_btn = gr.Button("Stop", variant="stop", elem_id="bass-stop")
+            with gr.Column(scale=2):
+                k = gr.Slider(1, 16, value=4, step=1, label="k · candidates", elem_id="bass-k")
+                method = gr.Radio(list(METHOD_LABELS.values()), value=METHOD_LABELS["bass"], label="Method")
+                with gr.Row():
+                    temperature = gr.Slider(0.0, 2.0, value=0.8, step=0.05, label="Temperature (0 = greedy)")
+                    top_p = gr.Slider(0.05, 1.0, value=0.95, step=0.01, label="Top-p")
+                with gr.Row():
+                    max_new = gr.Slider(16, 1024, value=128, step=16, label="Max new tokens")
+                    budget = gr.Number(value=120, minimum=0, label="Time budget (s, 0 = none)")
+                    seed = gr.Number(value=0, minimum=0, precision=0, label="Seed")
+                with gr.Row():
+                    drafter = gr.Dropdown(["ngram"], value="ngram", label="Drafter", interactive=True)
+                    backend = gr.Dropdown(["torch"], value="torch", label="Attention backend", interactive=True)
+                pair = gr.Dropdown([p.label for p in pairs], value=pairs[0].label, label="Model pair",
+                                   info="target ← draft; hub pairs appear with a GPU and internet")
+                style = gr.Radio(list(STYLES), value="auto", label="Prompt style",
+                                 info="completion: continue code (HumanEval); chat: instruct answer with a code "
+                                      "block; auto decides from the prompt")
+        with gr.Tabs(selected="live") as tabs:
+            with gr.Tab("Live & ranked", id="live"):
+                status = gr.HTML(render.status_html("Ready when you are.", kind="idle"), elem_id="bass-status")
+                with gr.Row():
+                    speed_plot = gr.LinePlot(x=SPEED_COLUMNS[0], y=SPEED_COLUMNS[1], color=SPEED_COLUMNS[2],
+                                             title="Tokens/s per sequence (average since decoding began)",
+                                             height=260, elem_id="bass-speed-plot", x_title="time (s)")
+                    accept_plot = gr.LinePlot(x=ACCEPT_COLUMNS[0], y=ACCEPT_COLUMNS[1], color=ACCEPT_COLUMNS[2],
+                                              title="Accepted draft tokens per round (and draft length L)",
+                                              height=260, elem_id="bass-accept-plot")
+                summary = gr.HTML(elem_id="bass-summary")
+                best = gr.Code(language="python", label="Best candidate", interactive=False, lines=4,
+                               elem_id="bass-best-code", buttons=["copy", "download"])
+                candidates = gr.HTML(elem_id="bass-candidates")
+                download = gr.DownloadButton("Download candidates (JSON)", visible=False, size="sm")
+            with gr.Tab("Compare methods", id="compare"):
+                gr.Markdown("Runs the prompt with the same seed and k under **BASS**, **regular batched decoding** "
+                            "and **single-sequence speculative decoding**, one after another.")
+                cmp_status = gr.HTML(render.status_html("Press “Compare methods”.", kind="idle"),
+                                     elem_id="bass-compare-status")
+                cmp_table = gr.Dataframe(label="Per-method results (speed-up over regular decoding)",
+                                         interactive=False, elem_id="bass-compare-table")
+                with gr.Row():
+                    lat_plot = gr.BarPlot(x="method", y="mean ms/token", title="Mean per-sequence ms/token "
+                                          "(lower is better)", height=260, elem_id="bass-latency-plot")
+                    wall_plot = gr.BarPlot(x="method", y="wall (s)", title="Total wall time (s)", height=260,
+                                           elem_id="bass-wall-plot")
+                with gr.Row():
+                    csv_btn = gr.DownloadButton("Download CSV", visible=False, size="sm")
+                    json_btn = gr.DownloadButton("Download JSON", visible=False, size="sm")
+
+        settings_inputs = [prompt, tests, style, k, temperature, top_p, max_new, budget, method, drafter, backend,
+                           pair, seed]
+        live_outputs = [status, candidates, speed_plot, accept_plot, summary, best, download]
+        cmp_outputs = [cmp_status, cmp_table, lat_plot, wall_plot, csv_btn, json_btn]
+
+        def show_problem(label: str | None):
+            chosen = find_problem(label, problems)
+            if chosen is None:
+                return gr.skip(), gr.skip(), gr.skip()
+            return chosen.prompt, chosen.editable_tests(), "auto"
+
+        def on_generate(*values, request: gr.Request = None) -> Iterator[tuple]:
+            key = _session_key(request)
+            try:
+                settings = parse_settings(*values)
+            except UserError as exc:
+                yield _live(error_view(exc.message, exc.hint))
+                return
+            cancel = session.new_cancel(key)
+            try:
+                for view in generate_views(session, settings, cancel):
+                    yield _live(view)
+            finally:
+                session.release_cancel(key, cancel)
+
+        def on_compare(*values, request: gr.Request = None) -> Iterator[tuple]:
+            key = _session_key(request)
+            try:
+                settings = parse_settings(*values)
+            except UserError as exc:
+                yield _cmp(CompareView(status=render.error_html(exc.message, exc.hint), error=exc.message))
+                return
+            cancel = session.new_cancel(key)
+            try:
+                for view in compare_views(session, settings, cancel):
+                    yield _cmp(view)
+            finally:
+                session.release_cancel(key, cancel)
+
+        def on_stop(request: gr.Request = None) -> None:
+            if session.cancel(_session_key(request)):
+                gr.Info("Stopping after the current round…")
+            else:
+                gr.Info("Nothing is running for you right now.")
+
+        def on_tick():
+            return _model_banner(session)
+
+        def on_pair(label: str):
+            try:
+                session.ensure(session.find_pair(label))
+            except RuntimeError as exc:
+                gr.Warning(str(exc))
+            return gr.Timer(active=True)
+
+        problem.change(show_problem, problem, [prompt, tests, style], queue=False)
+        generate_btn.click(lambda: gr.Tabs(selected="live"), None, tabs, queue=False)
+        generate_btn.click(on_generate, settings_inputs, live_outputs, concurrency_limit=1, concurrency_id="engine",
+                           show_progress="hidden")
+        compare_btn.click(lambda: gr.Tabs(selected="compare"), None, tabs, queue=False)
+        compare_btn.click(on_compare, settings_inputs, cmp_outputs, concurrency_limit=1, concurrency_id="engine",
+                          show_progress="hidden")
+        stop_btn.click(on_stop, None, None, queue=False)
+        # Out of the queue: a long generation must not hold up the model banner or the problem picker.
+        timer.tick(on_tick, None, [banner, drafter, backend, timer], show_progress="hidden", queue=False)
+        demo.load(on_tick, None, [banner, drafter, backend, timer], show_progress="hidden", queue=False)
+        pair.change(on_pair, pair, timer, queue=False)
+    return demo
+
+
+def _model_banner(session: EngineSession) -> tuple:
+    """Banner + drafter/backend choices from the loaded engine; the timer stops once the model is ready."""
+    state = session.state()
+    if state.error:
+        return (render.error_html(f"Loading the model failed: {state.error}",
+                                  "choose another model pair, or check the server log"),
+                gr.skip(), gr.skip(), gr.Timer(active=False))
+    if not state.ready:
+        if not state.loading:
+            return (render.status_html("The model loads on the first Generate.", kind="idle"), gr.skip(), gr.skip(),
+                    gr.Timer(active=False))
+        return (render.status_html("Preparing the model (once per process)…", state.message, state.fraction),
+                gr.skip(), gr.skip(), gr.Timer(active=True))
+    engine = session.engine
+    drafters = engine.available_drafters()
+    backends = engine.available_backends()
+    drafter = engine.config.drafter if engine.config.drafter in drafters else drafters[0]
+    backend = engine.config.backend if engine.config.backend in backends else backends[0]
+    text = f"Model ready: {state.pair.label} on {engine.device}"
+    return (render.status_html(text, f"drafters: {', '.join(drafters)} · attention backends: {', '.join(backends)}",
+                               kind="ok"),
+            gr.Dropdown(choices=drafters, value=drafter), gr.Dropdown(choices=backends, value=backend),
+            gr.Timer(active=False))
+
+
+def _live(view: GenerateView) -> tuple:
+    if view.error:
+        gr.Warning(view.error)
+    return (view.status, view.candidates, _line(view.speed), _line(view.accept), view.summary, view.best_code,
+            gr.DownloadButton(value=view.download, visible=view.download is not None))
+
+
+def _line(frame) -> gr.LinePlot:
+    # The plot fixes its colour domain when its props change, not when only its data does: naming the
+    # series in the legend on every update makes a line appear for each sequence as soon as it has data.
+    return gr.LinePlot(value=frame, colors_in_legend=series_of(frame))
+
+
+def _cmp(view: CompareView) -> tuple:
+    if view.error:
+        gr.Warning(view.error)
+    return (view.status, view.table, view.latency, view.wall,
+            gr.DownloadButton(value=view.csv_path, visible=view.csv_path is not None),
+            gr.DownloadButton(value=view.json_path, visible=view.json_path is not None))
