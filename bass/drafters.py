@@ -43,7 +43,7 @@ class Drafter:
     but not yet in the target cache."""
 
     name = "base"
-    needs_uniforms = False
+    proposes = True
 
     def prefill(self, prompts: Sequence[Sequence[int]], samples: int, capacity: int) -> None:
         """Start a request of len(prompts) prompts x `samples` sequences (after the target's prefill)."""
@@ -62,6 +62,7 @@ class Drafter:
 
 class NoDrafter(Drafter):
     name = "none"
+    proposes = False
 
     def propose(self, histories, lengths, params, u, target_cache):
         return Proposal.empty(len(histories), target_cache.suffix_len.device)
@@ -126,10 +127,9 @@ def draft_autoregressively(forward: Callable[[torch.Tensor, torch.Tensor, bool],
 
 class ModelDrafter(Drafter):
     name = "model"
-    needs_uniforms = True
 
-    def __init__(self, model: torch.nn.Module, attn: Callable):
-        self.model, self.attn = model, attn
+    def __init__(self, model: torch.nn.Module, attn: Callable, target_vocab: int):
+        self.model, self.attn, self.target_vocab = model, attn, target_vocab
         self.cache: KVCache | None = None
         self.in_cache: list[int] = []  # tokens of each sequence whose K/V the draft cache holds
         self.prompt_lens: list[int] = []
@@ -153,7 +153,15 @@ class ModelDrafter(Drafter):
         pending = [h[n:] for h, n in zip(histories, self.in_cache, strict=True)]
 
         def forward(tokens, q_len, last_only):
-            return self.model(tokens, self.cache, q_len, self.attn, last_only=last_only)
+            logits = self.model(tokens, self.cache, q_len, self.attn, last_only=last_only)
+            # One tokenizer, but a family's models may pad their embeddings differently: compare
+            # distributions over the target's vocabulary (extra draft columns are never valid tokens).
+            V = logits.shape[-1]
+            if self.target_vocab < V:
+                return logits[..., :self.target_vocab]
+            if self.target_vocab > V:
+                return torch.nn.functional.pad(logits, (0, self.target_vocab - V), value=float("-inf"))
+            return logits
 
         proposal = draft_autoregressively(forward, pending, lengths, params, u, device)
         # the cache now holds the pending tokens and d_1 .. d_{l-1}
@@ -173,7 +181,6 @@ class ModelDrafter(Drafter):
 
 class LayerSkipDrafter(Drafter):
     name = "layer-skip"
-    needs_uniforms = True
 
     def __init__(self, target: torch.nn.Module, attn: Callable, num_layers: int):
         if not 1 <= num_layers < target.config.num_layers:
@@ -208,7 +215,7 @@ def build_drafter(name: str, target: torch.nn.Module, draft: torch.nn.Module | N
         if draft is None:
             raise ValueError("drafter='model' needs a draft model: set EngineConfig.draft (e.g. a small model "
                              "of the target's family)")
-        return ModelDrafter(draft, attn)
+        return ModelDrafter(draft, attn, target.config.vocab_size)
     if name == "layer-skip":
         n = layer_skip_layers or max(1, target.config.num_layers // 2)
         return LayerSkipDrafter(target, attn, n)

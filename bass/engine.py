@@ -47,6 +47,13 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return getattr(torch, dtype)
 
 
+def _load(role: str, spec: str, kwargs: dict) -> LoadedModel:
+    try:
+        return load_model(spec, **kwargs)
+    except ValueError as err:
+        raise ValueError(f"{role} model {spec!r}: {err}") from None
+
+
 class Engine:
     """One target (and optionally one draft model), loaded once, serving any number of requests."""
 
@@ -56,8 +63,8 @@ class Engine:
         self.device = resolve_device(self.config.device)
         self.dtype = resolve_dtype(self.config.dtype, self.device)
         load = dict(device=self.device, dtype=self.dtype, progress=progress)
-        self.target = target or load_model(self.config.target, **load)
-        self.draft = draft or (load_model(self.config.draft, **load) if self.config.draft else None)
+        self.target = target or _load("target", self.config.target, load)
+        self.draft = draft or (_load("draft", self.config.draft, load) if self.config.draft else None)
         if self.draft is not None:
             check_same_vocab(self.target, self.draft)
         self.tokenizer = self.target.tokenizer
@@ -98,17 +105,23 @@ class Engine:
         return out
 
     def stream(self, prompts: str | Sequence[str], *, k: int = 1, params: SamplingParams | None = None,
-               method: str = "bass", drafter: str | None = None, backend: str | None = None,
+               method: str = "bass", drafter: str | Drafter | None = None, backend: str | None = None,
                draft_length: DraftLengthConfig | None = None, chat: bool = False,
                cancel: threading.Event | None = None) -> Iterator[GenerationEvent]:
-        """Generate k samples per prompt; yield a "prefill" event, one "round" event per round, then "done"."""
+        """Generate k samples per prompt; yield a "prefill" event, one "round" event per round, then "done".
+
+        `drafter` names a drafter ("ngram", "model", "layer-skip") or is a `Drafter` instance (method "bass").
+        """
         params = params or SamplingParams()
         if not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise ValueError(f"k must be an integer in 1 .. {MAX_K}, got {k!r}")
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         drafter = drafter or self.config.drafter
-        if method != "regular" and drafter not in self.available_drafters():
+        if isinstance(drafter, Drafter):
+            if method != "bass":
+                raise ValueError("a Drafter instance serves one batch: use it with method='bass', or pass a name")
+        elif method != "regular" and drafter not in self.available_drafters():
             raise ValueError(f"drafter {drafter!r} is not available here; choose one of {self.available_drafters()}"
                              + (" (drafter='model' needs EngineConfig.draft)" if drafter == "model" else ""))
         backend = backend or self.config.backend
@@ -165,7 +178,7 @@ class Engine:
         name = "none" if method == "regular" else drafter_name
         drafter = None
         if method != "single":
-            drafter = self._drafter(name, attn)
+            drafter = name if isinstance(name, Drafter) else self._drafter(name, attn)
             drafter.prefill(ids, k, capacity)
         prefill_s = time.perf_counter() - t_start
         yield GenerationEvent("prefill", 0, prefill_s, 0, (), tuple("" for _ in seqs))
@@ -203,7 +216,8 @@ class Engine:
             yield GenerationEvent("round", report.index, report.time_s, report.draft_length,
                                   tuple(report.updates), tuple(s.text for s in seqs))
         now = time.perf_counter() - t0
-        result = self._result(seqs, method, None if method == "regular" else drafter_name, backend,
+        shown = getattr(drafter_name, "name", drafter_name)
+        result = self._result(seqs, method, None if method == "regular" else shown, backend,
                               prefill_s, now, draft_lengths)
         yield GenerationEvent("done", len(draft_lengths), now, 0, (), tuple(s.text for s in seqs), result)
 

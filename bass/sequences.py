@@ -84,7 +84,7 @@ class StopRule:
         seq._raw_len = len(text)
         if reason is None and text.endswith("\ufffd"):
             text = text.rstrip("\ufffd")  # a multi-byte character is still incomplete: show it next round
-        new_text = text[len(seq.text):] if text.startswith(seq.text) else text
+        new_text = text[len(seq.text):] if text.startswith(seq.text) else ""  # a cut: `texts` is authoritative
         seq.text = text
         if reason is not None:
             seq.finish_reason = reason

@@ -1,0 +1,41 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # the `tiny` model factory
+
+from tiny import make_model  # noqa: E402
+
+from bass.config import EngineConfig  # noqa: E402
+from bass.engine import Engine  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory):
+    """A folder factory: tiny_dir(family, seed) -> saved random model with tokenizer."""
+    made = {}
+
+    def get(family: str = "llama", seed: int = 0, head_scale: float = 30.0) -> Path:
+        key = (family, seed, head_scale)
+        if key not in made:
+            made[key] = make_model(tmp_path_factory.mktemp(f"{family}{seed}"), family, seed, head_scale)
+        return made[key]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def tiny_engine(tiny_dir):
+    """engine(family, draft_seed=None, ...) -> Engine over a tiny model, cached per arguments."""
+    made = {}
+
+    def get(family: str = "llama", draft_seed: int | None = None, head_scale: float = 30.0, **cfg) -> Engine:
+        key = (family, draft_seed, head_scale, tuple(sorted(cfg.items())))
+        if key not in made:
+            target = str(tiny_dir(family, 0, head_scale))
+            draft = str(tiny_dir(family, draft_seed, head_scale)) if draft_seed is not None else None
+            made[key] = Engine(EngineConfig(target=target, draft=draft, **cfg))
+        return made[key]
+
+    return get

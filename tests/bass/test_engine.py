@@ -1,0 +1,177 @@
+"""The engine end to end on tiny random models: greedy exactness, raggedness, bad input."""
+
+import os
+
+import pytest
+import torch
+import transformers
+
+from bass.config import DraftLengthConfig, SamplingParams
+from bass.drafters import Drafter, Proposal
+
+PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print(", "class Stack:\n    def", "x = [1, 2, 3]\n"]
+GREEDY = SamplingParams(max_new_tokens=24)
+
+
+def _ids(result):
+    return [c.token_ids for c in result.candidates]
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "gemma3"])
+@pytest.mark.parametrize("drafter", ["ngram", "layer-skip", "model"])
+def test_greedy_bass_equals_regular(tiny_engine, family, drafter):
+    engine = tiny_engine(family, draft_seed=1)
+    regular = engine.generate(PROMPTS, k=2, params=GREEDY, method="regular")
+    bass = engine.generate(PROMPTS, k=2, params=GREEDY, method="bass", drafter=drafter)
+    assert _ids(bass) == _ids(regular)
+    assert bass.stats.rounds < regular.stats.rounds or drafter == "model"  # drafting saved verify passes
+    single = engine.generate(PROMPTS[:2], k=1, params=GREEDY, method="single", drafter=drafter)
+    assert _ids(single) == [_ids(regular)[0], _ids(regular)[2]]
+
+
+def test_every_cpu_backend_gives_the_same_tokens(tiny_engine):
+    engine = tiny_engine("llama", draft_seed=1)
+    backends = engine.available_backends()
+    assert {"torch", "pad", "split"} <= set(backends)
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        assert "ragged" in backends
+    for backend in backends:
+        # the Triton interpreter is slow on CPU: a smaller (still ragged, multi-prompt) batch for it
+        prompts, params = (PROMPTS[:2], SamplingParams(max_new_tokens=8)) if backend == "ragged" else (PROMPTS, GREEDY)
+        reference = _ids(engine.generate(prompts, k=2, params=params, method="regular", backend="torch"))
+        for drafter in ("ngram", "model"):
+            got = engine.generate(prompts, k=2, params=params, method="bass", drafter=drafter, backend=backend)
+            assert _ids(got) == reference, (backend, drafter)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3"])
+def test_matches_transformers_generate(tiny_engine, tiny_dir, family):
+    engine = tiny_engine(family)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tiny_dir(family), dtype=torch.float32).eval()
+    tok = engine.tokenizer
+    prompt = PROMPTS[0] * 3  # long enough for gemma3's 8-token sliding window to matter
+    ids = tok(prompt, return_tensors="pt").input_ids
+    ref = hf.generate(ids, max_new_tokens=20, do_sample=False, eos_token_id=None, pad_token_id=0)[0, ids.shape[1]:]
+    got = engine.generate(prompt, k=1, params=SamplingParams(max_new_tokens=20), method="bass")
+    eos = set(engine.eos_ids)
+    expected = []
+    for t in ref.tolist():  # transformers was told not to stop; our engine stops at EOS
+        expected.append(t)
+        if t in eos:
+            break
+    assert list(got.candidates[0].token_ids) == expected
+
+
+class ScriptedDrafter(Drafter):
+    """Proposes from fixed per-sequence scripts: the true continuation, or tokens certain to be wrong."""
+
+    name = "scripted"
+
+    def __init__(self, scripts):
+        self.scripts = scripts  # seq row -> full expected generated ids (or None = always wrong)
+        self.rows = list(range(len(scripts)))
+        self.prompt_lens = None
+
+    def prefill(self, prompts, samples, capacity):
+        self.prompt_lens = [len(p) for p in prompts for _ in range(samples)]
+
+    def propose(self, histories, lengths, params, u, target_cache):
+        L = max(lengths)
+        tokens = torch.zeros(len(histories), L, dtype=torch.long)
+        for b, (h, n) in enumerate(zip(histories, lengths)):
+            row = self.rows[b]
+            script = self.scripts[row]
+            done = len(h) - self.prompt_lens[row]
+            if script is None:
+                tokens[b, :n] = (torch.tensor(h[-1]) + 1 + torch.arange(n)) % 384  # never the greedy token
+            else:
+                cont = script[done:done + n]
+                tokens[b, :len(cont)] = torch.tensor(cont, dtype=torch.long)
+        return Proposal(tokens, torch.tensor(lengths), None)
+
+    def select(self, rows):
+        self.rows = [self.rows[r] for r in rows]
+
+
+def test_ragged_batch_matches_each_sequence_alone(tiny_engine):
+    engine = tiny_engine("llama")
+    params = SamplingParams(max_new_tokens=30)
+    alone = [engine.generate(p, k=1, params=params, method="regular").candidates[0] for p in PROMPTS[:3]]
+    # sequence 2 finishes early: stop at the text its regular decoding shows after a few tokens
+    early = alone[2].text[4:7]
+    assert early and early not in alone[0].text and early not in alone[1].text and early not in alone[2].text[:6]
+    params = SamplingParams(max_new_tokens=30, stop=(early,))
+    scripts = [list(alone[0].token_ids), None, list(alone[2].token_ids)]
+    # the wrong-draft sequence proposes tokens that cannot all be right
+    result = engine.generate(PROMPTS[:3], k=1, params=params, method="bass", drafter=ScriptedDrafter(scripts),
+                             draft_length=DraftLengthConfig(policy="fixed", l0=4))
+    c = result.candidates
+    assert c[0].token_ids == alone[0].token_ids and c[0].stats.acceptance_rate == 1.0
+    assert c[1].token_ids == alone[1].token_ids and c[1].stats.accepted < c[1].stats.proposed / 2
+    assert c[2].finish_reason == "stop" and len(c[2].token_ids) < len(alone[2].token_ids)
+    assert c[2].token_ids == alone[2].token_ids[:len(c[2].token_ids)]
+    assert c[2].stats.rounds < c[1].stats.rounds  # it left the batch early
+
+
+def test_events_stream_per_round(tiny_engine):
+    engine = tiny_engine("llama")
+    events = list(engine.stream(PROMPTS[:2], k=3, params=GREEDY, method="bass"))
+    assert events[0].kind == "prefill" and events[-1].kind == "done"
+    rounds = [e for e in events if e.kind == "round"]
+    result = events[-1].result
+    for seq in range(6):
+        toks = [t for e in rounds for u in e.updates if u.seq == seq for t in u.new_token_ids]
+        assert tuple(toks) == result.candidates[seq].token_ids
+        assert "".join(u.new_text for e in rounds for u in e.updates if u.seq == seq) == result.candidates[seq].text
+    assert rounds[-1].texts == tuple(c.text for c in result.candidates)
+
+
+def test_time_budget_and_cancel(tiny_engine):
+    import threading
+
+    engine = tiny_engine("llama")
+    cancel = threading.Event()
+    events = []
+    for e in engine.stream(PROMPTS, k=2, params=SamplingParams(max_new_tokens=200), cancel=cancel):
+        events.append(e)
+        if e.kind == "round" and e.round == 2:
+            cancel.set()
+    reasons = {c.finish_reason for c in events[-1].result.candidates}
+    assert reasons == {"cancelled"}
+    r = engine.generate(PROMPTS, k=2, params=SamplingParams(max_new_tokens=400, time_budget_s=1e-4))
+    assert {c.finish_reason for c in r.candidates} == {"budget"}
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(prompts=""), "prompt 0 is empty"),
+    (dict(prompts=["ok", "  "]), "prompt 1 is empty"),
+    (dict(k=0), "k must be"),
+    (dict(k=65), "k must be"),
+    (dict(prompts="x " * 1200), "context"),
+    (dict(method="beam"), "method"),
+    (dict(backend="flash"), "backend"),
+    (dict(drafter="model"), "drafter"),
+])
+def test_bad_requests_raise_clear_errors(tiny_engine, kwargs, match):
+    engine = tiny_engine("llama")
+    args = dict(prompts="def f():", k=2, params=GREEDY)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        engine.generate(args.pop("prompts"), **args)
+
+
+def test_bad_configuration_raises_clear_errors(tiny_dir, tmp_path):
+    from tiny import make_model
+
+    from bass.config import EngineConfig
+    from bass.engine import Engine
+
+    with pytest.raises(ValueError, match="temperature"):
+        SamplingParams(temperature=-1)
+    with pytest.raises(ValueError, match="draft"):
+        EngineConfig(drafter="model")
+    with pytest.raises(ValueError, match="target"):
+        Engine(EngineConfig(target="/no/such/model/folder"))
+    other = str(make_model(tmp_path / "other", "gemma3", vocab=320))  # another tokenizer
+    with pytest.raises(ValueError, match=r"draft vocabulary \(\d+, other\) differs from target vocabulary"):
+        Engine(EngineConfig(target=str(tiny_dir("llama")), draft=other, drafter="model"))

@@ -1,0 +1,39 @@
+"""§2 metric arithmetic against hand-computed values."""
+
+from math import comb
+
+import pytest
+
+from bass.metrics import (
+    decoder_flops_per_token,
+    gpu_utilization,
+    mean_ms_per_token,
+    pass_at_all,
+    pass_at_first,
+    pass_at_k,
+)
+
+
+def test_pass_at_k_hand_values():
+    assert pass_at_k(4, 0, 1) == 0.0
+    assert pass_at_k(4, 1, 1) == pytest.approx(0.25)
+    assert pass_at_k(5, 2, 2) == pytest.approx(1 - comb(3, 2) / comb(5, 2))  # 0.7
+    assert pass_at_k(3, 2, 2) == 1.0
+    with pytest.raises(ValueError):
+        pass_at_k(3, 4, 1)
+
+
+def test_pass_at_first_and_all_within_budget():
+    times = [2.0, None, 1.5, 3.0]  # sequence 1 did not finish in the budget
+    assert pass_at_first(times, [False, True, True, False]) is True  # seq 2 finished first
+    assert pass_at_first(times, [True, True, False, True]) is False
+    assert pass_at_all(times, [False, True, False, False]) is False  # only the unfinished one passes
+    assert pass_at_all(times, [False, False, False, True]) is True
+    assert pass_at_first([None, None], [True, True]) is False
+
+
+def test_latency_and_utilization():
+    assert mean_ms_per_token([1.0, 0.5, 0.0], [100, 25, 0]) == pytest.approx((10 + 20) / 2)
+    flops = decoder_flops_per_token(7_000_000_000, 32, 4096, 512)
+    assert flops == pytest.approx(14e9 + 4 * 32 * 512 * 4096)
+    assert gpu_utilization(flops, 1000, 782e12) == pytest.approx(flops * 1000 / 782e12)
