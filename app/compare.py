@@ -71,6 +71,12 @@ def per_sequence_table(runs: Mapping[str, MethodRun]) -> pd.DataFrame:
                                        "finished at (s)", "finish"])
 
 
+def display_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The table as shown on screen: blanks (no regular run, no drafts) as '—' instead of NaN."""
+    shown = table.astype(object)
+    return shown.where(table.notna(), "—")
+
+
 def latency_bars(table: pd.DataFrame) -> pd.DataFrame:
     """Bar-chart data: mean per-sequence ms/token by method."""
     return table[["method", "mean ms/token"]].copy()

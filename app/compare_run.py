@@ -22,6 +22,7 @@ from app.compare import (
     TABLE_COLUMNS,
     MethodRun,
     comparison_table,
+    display_table,
     latency_bars,
     method_name,
     per_sequence_table,
@@ -52,7 +53,7 @@ class CompareView:
 
 def _tables(runs: dict[str, MethodRun]) -> dict:
     table = comparison_table(runs)
-    return {"table": table, "latency": latency_bars(table), "wall": wall_bars(table)}
+    return {"table": display_table(table), "latency": latency_bars(table), "wall": wall_bars(table)}
 
 
 def compare_views(session: EngineSession, settings: RunSettings, cancel: threading.Event,
@@ -109,13 +110,14 @@ def _compare(session: EngineSession, s: RunSettings, cancel: threading.Event,
         raise UserError("No method finished." if not failures else "Every method failed: " + "; ".join(failures),
                         "change the settings and press Compare again")
     tables = _tables(runs)
+    numbers = comparison_table(runs)
     try:
-        csv_path, json_path = write_comparison(runs, tables["table"], per_sequence_table(runs), s.describe())
+        csv_path, json_path = write_comparison(runs, numbers, per_sequence_table(runs), s.describe())
     except OSError:
         log.exception("could not write the comparison files")
         csv_path = json_path = None
     title = "Stopped: partial comparison." if cancel.is_set() else "Comparison done."
-    detail = _headline(tables["table"])
+    detail = _headline(numbers)
     if failures:
         yield CompareView(status=render.error_html("Some methods failed: " + "; ".join(failures), detail),
                           csv_path=_str(csv_path), json_path=_str(json_path), error="; ".join(failures), **tables)
@@ -130,7 +132,7 @@ def _headline(table: pd.DataFrame) -> str:
     for _, row in table.iterrows():
         up = row["speed-up (ms/token)"]
         text = f"{row['method']}: {row['mean ms/token']:.0f} ms/token"
-        if up is not None and not pd.isna(up) and row["method"] != method_name("regular"):
+        if not pd.isna(up) and row["method"] != method_name("regular"):
             text += f" ({up:.2f}× regular)"
         parts.append(text)
     return " · ".join(parts)

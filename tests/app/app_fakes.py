@@ -1,0 +1,104 @@
+"""A scripted stand-in for `bass.Engine`: the same `stream` contract, with hand-made events."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from app.session import EngineSession
+from bass.config import EngineConfig, SamplingParams
+from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceStats, SequenceUpdate
+
+# Completions of HumanEval/0 (has_close_elements): one correct, one wrong on some of its 7 tests.
+GOOD = ("    for i, a in enumerate(numbers):\n        for b in numbers[i + 1:]:\n"
+        "            if abs(a - b) < threshold:\n                return True\n    return False\n")
+BAD = "    return False\n"
+
+
+class FakeEngine:
+    """Streams scripted texts in fixed chunks: each round every live sequence gets one chunk.
+
+    `texts[i]` is sequence i's whole completion; chunk j of it counts as `accepted[i][j]` accepted draft
+    tokens out of `proposed`, plus one, so the numbers are known in advance for the tests.
+    """
+
+    device = "cpu"
+
+    def __init__(self, config: EngineConfig | None = None, progress=None, texts=None, chunk=8, proposed=4,
+                 round_s=0.0, fail_with: Exception | None = None):
+        self.config = config or EngineConfig(target="fake")
+        self.texts = texts
+        self.chunk, self.proposed, self.round_s, self.fail_with = chunk, proposed, round_s, fail_with
+        self.calls: list[dict] = []
+        if progress:
+            progress("fake weights", 0.5)
+            progress("fake ready", 1.0)
+
+    def available_backends(self) -> list[str]:
+        return ["torch", "pad"]
+
+    def available_drafters(self) -> list[str]:
+        return ["ngram", "layer-skip"]
+
+    def stream(self, prompts, *, k, params: SamplingParams, method="bass", drafter=None, backend=None,
+               draft_length=None, chat=False, cancel: threading.Event | None = None):
+        self.calls.append(dict(prompts=prompts, k=k, params=params, method=method, chat=chat))
+        if isinstance(prompts, str) and not prompts.strip():
+            raise ValueError("prompt 0 is empty: type a coding prompt or pick a HumanEval problem")
+        if self.fail_with is not None:
+            raise self.fail_with
+        texts = list(self.texts or [GOOD if i % 2 == 0 else BAD for i in range(k)])[:k]
+        yield GenerationEvent("prefill", 0, 0.01, 0, (), tuple("" for _ in texts))
+        pos = [0] * k
+        done = [False] * k
+        reasons: list[str | None] = [None] * k
+        stats = [[0, 0, 0, 0, 0.0] for _ in range(k)]  # tokens, rounds, proposed, accepted, finish time
+        proposed = 0 if method == "regular" else self.proposed
+        r, t = 0, 0.0
+        while not all(done):
+            r += 1
+            t += max(self.round_s, 0.001)
+            if self.round_s:
+                time.sleep(self.round_s)
+            updates = []
+            for i in range(k):
+                if done[i]:
+                    continue
+                if cancel is not None and cancel.is_set():
+                    done[i], reasons[i] = True, "cancelled"
+                    stats[i][4] = t
+                    updates.append(SequenceUpdate(i, (), "", 0, 0, True, "cancelled"))
+                    continue
+                piece = texts[i][pos[i]:pos[i] + self.chunk]
+                pos[i] += len(piece)
+                accepted = min(proposed, (r + i) % (proposed + 1)) if proposed else 0
+                ntok = accepted + 1
+                fin = pos[i] >= len(texts[i])
+                st = stats[i]
+                st[0] += ntok
+                st[1] += 1
+                st[2] += proposed
+                st[3] += accepted
+                if fin:
+                    done[i], reasons[i], st[4] = True, "stop", t
+                updates.append(SequenceUpdate(i, tuple(range(ntok)), piece, proposed, accepted, fin, reasons[i]))
+            yield GenerationEvent("round", r, t, proposed, tuple(updates), tuple(x[:p] for x, p in zip(texts, pos)))
+        cands = tuple(Candidate(0, i, texts[i][:pos[i]], tuple(range(stats[i][0])), reasons[i],
+                                SequenceStats(*stats[i])) for i in range(k))
+        ms = [c.stats.ms_per_token for c in cands if c.stats.tokens]
+        batch = BatchStats(method, drafter, backend or "torch", k, 0.01, t, sum(s[0] for s in stats),
+                           sum(s[1] for s in stats), sum(s[2] for s in stats), sum(s[3] for s in stats),
+                           sum(ms) / len(ms) if ms else 0.0, tuple([proposed] * r))
+        yield GenerationEvent("done", r, t, 0, (), tuple(c.text for c in cands), GenerationResult(cands, batch))
+
+
+def fake_session(**engine_kwargs) -> EngineSession:
+    """A session whose engine is a FakeEngine, already loaded."""
+    session = EngineSession(env={}, factory=lambda config, progress: FakeEngine(config, progress, **engine_kwargs))
+    session.ensure()
+    for _ in range(200):
+        if session.state().ready:
+            break
+        time.sleep(0.01)
+    assert session.state().ready, session.state()
+    return session

@@ -1,0 +1,87 @@
+"""Comparison table, bar data and CSV/JSON export."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pandas as pd
+import pytest
+
+from app.compare import MethodRun, comparison_table, display_table, latency_bars, per_sequence_table, wall_bars
+from app.export import generation_payload, write_comparison, write_generation
+from app.ranking import PassSummary, RankedCandidate, TestReport
+from bass.events import BatchStats, Candidate, GenerationResult, SequenceStats
+
+
+def result(method, per_seq_ms, proposed=0, accepted=0):
+    cands = tuple(Candidate(0, i, "t", (), "stop", SequenceStats(10, 5, proposed, accepted, ms / 100))
+                  for i, ms in enumerate(per_seq_ms))
+    mean = sum(per_seq_ms) / len(per_seq_ms)
+    stats = BatchStats(method, None, "torch", len(cands), 0.3, 2.0, 10 * len(cands), 5 * len(cands),
+                       proposed * len(cands), accepted * len(cands), mean)
+    return GenerationResult(cands, stats)
+
+
+def runs():
+    return {"bass": MethodRun("bass", result("bass", [50.0, 70.0], 20, 15), 3.0),
+            "regular": MethodRun("regular", result("regular", [120.0, 120.0]), 6.0),
+            "single": MethodRun("single", result("single", [40.0, 40.0], 20, 15), 9.0)}
+
+
+def test_table_speed_ups_against_regular():
+    table = comparison_table(runs())
+    by = {r["method"]: r for r in table.to_dict("records")}
+    assert list(table["method"]) == ["BASS", "regular batched", "single-seq speculative"]
+    assert by["BASS"]["mean ms/token"] == 60.0
+    assert by["BASS"]["speed-up (ms/token)"] == pytest.approx(2.0)
+    assert by["BASS"]["speed-up (wall)"] == pytest.approx(2.0)
+    assert by["single-seq speculative"]["speed-up (wall)"] == pytest.approx(0.67)
+    assert by["regular batched"]["speed-up (ms/token)"] == 1.0
+    assert by["BASS"]["min ms/token"] == 50.0 and by["BASS"]["max ms/token"] == 70.0
+    assert by["BASS"]["acceptance"] == 0.75 and pd.isna(by["regular batched"]["acceptance"])
+    shown = display_table(table)
+    assert shown.loc[1, "acceptance"] == "—" and shown.loc[0, "acceptance"] == 0.75
+
+
+def test_no_regular_run_means_no_speed_up():
+    r = runs()
+    del r["regular"]
+    table = comparison_table(r)
+    assert table["speed-up (ms/token)"].isna().all()
+
+
+def test_bar_data():
+    table = comparison_table(runs())
+    assert list(latency_bars(table).columns) == ["method", "mean ms/token"]
+    assert list(wall_bars(table)["wall (s)"]) == [3.0, 6.0, 9.0]
+
+
+def test_per_sequence_rows():
+    per = per_sequence_table(runs())
+    assert len(per) == 6
+    assert list(per[per["method"] == "BASS"]["ms/token"]) == [50.0, 70.0]
+
+
+def test_write_comparison_csv_and_json(tmp_path):
+    r = runs()
+    table = comparison_table(r)
+    csv_path, json_path = write_comparison(r, table, per_sequence_table(r), {"k": 2, "seed": 0}, out_dir=tmp_path)
+    lines = list(csv.reader(csv_path.open()))
+    assert lines[0][0] == "method" and lines[1][0] == "BASS"
+    assert any(row and row[0] == "method" and "seq" in row for row in lines[1:])  # per-sequence section
+    data = json.loads(json_path.read_text())
+    assert data["settings"] == {"k": 2, "seed": 0}
+    assert data["summary"][0]["speed-up (ms/token)"] == pytest.approx(2.0)
+    assert data["runs"]["BASS"]["wall_s"] == 3.0 and len(data["runs"]["BASS"]["candidates"]) == 2
+
+
+def test_generation_payload_round_trips(tmp_path):
+    rows = [RankedCandidate(1, 0, "code", "shown", TestReport("passed", 2, 2, "", 0.1), 5, 9.0, 0.5, "stop", 1.0),
+            RankedCandidate(2, 1, "code2", "shown2", None, 5, 9.0, None, "budget", 1.0)]
+    payload = generation_payload(rows, PassSummary(True, True, True, 1, 2), {"tokens": 10}, {"k": 2})
+    path = write_generation(payload, out_dir=tmp_path)
+    data = json.loads(path.read_text())
+    assert data["pass"] == {"pass_at_first": True, "pass_at_all": True, "passed": 1, "total": 2}
+    assert data["candidates"][0]["tests"] == {"passed": 2, "total": 2, "first_failure": "", "run_time_s": 0.1}
+    assert data["candidates"][1]["tests"] is None and data["candidates"][1]["status"] == "untested"

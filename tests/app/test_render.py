@@ -1,0 +1,60 @@
+"""HTML views: escaping, badges, one card per candidate, readable errors."""
+
+from __future__ import annotations
+
+import re
+
+from app.charts import LiveRun
+from app.ranking import PassSummary, RankedCandidate, TestReport
+from app.render import error_html, live_cards_html, ranked_cards_html, status_html, summary_html
+from bass.events import GenerationEvent, SequenceUpdate
+
+
+def test_live_cards_one_per_sequence_and_escaped():
+    run = LiveRun(3)
+    run.add(GenerationEvent("round", 1, 0.5, 2, (SequenceUpdate(1, (1, 2), "x", 2, 1, True, "eos"),),
+                            ("", "<script>alert(1)</script>", "")))
+    html = live_cards_html(run)
+    assert len(re.findall(r'class="bass-card[ "]', html)) == 3
+    assert "<script>" not in html and "alert" in html
+    assert "done: end of text" in html and html.count("running") == 2
+    assert "acc 50%" in html and "4.0 tok/s" in html
+
+
+def test_long_text_is_clipped_to_its_end():
+    run = LiveRun(1)
+    run.add(GenerationEvent("round", 1, 0.5, 0, (), ("a" * 50 + "TAIL",)))
+    html = live_cards_html(run, limit_chars=10)
+    assert "TAIL" in html and "a" * 11 not in html
+
+
+def row(rank, seq, status, passed, total, first="", finish="stop"):
+    report = None if status in ("untested", "cancelled") else TestReport(status, passed, total, first, 0.25)
+    return RankedCandidate(rank, seq, "def f(): pass", "pass", report, 12, 80.0, 0.5, finish, 1.0)
+
+
+def test_ranked_cards_badges_failures_and_best():
+    html = ranked_cards_html([row(1, 2, "passed", 3, 3), row(2, 0, "failed", 1, 3, "tests.py:4: assert f(2) == 3"),
+                              row(3, 1, "timeout", 0, 3)], note="Ranked.")
+    assert len(re.findall(r'class="bass-card[ "]', html)) == 3
+    badges = re.findall(r'bass-badge-\w+">([^<]+)<', html)
+    assert badges == ["PASS", "FAIL", "TIMEOUT"]
+    assert "tests 3/3" in html and "tests 1/3" in html and "ran 0.25 s" in html
+    assert "tests.py:4: assert f(2) == 3" in html
+    assert html.count("bass-best") == 1 and "Ranked." in html
+
+
+def test_summary_html_pass_badges_and_numbers():
+    html = summary_html(PassSummary(True, False, True, 1, 4), 123.4, 0.625, 2.5, 12.0, "BASS")
+    assert "Pass@First" in html and "Pass@All" in html
+    assert re.findall(r'bass-badge-\w+">([^<]+)<', html) == ["FAIL", "PASS"]
+    assert "1/4" in html and "123 ms/token" in html and "62%" in html
+    untested = summary_html(PassSummary(False, False, False, 0, 2), 10, None, 1.0, 1.0, "regular")
+    assert "Pass@" not in untested and "no tests" in untested and "acceptance" not in untested
+
+
+def test_status_and_error_boxes():
+    assert "bass-indeterminate" in status_html("Prefill…")
+    assert 'style="width:40.0%"' in status_html("Loading", fraction=0.4)
+    err = error_html("The prompt is empty.", "Type something <here>")
+    assert "bass-error" in err and "&lt;here&gt;" in err and "Traceback" not in err

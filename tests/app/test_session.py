@@ -1,0 +1,87 @@
+"""Model pairs from the environment, the single engine, cancel events."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from app_fakes import FakeEngine
+
+from app.session import EMBEDDED, HUB_PAIRS, SMALL, EngineSession, configured_pair, model_pairs
+
+
+def test_configured_pair_from_env():
+    assert configured_pair({}) == EMBEDDED
+    assert configured_pair({"BASS_TARGET": "gemma3-270m"}) == SMALL
+    custom = configured_pair({"BASS_TARGET": "org/big", "BASS_DRAFT": "org/small"})
+    assert (custom.target, custom.draft) == ("org/big", "org/small") and "BASS_TARGET" in custom.label
+
+
+def test_hub_pairs_only_with_gpu_and_internet():
+    assert model_pairs(EMBEDDED, gpu=False, online=True) == [EMBEDDED, SMALL]
+    assert model_pairs(SMALL, gpu=True, online=False) == [SMALL, EMBEDDED]
+    assert model_pairs(EMBEDDED, gpu=True, online=True)[2:] == list(HUB_PAIRS)
+
+
+def test_engine_config_for_pairs():
+    session = EngineSession(env={"BASS_DRAFTER": "layer-skip", "BASS_BACKEND": "pad"})
+    config = session.config_for(SMALL)
+    assert (config.target, config.drafter, config.backend) == ("gemma3-270m", "layer-skip", "pad")
+    assert session.config_for(HUB_PAIRS[0]).drafter == "model"
+
+
+def wait_ready(session):
+    for _ in range(300):
+        if session.state().ready or session.state().error:
+            return session.state()
+        time.sleep(0.01)
+    raise AssertionError("engine never loaded")
+
+
+def test_one_engine_loaded_once_and_replaced_on_pair_change():
+    made = []
+
+    def factory(config, progress):
+        made.append(config.target)
+        return FakeEngine(config)
+
+    session = EngineSession(env={}, factory=factory)
+    session.ensure()
+    wait_ready(session)
+    session.ensure()
+    session.ensure(EMBEDDED)
+    assert made == ["embedded"]
+    session.ensure(SMALL)
+    state = wait_ready(session)
+    assert made == ["embedded", "gemma3-270m"] and state.pair == SMALL
+    assert session.engine.config.target == "gemma3-270m"
+
+
+def test_switching_while_loading_is_refused():
+    gate = threading.Event()
+    session = EngineSession(env={}, factory=lambda config, progress: (gate.wait(5), FakeEngine(config))[1])
+    session.ensure(EMBEDDED)
+    with pytest.raises(RuntimeError, match="still loading"):
+        session.ensure(SMALL)
+    with pytest.raises(RuntimeError, match="not loaded"):
+        session.engine  # noqa: B018
+    gate.set()
+    wait_ready(session)
+
+
+def test_cancel_registry():
+    session = EngineSession(env={}, factory=FakeEngine)
+    assert session.cancel("a") is False
+    event = session.new_cancel("a")
+    other = session.new_cancel("b")
+    assert session.cancel("a") is True and event.is_set() and not other.is_set()
+    assert session.cancel("a") is False  # already stopping
+    session.release_cancel("a", event)
+    assert session.cancel("a") is False
+
+
+def test_find_pair_defaults():
+    session = EngineSession(env={"BASS_TARGET": "gemma3-270m"})
+    assert session.find_pair(None) == SMALL and session.find_pair(EMBEDDED.label) == EMBEDDED
+    assert session.find_pair("nonsense") == SMALL
