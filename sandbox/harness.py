@@ -1,26 +1,36 @@
-"""The child: confine this fresh interpreter, load the candidate, run the test units, report each one.
+"""The child side: a template interpreter that forks one confined child per candidate, and the child's code.
 
-Started by the runner as `python -I -B harness.py`; reads one JSON job from stdin, then stdin becomes
-/dev/null. Results go to a pipe the runner opened (never stdout, which the candidate owns), one JSON line
-per event, each carrying the run's random nonce; the runner ignores lines without it. A test counts only
-when its "unit" line arrives, so a candidate that exits or dies early can never claim a pass.
+The runner starts this file once per batch as a fresh interpreter (`python -I -S -B harness.py`, with a
+scrubbed environment) and sends it jobs over a socket (see `serve`). The template never runs candidate
+code; each candidate runs in a fork of it, so every candidate starts from the same pristine interpreter,
+never from the caller's process, and the ~15 ms of interpreter start-up is paid once per batch instead of
+once per candidate.
+
+Results go to a pipe the runner opened (never stdout, which the candidate owns), one line per event (the
+`repr` of a dict of literals), each carrying the run's random nonce; the runner ignores lines without it.
+A test counts only when its "unit" line arrives, so a candidate that exits or dies early can never claim
+a pass.
 
 Events: start (layers in effect), load (the candidate's module ran, or why not), unit (one per test or
-setup statement), done. Standard library only: this file must not import the `sandbox` package.
+setup statement), done; then "exit" from the template when the child has ended. Standard library only,
+and only modules that import fast; this file must not import the `sandbox` package.
 """
 
 import builtins
 import contextlib
 import gc
-import json
+import marshal
 import os
+import select
 import signal
+import socket
+import struct
 import sys
 import types
 
 
 def _reporter(fd: int, nonce: str):
-    write, getpid, dumps = os.write, os.getpid, json.dumps  # bound now: the candidate may patch os and json
+    write, getpid, dumps = os.write, os.getpid, repr  # bound now: the candidate may patch os and builtins
     pid = getpid()
 
     def report(**message: object) -> None:
@@ -97,33 +107,114 @@ def run(job: dict, report) -> None:
             report(k="unit", i=index, ok=True)
 
 
-def main() -> None:
-    """Read the job, confine, run, report; exit without running the candidate's atexit hooks."""
-    job = json.loads(sys.stdin.buffer.read())
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    result_fd = job.pop("result_fd")
-    os.set_inheritable(result_fd, False)  # programs the candidate starts do not get the channel
+def _run_confined(job: dict, result_fd: int) -> None:
     report = _reporter(result_fd, job.pop("nonce"))
     # Exceeding RLIMIT_FSIZE then fails the write with EFBIG instead of killing the process.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     sys.stdout.reconfigure(line_buffering=True)
     sys.stderr.reconfigure(line_buffering=True)
+    layers = isolation.confine(os.getcwd(), uid=job["uid"], expose=job["expose"], rlimits=job["rlimits"],
+                               disabled=set(job["disabled"]))
+    sys.path.extend(job["site_paths"])  # -S skipped site's scan; the candidate may still import packages
+    report(k="start", layers=layers)
+    run(job, report)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: B036 - the candidate may have closed or replaced them
+            continue
+    report(k="done")
+    if "uid" in layers:
+        # Every other process of our private uid is the candidate's: end them here, which saves the
+        # runner an extra process per candidate (it still sweeps when we do not get this far).
+        os.kill(-1, signal.SIGKILL)
+
+
+def _child(job: dict, out_fd: int, err_fd: int, result_fd: int) -> None:
+    """In the fork: take the candidate's pipes, drop everything else of the template's, run. Never returns."""
+    try:
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        os.dup2(result_fd, 3, inheritable=False)  # programs the candidate starts do not get the channel
+        os.closerange(4, 1 << 20)  # the template's socket and the other candidates' channels
+        os.chdir(job["workdir"])
+        os.environ.clear()
+        os.environ.update(job["env"])
+        _run_confined(job, 3)
+        os._exit(0)  # skip atexit hooks and non-daemon threads the candidate left running
+    finally:
+        os._exit(70)
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+def serve() -> None:
+    """The template: wait for jobs on the socket at fd 0, fork a child for each, report how each ended.
+
+    A request is an 8-byte length carrying the candidate's stdout, stderr and result pipes (SCM_RIGHTS),
+    then the marshalled job; the reply is the child's pid. When a child ends, its exit code goes down its
+    own result pipe with its nonce. End of input (the runner closed the socket or died) ends the template
+    and, through PR_SET_PDEATHSIG, its children.
+    """
+    sock = socket.socket(fileno=os.dup(0))
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    isolation.die_with_parent()
+    running: dict[int, tuple[int, int, str]] = {}  # pidfd -> (pid, result fd, nonce)
+    while True:
+        ready, _, _ = select.select([sock.fileno(), *running], [], [])
+        for pidfd in (fd for fd in ready if fd in running):
+            pid, result_fd, nonce = running.pop(pidfd)
+            _, status = os.waitpid(pid, 0)
+            exit_line = repr({"k": "exit", "code": os.waitstatus_to_exitcode(status), "n": nonce}) + "\n"
+            with contextlib.suppress(OSError):  # the runner stopped listening
+                os.write(result_fd, exit_line.encode())
+            os.close(result_fd)
+            os.close(pidfd)
+        if sock.fileno() not in ready:
+            continue
+        try:
+            header, fds, _, _ = socket.recv_fds(sock, 8, 3)
+            header += _read_exactly(sock, 8 - len(header)) if header else b""
+            if not header:
+                raise EOFError
+            job = marshal.loads(_read_exactly(sock, struct.unpack("Q", header)[0]))
+        except EOFError:
+            for pid, _, _ in running.values():
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+            return
+        out_fd, err_fd, result_fd = fds
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            for fd in fds:
+                os.close(fd)
+            sock.sendall(struct.pack("q", -exc.errno))
+            continue
+        if pid == 0:
+            _child(job, out_fd, err_fd, result_fd)
+        os.close(out_fd)
+        os.close(err_fd)
+        running[os.pidfd_open(pid)] = (pid, result_fd, job["nonce"])
+        sock.sendall(struct.pack("q", pid))
+
+
+if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import isolation
 
     del sys.path[0]
-    layers = isolation.confine(os.getcwd(), uid=job["uid"], expose=job["expose"], rlimits=job["rlimits"],
-                               disabled=set(job["disabled"]))
-    report(k="start", layers=layers)
-    run(job, report)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BaseException):  # the candidate may have closed or replaced them
-            stream.flush()
-    report(k="done")
-    os._exit(0)  # skip atexit hooks and non-daemon threads the candidate left running
-
-
-if __name__ == "__main__":
-    main()
+    serve()

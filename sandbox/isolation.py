@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 import resource
 import signal
 import stat
@@ -184,9 +183,9 @@ def _seccomp_deny_sockets() -> None:
         if nr == socket and args[0] != AF_UNIX: deny
         allow
     """
-    if platform.machine() not in _SECCOMP_ARCH:
-        raise LayerUnavailableError(0, f"seccomp filter not written for {platform.machine()}")
-    audit_arch, socket_nr = _SECCOMP_ARCH[platform.machine()]
+    if os.uname().machine not in _SECCOMP_ARCH:
+        raise LayerUnavailableError(0, f"seccomp filter not written for {os.uname().machine}")
+    audit_arch, socket_nr = _SECCOMP_ARCH[os.uname().machine]
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
     allow, deny, kill = 0x7FFF0000, 0x00050000 | 13, 0x80000000
     # (code, jump-if-true, jump-if-false, k); jumps count instructions to skip.
@@ -276,7 +275,7 @@ def confine(workdir: str, *, uid: int | None, expose: list[str], rlimits: dict[s
             os.chown(workdir, os.getuid(), os.getgid())
         _drop_capabilities()
     _no_new_privs()
-    # Cleared by the uid change above, so set afterwards: if the caller dies, so do we.
+    # Cleared by the uid change above, so set afterwards: if the template dies, so do we.
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if "netns" not in layers and "seccomp-net" not in disabled:
         try:
@@ -285,6 +284,13 @@ def confine(workdir: str, *, uid: int | None, expose: list[str], rlimits: dict[s
         except (LayerUnavailableError, OSError):
             pass
     return layers
+
+
+def die_with_parent() -> None:
+    """Get SIGKILL when the process that started us exits (the runner, for the template)."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:  # it already had
+        os._exit(1)
 
 
 def is_world_traversable(path: str) -> bool:

@@ -1,15 +1,17 @@
 """Run candidates in a bounded pool of sandboxed child interpreters and judge what they report.
 
-One thread per running candidate drives its child: it starts `python -I harness.py` in a new session with
-a scrubbed environment and an empty temporary directory, drains stdout/stderr (kept up to a cap, the rest
-read and dropped so the child never blocks) and the result pipe, and at the end, whatever happened, kills
-the whole process group and every process of the candidate's private uid, then removes the directory.
+One thread per running candidate drives its child: it has the batch's template interpreter fork a child
+in a new session with a scrubbed environment and an empty temporary directory, drains stdout/stderr (kept
+up to a cap, the rest read and dropped so the child never blocks) and the result pipe, and at the end,
+whatever happened, kills the whole process group and every process of the candidate's private uid, then
+removes the directory.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
-import json
+import marshal
 import math
 import os
 import resource
@@ -25,14 +27,13 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from sandbox.config import SandboxConfig
 from sandbox.isolation import is_world_traversable
 from sandbox.outcome import Outcome, Status, TestFailure
 from sandbox.splitter import TestPlan, split_tests
+from sandbox.template import HARNESS, PYTHON, TEMPLATE_ENV, Template
 
-HARNESS = Path(__file__).with_name("harness.py")
 _RESULT_CAP = 4 << 20  # bytes of result messages kept; only a candidate spamming the channel gets near it
 _EXIT_GRACE_S = 0.3  # after the child exits, how long grandchildren may hold the pipes open
 _KILL = shutil.which("kill")
@@ -53,7 +54,7 @@ class _Run:
     stdout: bytearray = field(default_factory=bytearray)
     stderr: bytearray = field(default_factory=bytearray)
     dropped: dict[str, int] = field(default_factory=lambda: {"stdout": 0, "stderr": 0})
-    returncode: int | None = None
+    exit_code: int | None = None  # as reported by the template: negative for a signal
     timed_out: bool = False
     done: bool = False
 
@@ -81,13 +82,11 @@ def _release_uid(uid: int | None) -> None:
 def _scrubbed_env(workdir: str) -> dict[str, str]:
     # Built from constants only: nothing of the caller's environment (tokens, keys) reaches the candidate.
     # MALLOC_ARENA_MAX keeps glibc from reserving 64 MB of address space per thread.
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
-            "MALLOC_ARENA_MAX": "2"}
+    return dict(TEMPLATE_ENV, HOME=workdir, TMPDIR=workdir)
 
 
 def _runtime_paths(workdir: str) -> list[str]:
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-             str(HARNESS.parent), workdir}
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(PYTHON), str(HARNESS.parent), workdir}
     return sorted({os.path.realpath(p) for p in paths if not is_world_traversable(os.path.realpath(p))})
 
 
@@ -97,24 +96,47 @@ def _rlimits(config: SandboxConfig) -> dict[str, int]:
             "RLIMIT_NOFILE": config.max_open_files, "RLIMIT_CORE": 0}
 
 
-def _kill_everything(proc: subprocess.Popen, uid: int | None) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+def _kill_everything(pid: int, uid: int | None) -> None:
+    for kill in (os.killpg, os.kill):  # the group, and the child itself in case it had not called setsid yet
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
     if uid is not None:
         # A grandchild may have left the process group (setsid); as its uid, `kill -1` reaches every process
         # of that uid in one pass of the kernel, which a fork loop cannot outrun.
-        command = [_KILL, "-KILL", "--", "-1"] if _KILL else [sys.executable, "-I", "-c", "import os; os.kill(-1, 9)"]
+        command = [_KILL, "-KILL", "--", "-1"] if _KILL else [PYTHON, "-I", "-S", "-c", "import os; os.kill(-1, 9)"]
         subprocess.run(command, user=uid, group=uid, extra_groups=[], env={}, stdin=subprocess.DEVNULL,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
 
-def _collect(proc: subprocess.Popen, result_fd: int, nonce: str, deadline: float, config: SandboxConfig) -> _Run:
+def _collect(out_fd: int, err_fd: int, result_fd: int, nonce: str, deadline: float, config: SandboxConfig) -> _Run:
     run = _Run()
-    selector = selectors.DefaultSelector()
-    buffers = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr", result_fd: "result"}
+    names = {out_fd: "stdout", err_fd: "stderr", result_fd: "result"}
     pending = bytearray()
     result_bytes = 0
-    for fd in buffers:
+
+    def take(fd: int) -> int | None:
+        """Read once from `fd`: bytes read, 0 at end of file, None when nothing is there yet."""
+        nonlocal pending, result_bytes
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return None
+        if names[fd] == "result":
+            result_bytes += len(chunk)
+            if result_bytes <= _RESULT_CAP:
+                *lines, rest = (pending + chunk).split(b"\n")
+                pending = bytearray(rest)
+                for line in lines:
+                    _accept(run, line, nonce)
+        else:
+            kept = getattr(run, names[fd])
+            room = max(0, config.max_output_bytes - len(kept))
+            kept += chunk[:room]
+            run.dropped[names[fd]] += max(0, len(chunk) - room)
+        return len(chunk)
+
+    selector = selectors.DefaultSelector()
+    for fd in names:
         os.set_blocking(fd, False)
         selector.register(fd, selectors.EVENT_READ)
     exited_at = None
@@ -123,77 +145,66 @@ def _collect(proc: subprocess.Popen, result_fd: int, nonce: str, deadline: float
         if now >= deadline:
             run.timed_out = True
             break
-        if exited_at is None and proc.poll() is not None:
+        if exited_at is None and run.exit_code is not None:
             exited_at = now
         if exited_at is not None and now - exited_at > _EXIT_GRACE_S:
             break
         for key, _ in selector.select(timeout=min(0.05, deadline - now)):
-            try:
-                chunk = os.read(key.fd, 1 << 16)
-            except BlockingIOError:
-                continue
-            if not chunk:
+            if take(key.fd) == 0:
                 selector.unregister(key.fd)
-                continue
-            name = buffers[key.fd]
-            if name == "result":
-                result_bytes += len(chunk)
-                if result_bytes <= _RESULT_CAP:
-                    pending += chunk
-                    *lines, rest = pending.split(b"\n")
-                    pending = bytearray(rest)
-                    for line in lines:
-                        _accept(run, line, nonce)
-                continue
-            kept = getattr(run, name)
-            room = max(0, config.max_output_bytes - len(kept))
-            kept += chunk[:room]
-            run.dropped[name] += len(chunk) - min(room, len(chunk))
     selector.close()
+    # The child flushed its output before reporting "done", so the rest of it sits in the pipes now.
+    # Bounded: a grandchild may still be flooding them.
+    for fd in (out_fd, err_fd):
+        for _ in range(16):
+            if not take(fd):
+                break
     return run
 
 
 def _accept(run: _Run, line: bytes, nonce: str) -> None:
+    # literal_eval, not eval: the candidate can write to this pipe too, and must not run code here.
     try:
-        message = json.loads(line)
-    except ValueError:
+        message = ast.literal_eval(line.decode("utf-8"))
+    except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError):
         return
     if isinstance(message, dict) and message.get("n") == nonce:
         run.messages.append(message)
         run.done = run.done or message.get("k") == "done"
+        if message.get("k") == "exit" and isinstance(message.get("code"), int):
+            run.exit_code = message["code"]
 
 
-def _execute(job: Job, plan: TestPlan, config: SandboxConfig, workdir: str, uid: int | None) -> _Run:
+def _site_paths() -> list[str]:
+    return [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
+
+
+def _execute(template: Template, job: Job, plan: TestPlan, config: SandboxConfig, workdir: str,
+             uid: int | None) -> _Run:
     nonce = secrets.token_hex(16)
-    read_fd, write_fd = os.pipe()
-    payload = {"nonce": nonce, "result_fd": write_fd, "program": job.program, "entry_point": job.entry_point,
+    payload = {"nonce": nonce, "program": job.program, "entry_point": job.entry_point, "workdir": workdir,
                "units": [(u.source, u.lineno, u.is_test) for u in plan.units], "candidate_param": plan.candidate_param,
-               "uid": uid, "expose": _runtime_paths(workdir) if uid is not None else [],
-               "rlimits": _rlimits(config), "disabled": sorted(config.disabled_layers)}
+               "uid": uid, "expose": _runtime_paths(workdir) if uid is not None else [], "site_paths": _site_paths(),
+               "env": _scrubbed_env(workdir), "rlimits": _rlimits(config), "disabled": sorted(config.disabled_layers)}
+    pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, results
     deadline = time.monotonic() + config.timeout_s
     try:
-        proc = subprocess.Popen([sys.executable, "-I", "-B", str(HARNESS)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=workdir, env=_scrubbed_env(workdir),
-                                start_new_session=True, pass_fds=(write_fd,))
+        pid = template.spawn(marshal.dumps(payload), *(w for _, w in pipes))
     except BaseException:
-        os.close(read_fd)
+        for r, _ in pipes:
+            os.close(r)
         raise
     finally:
-        os.close(write_fd)
+        for _, w in pipes:
+            os.close(w)
+    run = _Run()
     try:
-        try:
-            proc.stdin.write(json.dumps(payload).encode())
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
-        run = _collect(proc, read_fd, nonce, deadline, config)
+        run = _collect(*(r for r, _ in pipes), nonce, deadline, config)
     finally:
-        _kill_everything(proc, uid)
-        run_returncode = proc.wait()
-        os.close(read_fd)
-        proc.stdout.close()
-        proc.stderr.close()
-    run.returncode = run_returncode
+        # After "done" the child has swept its own uid; only an abnormal end needs our sweep.
+        _kill_everything(pid, None if run.done else uid)
+        for r, _ in pipes:
+            os.close(r)
     return run
 
 
@@ -233,12 +244,12 @@ def _judge(index: int, run: _Run, plan: TestPlan, wall_s: float) -> Outcome:
     elif run.done and len(units) == len(plan.units):
         status = (Status.PASSED if plan.total else Status.RAN) if not failures else \
             Status.MEMORY if any_memory else Status.FAILED
-    elif run.timed_out or run.returncode == -signal.SIGXCPU:
+    elif run.timed_out or run.exit_code == -signal.SIGXCPU:
         status, detail = Status.TIMEOUT, "wall-clock limit reached" if run.timed_out else "CPU-time limit reached"
     elif any_memory:
         status = Status.MEMORY
     else:
-        code = run.returncode or 0
+        code = run.exit_code or 0
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
         status, detail = Status.CRASHED, f"the program {how} before the harness saw the tests finish"
     return Outcome(index, status, passed, plan.total, first_failure, _text(run.stdout, run.dropped["stdout"]),
@@ -253,14 +264,14 @@ def _remove(workdir: str) -> None:
     shutil.rmtree(workdir, onerror=retry_writable)
 
 
-def _run_one(index: int, job: Job, plan: TestPlan, config: SandboxConfig) -> Outcome:
+def _run_one(template: Template, index: int, job: Job, plan: TestPlan, config: SandboxConfig) -> Outcome:
     started = time.monotonic()
     uid = _allocate_uid() if os.geteuid() == 0 else None
     workdir = tempfile.mkdtemp(prefix="sandbox-")
     try:
         if uid is not None:
             os.chown(workdir, uid, uid)
-        run = _execute(job, plan, config, workdir, uid)
+        run = _execute(template, job, plan, config, workdir, uid)
     except OSError as exc:  # e.g. no process slot or file descriptor left on the host
         return Outcome(index, Status.CRASHED, 0, plan.total, None, "", "", time.monotonic() - started,
                        _isolation(None), f"could not start the sandbox: {exc}")
@@ -280,12 +291,12 @@ def run_jobs(jobs: Sequence[Job], config: SandboxConfig | None = None) -> list[O
     for job in jobs:
         if job.tests not in plans:
             plans[job.tests] = split_tests(job.tests)
-    # Each child holds 4 descriptors here; make sure a large pool does not run the host out of them.
+    # Each child holds 3 descriptors here; make sure a large pool does not run the host out of them.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < 8 * config.workers + 64:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8 * config.workers + 64), hard))
-    with ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="sandbox") as pool:
-        futures = [pool.submit(_run_one, i, job, plans[job.tests], config) for i, job in enumerate(jobs)]
+    with Template() as template, ThreadPoolExecutor(config.workers, thread_name_prefix="sandbox") as pool:
+        futures = [pool.submit(_run_one, template, i, job, plans[job.tests], config) for i, job in enumerate(jobs)]
         return [future.result() for future in futures]
 
 

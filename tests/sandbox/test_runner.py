@@ -76,6 +76,18 @@ print(open("notes.txt").read(), sorted(os.listdir(".")), os.getcwd() == os.envir
     assert second.stdout == "[]\n"  # its own, empty directory
 
 
+def test_candidates_share_no_state():
+    # Each candidate is its own fork of a pristine template: no random state, globals or builtins carried over.
+    program = """
+import builtins, random
+print(random.getrandbits(64), hasattr(builtins, "planted"))
+builtins.planted = True
+"""
+    outcomes = run_candidates([program] * 4, None, workers=2)
+    values = [o.stdout.split() for o in outcomes]
+    assert all(flag == "False" for _, flag in values) and len({number for number, _ in values}) == 4
+
+
 def test_config_validation_says_what_to_do():
     with pytest.raises(ValueError, match="at least 128"):
         SandboxConfig(memory_mb=16)
