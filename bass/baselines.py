@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-import torch
-
 from bass.cache import KVCache
 from bass.config import DraftLengthConfig
 from bass.draft_length import DraftLengthPolicy
@@ -30,7 +28,8 @@ def single_sequence(target: torch.nn.Module, attn: Callable, new_drafter: Callab
     for row, seq in enumerate(live):
         if seq.finished:
             continue
-        state = DecodeState([seq], cache.select(torch.tensor([row])))
+        # earlier rows are finished, so row `row` can move to the front of the same storage
+        state = DecodeState([seq], cache.compact([row]))
         policy = DraftLengthPolicy(dl_cfg, [seq.seq])
         for report in speculative_decode(target, attn, new_drafter(seq), policy, state, stop, rng, t0=t0,
                                          time_budget_s=time_budget_s, cancel=cancel, first_round=r):

@@ -8,9 +8,11 @@ The tensors follow `kernels/layout.py` with a leading layer axis. Lifecycle of o
                                                          # G*k empty suffixes follow
     model(new_tokens, cache, q_len)                      # decode / draft / verify steps
     cache.truncate(accepted_len)                         # per-sequence rollback after verify
-    cache = cache.select(live)                           # finished sequences leave the batch
+    cache = cache.compact(live)                          # finished sequences leave the batch
 
-Lengths live on the model's device so a step needs no host synchronisation.
+Lengths live on the model's device so a step needs no host synchronisation. `compact` moves the live
+sequences to the front of the same storage, so a CUDA graph captured for a batch size keeps reading
+the right memory; `CacheArena` keeps that storage across requests.
 """
 
 from __future__ import annotations
@@ -93,6 +95,28 @@ class KVCache:
         return KVCache(self.prefix_k, self.prefix_v, self.prefix_len, self.seq_group[rows],
                        self.suffix_k[:, rows], self.suffix_v[:, rows], self.suffix_len[rows])
 
+    def view(self, n: int) -> KVCache:
+        """The first n sequences, sharing storage (contiguous per layer, same base pointers)."""
+        return KVCache(self.prefix_k, self.prefix_v, self.prefix_len, self.seq_group[:n],
+                       self.suffix_k[:, :n], self.suffix_v[:, :n], self.suffix_len[:n])
+
+    def compact(self, rows: list[int]) -> KVCache:
+        """Move the sequences `rows` (ascending) to the front in place; return the view of them.
+
+        Rows past them get length 0, so a padded batch (CUDA graphs) never reads stale K/V.
+        """
+        n = len(rows)
+        if rows == list(range(n)):
+            self.suffix_len[n:] = 0
+            return self.view(n)
+        idx = torch.tensor(rows, device=self.suffix_k.device)
+        for t in (self.suffix_k, self.suffix_v):
+            t[:, :n] = t[:, idx]  # the right side is gathered into a temporary first
+        self.seq_group[:n] = self.seq_group[idx]
+        self.suffix_len[:n] = self.suffix_len[idx]
+        self.suffix_len[n:] = 0
+        return self.view(n)
+
     def fork(self, samples: int, capacity: int) -> KVCache:
         """Turn a prefilled cache of G prompts into the shared prefix of G * `samples` sequences.
 
@@ -110,3 +134,59 @@ class KVCache:
             suffix_v=torch.zeros(L, G * samples, capacity + 1, H, D, dtype=self.suffix_v.dtype, device=dev),
             suffix_len=torch.zeros(G * samples, dtype=torch.int32, device=dev),
         )
+
+
+class CacheArena:
+    """KV storage reused across requests, so CUDA graphs captured on it stay valid.
+
+    Without `persistent` (the CPU) every request gets fresh tensors from `KVCache.fork`. With it,
+    one large cache is kept and each request's cache is a view of its first rows; the prefix keeps
+    its full width (rows past prefix_len are never read). `version` changes whenever the storage is
+    reallocated, which tells graph runners to drop what they captured.
+    """
+
+    def __init__(self, persistent: bool):
+        self.persistent = persistent
+        self.base: KVCache | None = None
+        self.version = 0
+
+    def fork(self, prefilled: KVCache, samples: int, capacity: int) -> KVCache:
+        """Like `prefilled.fork(samples, capacity)`, in the arena's storage when it is persistent."""
+        if not self.persistent:
+            return prefilled.fork(samples, capacity)
+        L, G, _, H, D = prefilled.suffix_k.shape
+        B, P = G * samples, int(prefilled.suffix_len.max().item())
+        if not self._fits(G, P, B, capacity, prefilled):
+            self._allocate(L, G, P, B, capacity, H, D, prefilled.suffix_k.dtype, prefilled.suffix_k.device)
+        base = self.base
+        base.prefix_k[:, :G, :P] = prefilled.suffix_k[:, :, :P]
+        base.prefix_v[:, :G, :P] = prefilled.suffix_v[:, :, :P]
+        base.prefix_len.zero_()
+        base.prefix_len[:G] = prefilled.suffix_len
+        base.seq_group.zero_()
+        base.seq_group[:B] = torch.arange(G, device=base.seq_group.device, dtype=torch.int32).repeat_interleave(samples)
+        base.suffix_len.zero_()
+        return KVCache(base.prefix_k, base.prefix_v, base.prefix_len, base.seq_group[:B], base.suffix_k[:, :B],
+                       base.suffix_v[:, :B], base.suffix_len[:B])
+
+    def _fits(self, G, P, B, capacity, like: KVCache) -> bool:
+        b = self.base
+        return (b is not None and b.prefix_k.shape[1] >= G and b.prefix_k.shape[2] >= P and b.batch >= B
+                and capacity <= b.capacity and b.suffix_k.dtype == like.suffix_k.dtype
+                and b.suffix_k.shape[0] == like.suffix_k.shape[0])
+
+    def _allocate(self, L, G, P, B, capacity, H, D, dtype, device) -> None:
+        def up(n: int, step: int) -> int:
+            return max(step, -(-n // step) * step)
+
+        old = self.base
+        G = max(G, old.prefix_k.shape[1] if old else 1)
+        B = 1 << (max(B, old.batch if old else 1) - 1).bit_length()  # a power of two: the graphs' batch buckets
+        P, capacity = up(max(P, old.prefix_k.shape[2] if old else 0), 256), up(capacity, 256)
+        self.base = None  # free the old storage before taking the new
+        z = dict(dtype=dtype, device=device)
+        i32 = dict(dtype=torch.int32, device=device)
+        self.base = KVCache(torch.zeros(L, G, P, H, D, **z), torch.zeros(L, G, P, H, D, **z), torch.zeros(G, **i32),
+                            torch.zeros(B, **i32), torch.zeros(L, B, capacity + 1, H, D, **z),
+                            torch.zeros(L, B, capacity + 1, H, D, **z), torch.zeros(B, **i32))
+        self.version += 1

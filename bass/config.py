@@ -87,6 +87,7 @@ class EngineConfig:
     ngram_max: int = 3
     ngram_min: int = 1
     layer_skip_layers: int | None = None
+    cuda_graphs: bool = True  # capture decode-time forwards on CUDA (ignored on the CPU)
 
     def __post_init__(self) -> None:
         if not self.target or not isinstance(self.target, str):

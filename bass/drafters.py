@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bass.cache import KVCache
+from bass.cache import CacheArena, KVCache
 from bass.config import SamplingParams
 from bass.sampling import process_logits, sample_from
 
@@ -128,8 +128,11 @@ def draft_autoregressively(forward: Callable[[torch.Tensor, torch.Tensor, bool],
 class ModelDrafter(Drafter):
     name = "model"
 
-    def __init__(self, model: torch.nn.Module, attn: Callable, target_vocab: int):
+    def __init__(self, model: torch.nn.Module, attn: Callable, target_vocab: int, *,
+                 forward: Callable | None = None, arena: CacheArena | None = None):
         self.model, self.attn, self.target_vocab = model, attn, target_vocab
+        self.forward = forward or model  # a GraphedModel on CUDA
+        self.arena = arena or CacheArena(persistent=False)
         self.cache: KVCache | None = None
         self.in_cache: list[int] = []  # tokens of each sequence whose K/V the draft cache holds
         self.prompt_lens: list[int] = []
@@ -143,7 +146,7 @@ class ModelDrafter(Drafter):
         for g, p in enumerate(prompts):
             tokens[g, :len(p)] = torch.tensor(p, dtype=torch.long)
         self.model(tokens.to(device), cache, torch.tensor(lens, device=device), self.attn, last_only=True)
-        self.cache = cache.fork(samples, capacity)
+        self.cache = self.arena.fork(cache, samples, capacity)
         self.prompt_lens = [n for n in lens for _ in range(samples)]
         self.in_cache = list(self.prompt_lens)
 
@@ -153,7 +156,7 @@ class ModelDrafter(Drafter):
         pending = [h[n:] for h, n in zip(histories, self.in_cache, strict=True)]
 
         def forward(tokens, q_len, last_only):
-            logits = self.model(tokens, self.cache, q_len, self.attn, last_only=last_only)
+            logits = self.forward(tokens, self.cache, q_len, self.attn, last_only=last_only)
             # One tokenizer, but a family's models may pad their embeddings differently: compare
             # distributions over the target's vocabulary (extra draft columns are never valid tokens).
             V = logits.shape[-1]
@@ -174,7 +177,7 @@ class ModelDrafter(Drafter):
         self.cache.truncate(torch.tensor(suffix, device=self.cache.suffix_len.device))
 
     def select(self, rows):
-        self.cache = self.cache.select(torch.tensor(list(rows)))
+        self.cache = self.cache.compact(list(rows))
         self.in_cache = [self.in_cache[r] for r in rows]
         self.prompt_lens = [self.prompt_lens[r] for r in rows]
 
@@ -205,8 +208,13 @@ class LayerSkipDrafter(Drafter):
 
 
 def build_drafter(name: str, target: torch.nn.Module, draft: torch.nn.Module | None, attn: Callable, *,
-                  ngram_max: int = 3, ngram_min: int = 1, layer_skip_layers: int | None = None) -> Drafter:
-    """The drafter called `name` ("none", "ngram", "model", "layer-skip")."""
+                  ngram_max: int = 3, ngram_min: int = 1, layer_skip_layers: int | None = None,
+                  draft_forward: Callable | None = None, draft_arena: CacheArena | None = None) -> Drafter:
+    """The drafter called `name` ("none", "ngram", "model", "layer-skip").
+
+    `target` is what the loop calls for the target (the model, or its `GraphedModel`);
+    `draft_forward` / `draft_arena` do the same for the draft model.
+    """
     if name == "none":
         return NoDrafter()
     if name == "ngram":
@@ -215,7 +223,7 @@ def build_drafter(name: str, target: torch.nn.Module, draft: torch.nn.Module | N
         if draft is None:
             raise ValueError("drafter='model' needs a draft model: set EngineConfig.draft (e.g. a small model "
                              "of the target's family)")
-        return ModelDrafter(draft, attn, target.config.vocab_size)
+        return ModelDrafter(draft, attn, target.config.vocab_size, forward=draft_forward, arena=draft_arena)
     if name == "layer-skip":
         n = layer_skip_layers or max(1, target.config.num_layers // 2)
         return LayerSkipDrafter(target, attn, n)

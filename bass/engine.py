@@ -20,10 +20,12 @@ import torch
 
 from bass import baselines
 from bass.attention import available_backends, get_backend
+from bass.cache import CacheArena
 from bass.config import METHODS, DraftLengthConfig, EngineConfig, SamplingParams
 from bass.draft_length import DraftLengthPolicy
 from bass.drafters import Drafter, build_drafter
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceUpdate
+from bass.graphs import GraphedModel
 from bass.models.loader import LoadedModel, check_same_vocab, load_model
 from bass.sampling import SequenceRNG, process_logits, sample_from
 from bass.sequences import Sequence as Seq
@@ -69,7 +71,19 @@ class Engine:
             check_same_vocab(self.target, self.draft)
         self.tokenizer = self.target.tokenizer
         get_backend(self.config.backend, self.device)  # fail at start, not at the first request
+        self._arena, self._draft_arena = CacheArena(persistent=False), CacheArena(persistent=False)
+        self._target_fwd, self._draft_fwd = self.target.model, None
+        if self.device.type == "cuda" and self.config.cuda_graphs:
+            self.use_static_shapes(capture=True)
         self._lock = threading.Lock()  # one generation at a time on this engine's models
+
+    def use_static_shapes(self, capture: bool) -> None:
+        """Run decode-time forwards through `GraphedModel`: persistent caches, bucketed padded shapes,
+        and (capture=True, CUDA) replayed CUDA graphs. capture=False runs the same path eagerly."""
+        self._arena, self._draft_arena = CacheArena(persistent=True), CacheArena(persistent=True)
+        self._target_fwd = GraphedModel(self.target.model, self._arena, use_graphs=capture)
+        if self.draft is not None:
+            self._draft_fwd = GraphedModel(self.draft.model, self._draft_arena, use_graphs=capture)
 
     # ---- what the UI may offer -------------------------------------------------------------------
     def available_backends(self) -> list[str]:
@@ -86,17 +100,23 @@ class Engine:
         return ids
 
     # ---- requests --------------------------------------------------------------------------------
-    def encode(self, prompts: str | Sequence[str], chat: bool = False) -> list[list[int]]:
-        """Token ids of each prompt, after the validation every request gets."""
-        if isinstance(prompts, str):
+    def encode(self, prompts: str | Sequence[str] | Sequence[Sequence[int]], chat: bool = False) -> list[list[int]]:
+        """Token ids of each prompt (text, or already token ids), after the validation every request gets."""
+        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
             prompts = [prompts]
-        if not prompts or not all(isinstance(p, str) for p in prompts):
-            raise ValueError("prompts must be a non-empty string or a list of strings")
+        if not prompts:
+            raise ValueError("prompts must be a non-empty string or list of strings")
         out = []
         for i, p in enumerate(prompts):
-            if not p.strip():
+            if not isinstance(p, str):
+                ids = list(p)
+                if not ids or not all(isinstance(t, int) and 0 <= t < self.target.config.vocab_size for t in ids):
+                    raise ValueError(f"prompt {i} must be text or a non-empty list of token ids in "
+                                     f"0 .. {self.target.config.vocab_size - 1}")
+                out.append(ids)
+            elif not p.strip():
                 raise ValueError(f"prompt {i} is empty: type a coding prompt or pick a HumanEval problem")
-            if chat and getattr(self.tokenizer, "chat_template", None):
+            elif chat and getattr(self.tokenizer, "chat_template", None):
                 p = self.tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
                                                        add_generation_prompt=True)
                 out.append(self.tokenizer.encode(p, add_special_tokens=False))
@@ -104,7 +124,7 @@ class Engine:
                 out.append(self.tokenizer.encode(p))
         return out
 
-    def stream(self, prompts: str | Sequence[str], *, k: int = 1, params: SamplingParams | None = None,
+    def stream(self, prompts: str | Sequence[str] | Sequence[Sequence[int]], *, k: int = 1, params: SamplingParams | None = None,
                method: str = "bass", drafter: str | Drafter | None = None, backend: str | None = None,
                draft_length: DraftLengthConfig | None = None, chat: bool = False,
                cancel: threading.Event | None = None) -> Iterator[GenerationEvent]:
@@ -155,7 +175,7 @@ class Engine:
         for g, p in enumerate(ids):
             tokens[g, :len(p)] = torch.tensor(p, dtype=torch.long)
         logits = model(tokens.to(self.device), cache, torch.tensor(lens, device=self.device), attn, last_only=True)
-        cache = cache.fork(k, capacity)
+        cache = self._arena.fork(cache, k, capacity)
         seqs = [Seq(seq=g * k + s, prompt_index=g, sample_index=s, prompt_len=lens[g], history=list(ids[g]))
                 for g in range(G) for s in range(k)]
         u = rng.uniforms([s.key for s in seqs], 1, self.device)[:, 0]
@@ -165,8 +185,9 @@ class Engine:
 
     def _drafter(self, name: str, attn: Callable) -> Drafter:
         c = self.config
-        return build_drafter(name, self.target.model, self.draft.model if self.draft else None, attn,
-                             ngram_max=c.ngram_max, ngram_min=c.ngram_min, layer_skip_layers=c.layer_skip_layers)
+        return build_drafter(name, self._target_fwd, self.draft.model if self.draft else None, attn,
+                             ngram_max=c.ngram_max, ngram_min=c.ngram_min, layer_skip_layers=c.layer_skip_layers,
+                             draft_forward=self._draft_fwd, draft_arena=self._draft_arena)
 
     def _run(self, ids, k, params, method, drafter_name, backend, attn, dl_cfg, cancel):
         t_start = time.perf_counter()
@@ -195,20 +216,20 @@ class Engine:
 
         live = [s for s in seqs if not s.finished]
         rows = [i for i, s in enumerate(seqs) if not s.finished]
-        cache = cache.select(torch.tensor(rows)) if len(rows) < len(seqs) else cache
+        cache = cache.compact(rows) if len(rows) < len(seqs) else cache
         loop = dict(t0=t0, time_budget_s=params.time_budget_s, cancel=cancel)
         if method == "single":
             def new_drafter(seq: Seq) -> Drafter:
                 d = self._drafter(name, attn)
                 d.prefill([ids[seq.prompt_index]], 1, capacity)
                 return d
-            reports = baselines.single_sequence(self.target.model, attn, new_drafter, live, cache, stop, rng,
+            reports = baselines.single_sequence(self._target_fwd, attn, new_drafter, live, cache, stop, rng,
                                                 dl_cfg, **loop)
         else:
             if len(rows) < len(seqs):
                 drafter.select(rows)
             policy = DraftLengthPolicy(dl_cfg, [s.seq for s in live])
-            reports = speculative_decode(self.target.model, attn, drafter, policy, DecodeState(live, cache),
+            reports = speculative_decode(self._target_fwd, attn, drafter, policy, DecodeState(live, cache),
                                          stop, rng, first_round=1, **loop) if live else iter(())
         draft_lengths: list[int] = []
         for report in reports:

@@ -112,7 +112,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
         if len(rows) < len(state.live):
             state.live = [state.live[i] for i in rows]
             if rows:
-                state.cache = state.cache.select(torch.tensor(rows))
+                state.cache = state.cache.compact(rows)
                 drafter.select(rows)
         yield RoundReport(r, now, L, updates)
         r += 1

@@ -54,9 +54,9 @@ def make_model(folder: Path, family: str = "llama", seed: int = 0, head_scale: f
                vocab: int = VOCAB) -> Path:
     """Save a tiny random `family` model (with tokenizer) to `folder` and return it."""
     folder.mkdir(parents=True, exist_ok=True)
-    make_tokenizer(folder, vocab)
+    tok = make_tokenizer(folder, vocab)
     torch.manual_seed(seed)
-    model = transformers.AutoModelForCausalLM.from_config(hf_config(family, vocab))
+    model = transformers.AutoModelForCausalLM.from_config(hf_config(family, len(tok)))
     with torch.no_grad():
         model.lm_head.weight.mul_(head_scale)
     model.save_pretrained(folder)

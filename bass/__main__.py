@@ -1,0 +1,5 @@
+import sys
+
+from bass.cli import main
+
+sys.exit(main())

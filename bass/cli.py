@@ -1,0 +1,162 @@
+"""Command line: a thin layer that maps flags onto the config dataclasses.
+
+    python -m bass generate --prompt-file F | --prompts-file F.jsonl  [-k 8] [--method bass] [--json] ...
+    python -m bass eval humaneval --k 8 --budget-s 60 --method bass [--limit 20] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from bass.config import (
+    BACKENDS,
+    DRAFT_LENGTH_POLICIES,
+    DRAFTERS,
+    METHODS,
+    DraftLengthConfig,
+    EngineConfig,
+    SamplingParams,
+)
+
+
+def add_engine_flags(p: argparse.ArgumentParser) -> None:
+    """Flags shared by every command that builds an engine."""
+    p.add_argument("--target", default="embedded", help="'embedded', 'gemma3-270m', a folder, a .gguf or a hub id")
+    p.add_argument("--draft", default=None, help="draft model spec (for --drafter model)")
+    p.add_argument("--drafter", default="ngram", choices=DRAFTERS)
+    p.add_argument("--backend", default="torch", choices=BACKENDS)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--draft-policy", default="heuristic", choices=DRAFT_LENGTH_POLICIES)
+    p.add_argument("--draft-l0", type=int, default=7, help="initial (or fixed) draft length")
+    p.add_argument("--layer-skip-layers", type=int, default=None)
+
+
+def add_sampling_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-k", "--k", type=int, default=8, help="samples per prompt")
+    p.add_argument("--method", default="bass", choices=METHODS)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--stop", action="append", default=None, help="a stop string (repeatable)")
+    p.add_argument("--humaneval-stops", action="store_true", help="stop at the next top-level statement")
+    p.add_argument("--chat", action="store_true", help="wrap prompts in the model's chat template")
+
+
+def engine_config(a: argparse.Namespace) -> EngineConfig:
+    return EngineConfig(target=a.target, draft=a.draft, drafter=a.drafter, backend=a.backend, device=a.device,
+                        dtype=a.dtype, layer_skip_layers=a.layer_skip_layers,
+                        draft_length=DraftLengthConfig(policy=a.draft_policy, l0=a.draft_l0))
+
+
+def sampling_params(a: argparse.Namespace, **overrides) -> SamplingParams:
+    from bass.config import HUMANEVAL_STOPS
+
+    stop = tuple(a.stop or ()) + (HUMANEVAL_STOPS if a.humaneval_stops else ())
+    fields = dict(temperature=a.temperature, top_k=a.top_k, top_p=a.top_p, max_new_tokens=a.max_new_tokens,
+                  seed=a.seed, stop=stop)
+    fields.update(overrides)
+    return SamplingParams(**fields)
+
+
+def read_prompts(a: argparse.Namespace) -> list[str]:
+    if a.prompt_file:
+        return [Path(a.prompt_file).read_text()]
+    prompts = []
+    for n, line in enumerate(Path(a.prompts_file).read_text().splitlines(), 1):
+        if line.strip():
+            row = json.loads(line)
+            if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
+                raise ValueError(f"{a.prompts_file}:{n}: each line must be a JSON object with a \"prompt\" string")
+            prompts.append(row["prompt"])
+    return prompts
+
+
+def print_table(result) -> None:
+    for c in result.candidates:
+        print(f"--- prompt {c.prompt_index} sample {c.sample_index} ({c.finish_reason}) ---")
+        print(c.text)
+    print()
+    print(f"{'seq':>4} {'tokens':>6} {'rounds':>6} {'accept':>7} {'tok/round':>9} {'ms/token':>9}  finish")
+    for i, c in enumerate(result.candidates):
+        s = c.stats
+        print(f"{i:>4} {s.tokens:>6} {s.rounds:>6} {s.acceptance_rate:>7.2f} {s.tokens_per_round:>9.2f} "
+              f"{s.ms_per_token:>9.1f}  {c.finish_reason}")
+    b = result.stats
+    print(f"\n{b.method} ({b.drafter or 'no draft'}, {b.backend}): prefill {b.prefill_s:.2f} s, decode "
+          f"{b.decode_s:.2f} s, {b.throughput_tok_s:.1f} tok/s, mean {b.mean_ms_per_token:.1f} ms/token/seq, "
+          f"acceptance {b.acceptance_rate:.2f}, {b.tokens_per_round:.2f} tokens/round")
+
+
+def cmd_generate(a: argparse.Namespace) -> int:
+    from bass.engine import Engine
+
+    prompts = read_prompts(a)
+    params = sampling_params(a)
+    engine = Engine(engine_config(a), progress=None if a.json else _progress)
+    result = engine.generate(prompts, k=a.k, params=params, method=a.method, chat=a.chat)
+    if a.json:
+        print(json.dumps(result.to_dict()))
+    else:
+        print_table(result)
+    return 0
+
+
+def cmd_eval(a: argparse.Namespace) -> int:
+    from bass.eval import run_humaneval
+
+    report = run_humaneval(engine_config(a), k=a.k, budget_s=a.budget_s, method=a.method, limit=a.limit,
+                           params=sampling_params(a), log=None if a.json else _progress_line)
+    if a.json:
+        print(json.dumps(report))
+    else:
+        from bass.eval import format_report
+
+        print(format_report(report))
+    return 0
+
+
+def _progress(msg: str, frac: float) -> None:
+    print(f"\r{msg}: {100 * frac:5.1f}%", end="\n" if frac >= 1 else "", file=sys.stderr, flush=True)
+
+
+def _progress_line(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="python -m bass", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = root.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("generate", help="generate k candidates per prompt")
+    src = g.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt-file", help="a text file holding one prompt")
+    src.add_argument("--prompts-file", help="a .jsonl file, one {\"prompt\": ...} per line")
+    add_engine_flags(g)
+    add_sampling_flags(g)
+    g.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    g.set_defaults(func=cmd_generate)
+
+    e = sub.add_parser("eval", help="HumanEval within a time budget (Pass@First, Pass@All, pass@k)")
+    e.add_argument("suite", choices=["humaneval"])
+    add_engine_flags(e)
+    add_sampling_flags(e)
+    e.add_argument("--budget-s", type=float, required=True, help="wall-clock budget per problem, seconds")
+    e.add_argument("--limit", type=int, default=None, help="only the first N problems")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=cmd_eval, humaneval_stops=True)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2

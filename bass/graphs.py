@@ -1,0 +1,103 @@
+"""CUDA graphs for the decode-time forward passes (verify, regular decode, draft steps).
+
+A round launches hundreds of small kernels; replaying them from a captured graph removes the
+per-launch Python and driver overhead. Shapes must be static, so each (batch, width) is rounded up
+to a bucket and padded: padded sequences (rows past the live batch) and padded query columns get
+q_len = 0 / are ignored, write their K/V to the cache's scratch row, and cost only arithmetic —
+decode is bound by reading the weights, which a wider step reads once all the same.
+
+The captured kernels read the cache through fixed pointers: the cache must be a view of one
+`CacheArena` storage (same base pointers for every batch size), which `KVCache.compact` preserves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from bass.cache import CacheArena, KVCache
+
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+WIDTH_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 33)
+
+
+def bucket(n: int, buckets: tuple[int, ...]) -> int | None:
+    """The smallest bucket >= n, or None when n is larger than all of them."""
+    return next((b for b in buckets if b >= n), None)
+
+
+@dataclass
+class _Graph:
+    graph: torch.cuda.CUDAGraph | None
+    tokens: torch.Tensor  # [Bb, Tb] static input
+    q_len: torch.Tensor  # [Bb] static input
+    out: torch.Tensor  # [Bb, Tb or 1, V] static output
+
+
+class GraphedModel:
+    """Drop-in for `model(tokens, cache, q_len, attn, num_layers=, last_only=)` that replays CUDA graphs.
+
+    With `use_graphs=False` it runs the same padding and bucketing eagerly: the CPU twin that tests the
+    logic of the GPU path.
+    """
+
+    def __init__(self, model: torch.nn.Module, arena: CacheArena, use_graphs: bool = True):
+        self.model, self.arena, self.use_graphs = model, arena, use_graphs
+        self.config = model.config
+        self._graphs: dict[tuple, _Graph] = {}
+        self._version = arena.version
+        self._pool = None
+
+    def __call__(self, tokens: torch.Tensor, cache: KVCache, q_len: torch.Tensor, attn: Callable, *,
+                 num_layers: int | None = None, last_only: bool = False) -> torch.Tensor:
+        B, T = tokens.shape
+        base = self.arena.base
+        Bb, Tb = bucket(B, BATCH_BUCKETS), bucket(T, WIDTH_BUCKETS)
+        if base is None or Bb is None or Tb is None or Bb > base.batch or cache.suffix_k.data_ptr() != \
+                base.suffix_k.data_ptr():
+            return self.model(tokens, cache, q_len, attn, num_layers=num_layers, last_only=last_only)
+        if self._version != self.arena.version:  # the storage moved: every captured pointer is stale
+            self._graphs.clear()
+            self._version = self.arena.version
+        G = cache.prefix_k.shape[1]
+        key = (Bb, Tb, G, num_layers, last_only, attn)
+        g = self._graphs.get(key)
+        padded = KVCache(cache.prefix_k, cache.prefix_v, cache.prefix_len, base.seq_group[:Bb],
+                         base.suffix_k[:, :Bb], base.suffix_v[:, :Bb], base.suffix_len[:Bb])
+        if g is None:
+            g = self._capture(padded, Bb, Tb, attn, num_layers, last_only)
+            self._graphs[key] = g
+        g.tokens.zero_()
+        g.tokens[:B, :T] = tokens
+        g.q_len.zero_()
+        g.q_len[:B] = q_len
+        if g.graph is not None:
+            g.graph.replay()
+        else:
+            g.out = self.model(g.tokens, padded, g.q_len, attn, num_layers=num_layers, last_only=last_only)
+        return g.out[:B] if last_only else g.out[:B, :T]
+
+    def _capture(self, cache: KVCache, Bb: int, Tb: int, attn: Callable, num_layers, last_only) -> _Graph:
+        device = cache.suffix_k.device
+        tokens = torch.zeros(Bb, Tb, dtype=torch.long, device=device)
+        q_len = torch.zeros(Bb, dtype=torch.int32, device=device)  # q_len 0: warm-up writes only scratch rows
+        if not self.use_graphs:
+            return _Graph(None, tokens, q_len, torch.empty(0))
+
+        def run():
+            return self.model(tokens, cache, q_len, attn, num_layers=num_layers, last_only=last_only)
+
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # compile Triton kernels, settle the allocator
+                run()
+        torch.cuda.current_stream(device).wait_stream(stream)
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool):
+            out = run()
+        return _Graph(graph, tokens, q_len, out)
