@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+import torch
+
 from bass.cache import KVCache
 from bass.config import DraftLengthConfig
 from bass.draft_length import DraftLengthPolicy

@@ -124,7 +124,8 @@ class Engine:
                 out.append(self.tokenizer.encode(p))
         return out
 
-    def stream(self, prompts: str | Sequence[str] | Sequence[Sequence[int]], *, k: int = 1, params: SamplingParams | None = None,
+    def stream(self, prompts: str | Sequence[str] | Sequence[Sequence[int]], *, k: int = 1,
+               params: SamplingParams | None = None,
                method: str = "bass", drafter: str | Drafter | None = None, backend: str | None = None,
                draft_length: DraftLengthConfig | None = None, chat: bool = False,
                cancel: threading.Event | None = None) -> Iterator[GenerationEvent]:

@@ -1,7 +1,8 @@
 """Losslessness of BASS sampling, end to end: chi-square of the first speculative token's distribution.
 
 The first generated token comes from the prefill; the second is the first one decided by the
-speculative accept / resample rule (with max_new_tokens=3 the round drafts exactly one token). Its exact marginal under the (processed) target is
+speculative accept / resample rule (with max_new_tokens=3 the round drafts exactly one token).
+Its exact marginal under the (processed) target is
 
     P(y2 = v) = sum_{y1} p(y1 | prompt) p(v | prompt, y1),
 
