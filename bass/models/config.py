@@ -9,7 +9,7 @@ both implementations for side-by-side benchmarks.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 # HF `model_type` -> our family name. Mistral, CodeLlama and DeepSeek-Coder are Llama-architecture.
@@ -61,7 +61,6 @@ class ModelConfig:
     eos_token_ids: tuple[int, ...] = ()
     bos_token_id: int | None = None
     pad_token_id: int | None = None
-    extra: tuple[tuple[str, Any], ...] = field(default=(), compare=False)  # HF keys kept for to_hf()
 
     def __post_init__(self) -> None:
         if self.family not in set(FAMILIES.values()):

