@@ -135,6 +135,7 @@ def convert_gguf(gguf_path: Path, out: Path, progress: Progress | None = None) -
     report("dequantizing", 0.0)
     tensors = load_gguf_checkpoint(str(gguf_path), return_tensors=True, model_to_load=skeleton,
                                    torch_dtype=torch.float32)["tensors"]
+    report("dequantizing", 1.0)
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)
     missing = sorted(set(skeleton.state_dict()) - set(tensors) - {"lm_head.weight"})
@@ -155,6 +156,7 @@ def convert_gguf(gguf_path: Path, out: Path, progress: Progress | None = None) -
     GenerationConfig(eos_token_id=sorted(eos), bos_token_id=config.bos_token_id,
                      pad_token_id=tokenizer.pad_token_id).save_pretrained(out)
     (out / "bass_source.json").write_text(json.dumps({"gguf": gguf_path.name}))
+    report("writing safetensors", 1.0)
 
 
 def _embedded(name: str) -> EmbeddedModel:
@@ -171,7 +173,9 @@ def _assemble(model: EmbeddedModel, dest: Path, report: Progress) -> Path:
         except ImportError as err:
             raise ValueError(f"{model.description} is not installed: {INSTALL_HINT}") from err
         report("assembling", 0.0)
-        return Path(package.assemble(output_path=dest, overwrite=True))  # checks its own sha256
+        path = Path(package.assemble(output_path=dest, overwrite=True))  # checks its own sha256
+        report("assembling", 1.0)
+        return path
     paths = []
     for module in model.parts:
         try:

@@ -13,21 +13,11 @@ others are global, with the global base (and its scaling, if any).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from bass.cache import KVCache
 from bass.models.config import ModelConfig
-from bass.models.layers import (
-    Attention,
-    AttentionFn,
-    GatedMLP,
-    RMSNorm,
-    last_rows,
-    new_cache_for,
-    rope_cos_sin,
-    rope_inv_freq,
-)
+from bass.models.layers import Attention, AttentionFn, Decoder, GatedMLP, RMSNorm, rope_cos_sin, rope_inv_freq
 
 
 class Block(nn.Module):
@@ -51,7 +41,7 @@ class Block(nn.Module):
         return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
 
 
-class Gemma3(nn.Module):
+class Gemma3(Decoder):
     """A Gemma 3 text decoder over the ragged KV cache (same interface as `llama.Transformer`)."""
 
     def __init__(self, config: ModelConfig) -> None:
@@ -64,10 +54,6 @@ class Gemma3(nn.Module):
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, offset=1.0)
         self.lm_head = None if config.tie_word_embeddings else nn.Linear(
             config.hidden_size, config.vocab_size, bias=False)
-
-    def new_cache(self, batch: int, capacity: int) -> KVCache:
-        """An empty KV cache for `batch` sequences of up to `capacity` tokens (weights' device/dtype)."""
-        return new_cache_for(self, self.config, batch, capacity)
 
     def forward(self, tokens: torch.Tensor, cache: KVCache, q_len: torch.Tensor, attn: AttentionFn, *,
                 num_layers: int | None = None, last_only: bool = False) -> torch.Tensor:
@@ -88,10 +74,7 @@ class Gemma3(nn.Module):
             cos, sin = local_rope if block.local else global_rope  # each [B, T, 1, D]
             x = block(x, cos, sin, cache, q_len, kv_len, attn)
         cache.advance(q_len)
-        if last_only:
-            x = last_rows(x, q_len)  # [B, 1, H]
-        x = self.norm(x)
-        logits = F.linear(x, weight if self.lm_head is None else self.lm_head.weight).float()  # [B, T, V]
+        logits = self.logits(x, q_len, last_only)  # [B, T, V]
         if cfg.final_logit_softcapping:
             cap = cfg.final_logit_softcapping
             logits = torch.tanh(logits / cap) * cap

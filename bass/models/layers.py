@@ -170,8 +170,23 @@ def fuse_hf_state_dict(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict
     return out
 
 
-def new_cache_for(model: nn.Module, config: ModelConfig, batch: int, capacity: int) -> KVCache:
-    """An empty KV cache for `model`, on its weights' device and in their dtype."""
-    weight = next(model.parameters())
-    return KVCache.allocate(config.num_layers, batch, capacity, config.num_kv_heads, config.head_dim,
-                            dtype=weight.dtype, device=weight.device)
+class Decoder(nn.Module):
+    """What every family shares around its blocks: the cache it needs and the final norm + LM head.
+
+    Subclasses set `config`, `embed_tokens`, `layers`, `norm` and `lm_head` (None when tied).
+    """
+
+    config: ModelConfig
+
+    def new_cache(self, batch: int, capacity: int) -> KVCache:
+        """An empty KV cache for `batch` sequences of up to `capacity` tokens (weights' device/dtype)."""
+        weight = self.embed_tokens.weight
+        return KVCache.allocate(self.config.num_layers, batch, capacity, self.config.num_kv_heads,
+                                self.config.head_dim, dtype=weight.dtype, device=weight.device)
+
+    def logits(self, x: torch.Tensor, q_len: torch.Tensor, last_only: bool) -> torch.Tensor:
+        """float32 logits of the final hidden states x [B, T, H] (only row q_len[b]-1 with `last_only`)."""
+        if last_only:
+            x = last_rows(x, q_len)  # [B, 1, H]
+        head = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(self.norm(x), head).float()  # [B, T, V]

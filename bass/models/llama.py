@@ -11,21 +11,11 @@ Mistral and windowed Qwen layers restrict attention to the last `sliding_window`
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from bass.cache import KVCache
 from bass.models.config import ModelConfig
-from bass.models.layers import (
-    Attention,
-    AttentionFn,
-    GatedMLP,
-    RMSNorm,
-    last_rows,
-    new_cache_for,
-    rope_cos_sin,
-    rope_inv_freq,
-)
+from bass.models.layers import Attention, AttentionFn, Decoder, GatedMLP, RMSNorm, rope_cos_sin, rope_inv_freq
 
 
 class Block(nn.Module):
@@ -44,7 +34,7 @@ class Block(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
-class Transformer(nn.Module):
+class Transformer(Decoder):
     """A Llama-family decoder over the ragged KV cache (see `forward`)."""
 
     def __init__(self, config: ModelConfig) -> None:
@@ -57,10 +47,6 @@ class Transformer(nn.Module):
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.lm_head = None if config.tie_word_embeddings else nn.Linear(
             config.hidden_size, config.vocab_size, bias=False)
-
-    def new_cache(self, batch: int, capacity: int) -> KVCache:
-        """An empty KV cache for `batch` sequences of up to `capacity` tokens (weights' device/dtype)."""
-        return new_cache_for(self, self.config, batch, capacity)
 
     def forward(self, tokens: torch.Tensor, cache: KVCache, q_len: torch.Tensor, attn: AttentionFn, *,
                 num_layers: int | None = None, last_only: bool = False) -> torch.Tensor:
@@ -79,8 +65,4 @@ class Transformer(nn.Module):
         for block in self.layers[:num_layers]:
             x = block(x, cos, sin, cache, q_len, kv_len, attn)
         cache.advance(q_len)
-        if last_only:
-            x = last_rows(x, q_len)  # [B, 1, H]
-        x = self.norm(x)
-        head = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(x, head).float()  # [B, T, V]
+        return self.logits(x, q_len, last_only)  # [B, T, V]

@@ -164,7 +164,9 @@ def _resolve(spec: str, progress: Progress | None) -> tuple[Path, str]:
         raise ValueError(f"model path {spec!r} does not exist: pass an existing HF-format folder or .gguf file, "
                          f"or one of {sorted(EMBEDDED)}")
     if HUB_ID.match(spec):
-        return _download(spec), spec.split("/")[-1]
+        folder = _download(spec)
+        _check_folder(folder, spec)
+        return folder, spec.split("/")[-1]
     raise ValueError(f"model spec {spec!r} is not one of {sorted(EMBEDDED)}, an existing folder or .gguf file, "
                      f"or a hub id like 'Qwen/Qwen2.5-Coder-0.5B-Instruct'")
 

@@ -22,11 +22,19 @@ CODE = '''def merge_sorted(a: list[int], b: list[int]) -> list[int]:
 '''
 
 
-def reference_logits(folder, ids: list[int]) -> torch.Tensor:
+def max_logit_error(loaded, folder, ids: list[int]) -> float:
+    """Max |ours - transformers| over all positions of one prompt; also checks the greedy choices agree."""
+    model = loaded.model
+    ours = model(torch.tensor([ids]), model.new_cache(1, len(ids)), torch.tensor([len(ids)], dtype=torch.int32),
+                 ragged_attention_ref)[0]  # [T, V]
     # Eager attention: transformers' SDPA path in fp32 is itself ~6e-3 off a float64 forward on Gemma.
     hf = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, attn_implementation="eager").eval()
     with torch.no_grad():
-        return hf(torch.tensor([ids])).logits[0].float()  # [T, V]
+        ref = hf(torch.tensor([ids])).logits[0].float()  # [T, V]
+    assert torch.equal(ours.argmax(-1), ref.argmax(-1))
+    err = (ours - ref).abs().max().item()
+    print(f"{loaded.name}: max abs logit error {err:.2e} over {len(ids)} tokens (|logits| <= {ref.abs().max():.1f})")
+    return err
 
 
 def greedy(loaded, prompt: str, steps: int) -> str:
@@ -62,15 +70,7 @@ def test_embedded_cache_layout(embedded_dir, qwen):
 
 
 def test_embedded_logits_match_transformers(embedded_dir, qwen):
-    ids = qwen.tokenizer(CODE)["input_ids"]
-    model = qwen.model
-    ours = model(torch.tensor([ids]), model.new_cache(1, len(ids)), torch.tensor([len(ids)], dtype=torch.int32),
-                 ragged_attention_ref)[0]
-    ref = reference_logits(embedded_dir, ids)
-    err = (ours - ref).abs().max().item()
-    print(f"embedded max abs logit error {err:.2e} over {len(ids)} tokens (logit range {ref.abs().max():.1f})")
-    assert err < 1e-3
-    assert torch.equal(ours.argmax(-1), ref.argmax(-1))
+    assert max_logit_error(qwen, embedded_dir, qwen.tokenizer(CODE)["input_ids"]) < 1e-3
 
 
 def test_embedded_greedy_fibonacci_is_code(qwen):
@@ -96,10 +96,4 @@ def test_gemma3_270m_logits_match_transformers(gemma_dir):
     assert gemma.config.family == "gemma3" and gemma.config.sliding_window == 512
     ids = gemma.tokenizer(CODE * 10)["input_ids"]
     assert len(ids) > 512, "the prompt must outgrow the 512-token window of the local layers"
-    model = gemma.model
-    ours = model(torch.tensor([ids]), model.new_cache(1, len(ids)), torch.tensor([len(ids)], dtype=torch.int32),
-                 ragged_attention_ref)[0]
-    ref = reference_logits(gemma_dir, ids)
-    err = (ours - ref).abs().max().item()
-    print(f"gemma3-270m max abs logit error {err:.2e} over {len(ids)} tokens")
-    assert err < 1e-3
+    assert max_logit_error(gemma, gemma_dir, ids) < 1e-3

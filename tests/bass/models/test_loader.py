@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 
 import pytest
 import torch
@@ -116,3 +117,31 @@ def test_config_validation_says_what_to_change():
         good.with_(layer_types=("sliding_attention", "full_attention"))
     with pytest.raises(ValueError, match=r"rope scaling type 'yarn' is not supported"):
         good.with_(rope_scaling=(("rope_type", "yarn"),))
+
+
+def test_gguf_file_is_converted_once_into_the_cache(tmp_path, monkeypatch):
+    """A .gguf spec goes through `convert_gguf` once; later loads hit the cache; a failure leaves nothing.
+
+    (The conversion itself is exercised on the real GGUF files by the embedded tests' preparation.)
+    """
+    monkeypatch.setenv("BASS_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "source"
+    save_folder(source, transformers.Qwen2Config(**TINY), [f"t{i}" for i in range(40)])
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    calls = []
+
+    def fake_convert(path, out, progress=None):
+        calls.append(path)
+        if path.name == "broken.gguf":
+            raise ValueError("not a GGUF model")
+        shutil.copytree(source, out)
+
+    monkeypatch.setattr(embedded, "convert_gguf", fake_convert)
+    first, second = load_model(str(gguf)), load_model(str(gguf))
+    assert len(calls) == 1 and first.name == second.name == "tiny" and first.config.family == "qwen2"
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF")
+    with pytest.raises(ValueError, match="not a GGUF model"):
+        load_model(str(broken))
+    assert [p.name.startswith("tiny-") for p in (tmp_path / "cache" / "gguf").iterdir()] == [True]
