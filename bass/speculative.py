@@ -84,9 +84,10 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
         logits = target(torch.cat([last, drafts], 1), state.cache, (dlen + 1).to(torch.int32), attn)  # 3.
         if params.greedy:  # 4. accept
             verdict = verify_greedy(drafts, dlen, logits)
-        else:
+        else:  # a drafter may propose fewer than L tokens (n-gram lookup): width Lp <= L
+            Lp = drafts.shape[1]
             verdict = verify_sampled(drafts, dlen, proposal.probs, process_logits(logits, params),
-                                     u[:, L:2 * L], u[:, 2 * L])
+                                     u[:, L:L + Lp], u[:, 2 * L])
         accepted, next_tok, draft_rows = verdict.accepted.tolist(), verdict.next_token.tolist(), drafts.tolist()
         proposed = dlen.tolist()
 

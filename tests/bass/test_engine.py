@@ -193,3 +193,17 @@ def test_static_shape_path_gives_the_same_tokens(tiny_dir, drafter):
             got = static.generate(prompts, k=3, params=params, method=method, drafter=drafter)
             assert _ids(got) == _ids(want), (method, len(prompts))
     assert static._arena.base is not None and static._arena.base.batch == 16  # 12 sequences -> bucket 16
+
+
+@pytest.mark.parametrize("drafter", ["ngram", "model", "layer-skip"])
+def test_sampling_is_reproducible_per_seed(tiny_engine, drafter):
+    engine = tiny_engine("llama", draft_seed=1, head_scale=6.0)
+    # a repetitive prompt so the n-gram drafter proposes several tokens of varying length
+    prompt = "for i in range(10):\n    print(i)\n" * 3
+    runs = [engine.generate(prompt, k=4, method="bass", drafter=drafter,
+                            params=SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=24, seed=s))
+            for s in (0, 0, 1)]
+    assert _ids(runs[0]) == _ids(runs[1])
+    assert _ids(runs[0]) != _ids(runs[2])
+    assert len(set(_ids(runs[0]))) > 1  # the k samples of one prompt differ
+    assert runs[0].stats.proposed > 0
