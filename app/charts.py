@@ -84,7 +84,9 @@ class LiveRun:
             self.accept_rows.append((event.round, update.accepted, seq_label(s)))
         if event.updates and any(u.proposed for u in event.updates):
             self.accept_rows.append((event.round, event.draft_length, DRAFT_LENGTH_SERIES))
-        if event.time_s > 0:
+        # Round 0 is the token sampled from the prefill's logits, stamped microseconds after decoding
+        # began: its "rate" would be a meaningless spike, so speed points start with the first real round.
+        if event.time_s > 0 and event.round > 0:
             live = {u.seq for u in event.updates}
             for s in sorted(live):
                 if 0 <= s < self.k:

@@ -55,4 +55,4 @@ def _scoped_rules(style: str, scope: str) -> str:
     """Pygments' rules for one style, without its unscoped `pre`/line-number rules that would restyle
     every `<pre>` of the page."""
     rules = HtmlFormatter(style=style).get_style_defs(scope).splitlines()
-    return "\n".join(r for r in rules if r.startswith(scope))
+    return "\n".join(r.split(" /*")[0] for r in rules if r.startswith(scope))

@@ -72,10 +72,11 @@ def build_demo(session: EngineSession) -> gr.Blocks:
                 k = gr.Slider(1, 16, value=4, step=1, label="k · candidates", elem_id="bass-k")
                 method = gr.Radio(list(METHOD_LABELS.values()), value=METHOD_LABELS["bass"], label="Method")
                 with gr.Row():
-                    temperature = gr.Slider(0.0, 2.0, value=0.8, step=0.05, label="Temperature (0 = greedy)")
+                    temperature = gr.Slider(0.0, 2.0, value=0.8, step=0.05, label="Temperature (0 = greedy)",
+                                            elem_id="bass-temperature")
                     top_p = gr.Slider(0.05, 1.0, value=0.95, step=0.01, label="Top-p")
                 with gr.Row():
-                    max_new = gr.Slider(16, 1024, value=128, step=16, label="Max new tokens")
+                    max_new = gr.Slider(16, 1024, value=128, step=16, label="Max new tokens", elem_id="bass-max-new")
                     budget = gr.Number(value=120, minimum=0, label="Time budget (s, 0 = none)")
                     seed = gr.Number(value=0, minimum=0, precision=0, label="Seed")
                 with gr.Row():
@@ -97,8 +98,8 @@ def build_demo(session: EngineSession) -> gr.Blocks:
                                               title="Accepted draft tokens per round (and draft length L)",
                                               height=260, elem_id="bass-accept-plot")
                 summary = gr.HTML(elem_id="bass-summary")
-                best = gr.Code(language="python", label="Best candidate", interactive=False, lines=4,
-                               elem_id="bass-best-code", buttons=["copy", "download"])
+                best = gr.Code(language="python", label="Best candidate (copy it)", interactive=False, lines=4,
+                               elem_id="bass-best-code", buttons=["copy", "download"], visible=False)
                 candidates = gr.HTML(elem_id="bass-candidates")
                 download = gr.DownloadButton("Download candidates (JSON)", visible=False, size="sm")
             with gr.Tab("Compare methods", id="compare"):
@@ -214,8 +215,11 @@ def _model_banner(session: EngineSession) -> tuple:
 
 def _live(view: GenerateView) -> tuple:
     if view.error:
+        # Keep what is on screen (partial candidates, charts) and only show what went wrong.
         gr.Warning(view.error)
-    return (view.status, view.candidates, _line(view.speed), _line(view.accept), view.summary, view.best_code,
+        return (view.status,) + (gr.skip(),) * 6
+    return (view.status, view.candidates, _line(view.speed), _line(view.accept), view.summary,
+            gr.Code(value=view.best_code, visible=bool(view.best_code)),
             gr.DownloadButton(value=view.download, visible=view.download is not None))
 
 
@@ -228,6 +232,8 @@ def _line(frame) -> gr.LinePlot:
 def _cmp(view: CompareView) -> tuple:
     if view.error:
         gr.Warning(view.error)
+        if view.table.empty:  # nothing new to show: keep the previous comparison on screen
+            return (view.status,) + (gr.skip(),) * 5
     return (view.status, view.table, view.latency, view.wall,
             gr.DownloadButton(value=view.csv_path, visible=view.csv_path is not None),
             gr.DownloadButton(value=view.json_path, visible=view.json_path is not None))

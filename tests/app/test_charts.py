@@ -30,9 +30,10 @@ def test_speed_rows_are_tokens_so_far_over_elapsed_time():
         run.add(e)
     frame = run.speed_frame()
     got = {(row["time (s)"], row["sequence"]): row["tokens/s"] for _, row in frame.iterrows()}
-    # seq 0: 1 tok @0.1, 4 @0.5, 6 @1.0 ; seq 1: 1 @0.1, 2 @0.5, 7 @1.0, 8 @2.0
-    expected = {(0.1, "seq 00"): 10.0, (0.5, "seq 00"): 8.0, (1.0, "seq 00"): 6.0,
-                (0.1, "seq 01"): 10.0, (0.5, "seq 01"): 4.0, (1.0, "seq 01"): 7.0, (2.0, "seq 01"): 4.0}
+    # seq 0: 1 tok @0.1 (round 0), 4 @0.5, 6 @1.0 ; seq 1: 1 @0.1 (round 0), 2 @0.5, 7 @1.0, 8 @2.0.
+    # Round 0 (the prefill's token) counts towards the totals but gets no point of its own.
+    expected = {(0.5, "seq 00"): 8.0, (1.0, "seq 00"): 6.0,
+                (0.5, "seq 01"): 4.0, (1.0, "seq 01"): 7.0, (2.0, "seq 01"): 4.0}
     assert got == pytest.approx(expected)
     # a finished sequence leaves the chart: no point for seq 0 at t=2.0
     assert (2.0, "seq 00") not in got

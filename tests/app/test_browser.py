@@ -1,0 +1,194 @@
+"""End to end in a real browser: Debian's Chromium driven by Selenium through /usr/bin/chromedriver.
+
+The app runs as `python -m app` in a subprocess on a free port with a small real model (Gemma 3 270M,
+or BASS_E2E_TARGET). One test generates k=4 candidates for HumanEval/0 and waits for them ranked with a
+drawn chart, saving a screenshot; the other submits an empty prompt and expects a readable error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[2]
+SHOTS = REPO / "assets" / "screenshots"
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+INSTALL_HINT = "install Debian's browser: apt-get update && apt-get install -y chromium chromium-driver"
+CHROME_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1440,1800")
+SERVER_START_S = 180
+GENERATE_S = 600  # first start may prepare the model; then 4 x 64 tokens on 2 CPU cores
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory) -> Iterator[str]:
+    """The real app in a subprocess; its log is printed if it does not come up."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("app") / "app.log"
+    env = {**os.environ, "BASS_TARGET": os.environ.get("BASS_E2E_TARGET", "gemma3-270m"), "PORT": str(port),
+           "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    env.pop("BASS_DRAFT", None)
+    with log_path.open("w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "app"], cwd=REPO, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the app exited with code {proc.returncode}:\n{log_path.read_text()[-4000:]}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"the app did not answer within {SERVER_START_S} s:\n{log_path.read_text()[-4000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def browser(tmp_path):
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not found: {INSTALL_HINT}")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.fail("selenium is not installed: pip install selenium==4.51.0")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROME_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tempfile.mkdtemp(dir=tmp_path)}")
+    # An explicit driver path: Selenium Manager would otherwise try to download a driver.
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def _wait(driver, condition, timeout: float, what: str):
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.5).until(condition)
+    except TimeoutException:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(SHOTS / "failure.png"))
+        status = driver.find_elements("css selector", "#bass-status")
+        pytest.fail(f"timed out after {timeout} s waiting for {what}; status: "
+                    f"{status[0].text if status else '?'} (screenshot: assets/screenshots/failure.png)")
+
+
+def _set_number(driver, selector: str, value: str) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    box = driver.find_element("css selector", selector)
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(value, Keys.TAB)
+
+
+def _full_page_screenshot(driver, path: Path) -> None:
+    """Grow the window to the page's height (twice: the page reflows at the new size), then shoot."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        height = driver.execute_script("return Math.max(document.documentElement.scrollHeight, "
+                                       "document.body.scrollHeight)")
+        driver.set_window_size(1440, min(height + 40, 5000))
+        time.sleep(1.0)  # let the plots re-layout at the new size
+    driver.save_screenshot(str(path))
+
+
+def _open(driver, url: str) -> None:
+    driver.get(url)
+    _wait(driver, lambda d: d.find_elements("css selector", "#bass-generate"), 60, "the page")
+
+
+def test_empty_prompt_shows_readable_error(app_url, browser):
+    _open(browser, app_url)
+    prompt = browser.find_element("css selector", "#bass-prompt textarea")
+    assert prompt.get_attribute("value") == ""
+    browser.find_element("css selector", "#bass-generate").click()
+    box = _wait(browser, lambda d: d.find_elements("css selector", "#bass-status .bass-error"), 60, "an error box")
+    text = box[0].text
+    assert "The prompt is empty." in text and "HumanEval" in text
+    visible = browser.find_element("tag name", "body").text
+    assert "Traceback" not in visible and 'File "' not in visible
+
+
+def test_humaneval0_k4_ranked_candidates_and_charts(app_url, browser):
+    from selenium.webdriver.common.keys import Keys
+
+    _open(browser, app_url)
+    picker = browser.find_element("css selector", "#bass-problem input")
+    picker.click()
+    picker.send_keys("HumanEval/0 ")
+    _wait(browser, lambda d: [o for o in d.find_elements("css selector", "#bass-problem li")
+                              if o.text.startswith("HumanEval/0 ")], 20, "the HumanEval/0 option")
+    picker.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: "def has_close_elements" in
+          d.find_element("css selector", "#bass-prompt textarea").get_attribute("value"), 20, "the prompt")
+    assert "check(has_close_elements)" in browser.find_element("css selector", "#bass-tests").text
+    _set_number(browser, "#bass-k input[type=number]", "4")
+    _set_number(browser, "#bass-max-new input[type=number]", os.environ.get("BASS_E2E_MAX_NEW_TOKENS", "64"))
+    browser.find_element("css selector", "#bass-generate").click()
+
+    t0 = time.monotonic()
+
+    def ranked_or_error(d):
+        errors = d.find_elements("css selector", "#bass-status .bass-error")
+        found = d.find_elements("css selector", "#bass-candidates .bass-ranked")
+        return errors or (len(found) >= 4 and found)
+
+    cards = _wait(browser, ranked_or_error, GENERATE_S, "four ranked candidates")
+    elapsed = time.monotonic() - t0
+    status = browser.find_element("css selector", "#bass-status").text
+    assert "bass-error" not in cards[0].get_attribute("class"), f"the app showed an error: {status}"
+    assert len(cards) == 4
+    badges = [c.find_element("css selector", ".bass-badge").text for c in cards]
+    assert all(b in ("PASS", "FAIL", "ERROR", "TIMEOUT", "CRASHED", "OUT OF MEMORY") for b in badges), badges
+    assert all("tests " in c.text for c in cards)
+    summary = browser.find_element("css selector", "#bass-summary").text
+    assert "Pass@First" in summary and "Pass@All" in summary and "ms/token" in summary
+
+    for plot in ("#bass-speed-plot", "#bass-accept-plot"):
+        lines = browser.find_elements("css selector", f"{plot} g.mark-line path")
+        assert any(p.get_attribute("d") for p in lines), f"no line drawn in {plot}"
+        assert "seq 03" in browser.find_element("css selector", plot).text
+
+    _full_page_screenshot(browser, SHOTS / "app_humaneval0_k4.png")
+    (SHOTS / "app_humaneval0_k4.json").write_text(json.dumps({
+        "model": os.environ.get("BASS_E2E_TARGET", "gemma3-270m"), "seconds_to_ranked": round(elapsed, 1),
+        "status": browser.find_element("css selector", "#bass-status").text, "summary": summary,
+        "cards": [c.find_element("css selector", ".bass-card-head").text for c in cards]}, indent=2) + "\n")
