@@ -15,9 +15,9 @@ from bass.events import GenerationResult
 
 METHOD_NAMES = {"bass": "BASS", "regular": "regular batched", "single": "single-seq speculative"}
 COMPARE_ORDER = ("bass", "regular", "single")
-TABLE_COLUMNS = ["method", "sequences", "mean ms/token", "min ms/token", "max ms/token", "prefill (s)",
-                 "wall (s)", "tokens", "throughput (tok/s)", "acceptance", "tokens/round",
-                 "speed-up (ms/token)", "speed-up (wall)"]
+TABLE_COLUMNS = ["method", "mean ms/token", "speed-up (ms/token)", "wall (s)", "speed-up (wall)", "acceptance",
+                 "tokens/round", "throughput (tok/s)", "min ms/token", "max ms/token", "prefill (s)", "tokens",
+                 "sequences"]
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,11 @@ def comparison_table(runs: Mapping[str, MethodRun]) -> pd.DataFrame:
         speed_up = (base.result.stats.mean_ms_per_token / mean_ms) if base and mean_ms > 0 else None
         wall_up = (base.wall_s / run.wall_s) if base and run.wall_s > 0 else None
         rows.append([
-            method_name(method), len(run.result.candidates), round(mean_ms, 1),
-            round(min(per_seq), 1) if per_seq else None, round(max(per_seq), 1) if per_seq else None,
-            round(stats.prefill_s, 2), round(run.wall_s, 2), stats.tokens, round(stats.throughput_tok_s, 2),
-            round(stats.acceptance_rate, 3) if stats.proposed else None,
-            round(stats.tokens_per_round, 2), _round(speed_up), _round(wall_up),
+            method_name(method), round(mean_ms, 1), _round(speed_up), round(run.wall_s, 2), _round(wall_up),
+            round(stats.acceptance_rate, 3) if stats.proposed else None, round(stats.tokens_per_round, 2),
+            round(stats.throughput_tok_s, 2), round(min(per_seq), 1) if per_seq else None,
+            round(max(per_seq), 1) if per_seq else None, round(stats.prefill_s, 2), stats.tokens,
+            len(run.result.candidates),
         ])
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
@@ -78,13 +78,13 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def latency_bars(table: pd.DataFrame) -> pd.DataFrame:
-    """Bar-chart data: mean per-sequence ms/token by method."""
-    return table[["method", "mean ms/token"]].copy()
+    """Bar-chart data: mean per-sequence ms/token by method (typed even when empty, see app.charts)."""
+    return table[["method", "mean ms/token"]].astype({"method": "string", "mean ms/token": "float64"})
 
 
 def wall_bars(table: pd.DataFrame) -> pd.DataFrame:
     """Bar-chart data: total wall time by method."""
-    return table[["method", "wall (s)"]].copy()
+    return table[["method", "wall (s)"]].astype({"method": "string", "wall (s)": "float64"})
 
 
 def _round(x: float | None) -> float | None:

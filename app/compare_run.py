@@ -44,8 +44,8 @@ def _empty_table() -> pd.DataFrame:
 class CompareView:
     status: str
     table: pd.DataFrame = field(default_factory=_empty_table)
-    latency: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["method", "mean ms/token"]))
-    wall: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["method", "wall (s)"]))
+    latency: pd.DataFrame = field(default_factory=lambda: latency_bars(_empty_table()))
+    wall: pd.DataFrame = field(default_factory=lambda: wall_bars(_empty_table()))
     csv_path: str | None = None
     json_path: str | None = None
     error: str | None = None

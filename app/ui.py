@@ -234,6 +234,13 @@ def _cmp(view: CompareView) -> tuple:
         gr.Warning(view.error)
         if view.table.empty:  # nothing new to show: keep the previous comparison on screen
             return (view.status,) + (gr.skip(),) * 5
-    return (view.status, view.table, view.latency, view.wall,
+    return (view.status, view.table, _bars(view.latency), _bars(view.wall),
             gr.DownloadButton(value=view.csv_path, visible=view.csv_path is not None),
             gr.DownloadButton(value=view.json_path, visible=view.json_path is not None))
+
+
+def _bars(frame) -> gr.BarPlot:
+    # Bars must start at zero, or a 2x speed-up looks like a 20x one; the plot's default axis starts at
+    # the smallest value.
+    top = float(frame.iloc[:, 1].max()) if len(frame) else 1.0
+    return gr.BarPlot(value=frame, y_lim=[0, top * 1.12 if top > 0 else 1.0])

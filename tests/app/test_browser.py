@@ -192,3 +192,28 @@ def test_humaneval0_k4_ranked_candidates_and_charts(app_url, browser):
         "model": os.environ.get("BASS_E2E_TARGET", "gemma3-270m"), "seconds_to_ranked": round(elapsed, 1),
         "status": browser.find_element("css selector", "#bass-status").text, "summary": summary,
         "cards": [c.find_element("css selector", ".bass-card-head").text for c in cards]}, indent=2) + "\n")
+
+
+def test_compare_methods_table_and_bars(app_url, browser):
+    _open(browser, app_url)
+    browser.find_element("css selector", "#bass-prompt textarea").send_keys(
+        'def fizzbuzz(n: int) -> str:\n    """Return "Fizz", "Buzz", "FizzBuzz" or str(n)."""\n')
+    _set_number(browser, "#bass-k input[type=number]", "2")
+    _set_number(browser, "#bass-max-new input[type=number]", "16")
+    browser.find_element("css selector", "#bass-compare").click()
+
+    def done_or_error(d):
+        status = d.find_elements("css selector", "#bass-compare-status .bass-ok, #bass-compare-status .bass-error")
+        return status and status[0]
+
+    status = _wait(browser, done_or_error, GENERATE_S, "the comparison")
+    assert "Comparison done." in status.text, status.text
+    table = browser.find_element("css selector", "#bass-compare-table").text
+    for name in ("BASS", "regular batched", "single-seq speculative"):
+        assert name in table
+    for plot in ("#bass-latency-plot", "#bass-wall-plot"):
+        bars = browser.find_elements("css selector", f"{plot} g.mark-rect path")
+        assert len(bars) == 3, f"{plot}: {len(bars)} bars"
+    assert browser.find_elements("css selector", "button, a") and "Download CSV" in \
+        browser.find_element("tag name", "body").text
+    _full_page_screenshot(browser, SHOTS / "app_compare.png")

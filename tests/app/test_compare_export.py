@@ -85,3 +85,11 @@ def test_generation_payload_round_trips(tmp_path):
     assert data["pass"] == {"pass_at_first": True, "pass_at_all": True, "passed": 1, "total": 2}
     assert data["candidates"][0]["tests"] == {"passed": 2, "total": 2, "first_failure": "", "run_time_s": 0.1}
     assert data["candidates"][1]["tests"] is None and data["candidates"][1]["status"] == "untested"
+
+
+def test_bar_frames_are_numeric_even_when_empty():
+    from app.compare import TABLE_COLUMNS
+
+    empty = pd.DataFrame(columns=TABLE_COLUMNS)
+    for frame in (latency_bars(empty), wall_bars(empty), latency_bars(comparison_table(runs()))):
+        assert pd.api.types.is_numeric_dtype(frame[frame.columns[1]])
