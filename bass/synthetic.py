@@ -45,7 +45,10 @@ LLAMA_7B = ModelConfig(family="llama", vocab_size=32000, hidden_size=4096, inter
 QWEN25_7B = ModelConfig(family="qwen2", vocab_size=152064, hidden_size=3584, intermediate_size=18944,
                         num_layers=28, num_heads=28, num_kv_heads=4, head_dim=128, rope_theta=1e6,
                         rms_norm_eps=1e-6, qkv_bias=True, max_position_embeddings=32768)
-TARGETS = {"llama-7b": LLAMA_7B, "qwen2.5-7b": QWEN25_7B}
+# Llama-shaped and small enough for CPU tests of the plumbing.
+TINY = ModelConfig(family="llama", vocab_size=512, hidden_size=64, intermediate_size=128, num_layers=4, num_heads=4,
+                   num_kv_heads=2, head_dim=16, rms_norm_eps=1e-5, max_position_embeddings=1024)
+TARGETS = {"llama-7b": LLAMA_7B, "qwen2.5-7b": QWEN25_7B, "tiny": TINY}
 
 
 def draft_config(target: ModelConfig, num_layers: int = 2) -> ModelConfig:
@@ -178,7 +181,7 @@ class Calibration:
 def interpolate_scale(points: Sequence[tuple[float, float]], alpha: float) -> float:
     """log s linear in alpha between the two measured points that bracket `alpha` (alpha falls as s grows).
 
-    Outside the measured range, the nearest end's segment is extended.
+    Outside the measured range, the nearest end's segment is extended, by at most 4x in s.
     """
     pts = sorted(points)  # by scale; alpha decreasing (up to noise)
     if len(pts) < 2:
@@ -189,7 +192,8 @@ def interpolate_scale(points: Sequence[tuple[float, float]], alpha: float) -> fl
     if a0 == a1:
         return s0 if alpha > a0 else s1
     t = (alpha - a0) / (a1 - a0)
-    return math.exp(math.log(s0) + t * (math.log(s1) - math.log(s0)))
+    s = math.exp(math.log(s0) + t * (math.log(s1) - math.log(s0)))
+    return min(max(s, pts[0][0] / 4), pts[-1][0] * 4)  # extrapolate at most 4x past the measured scales
 
 
 def calibrate(knob: AcceptanceKnob, measure: Callable[[], float], targets: Sequence[float],
