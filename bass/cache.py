@@ -109,9 +109,12 @@ class KVCache:
         if rows == list(range(n)):
             self.suffix_len[n:] = 0
             return self.view(n)
-        idx = torch.tensor(rows, device=self.suffix_k.device)
+        moved = [(dst, src) for dst, src in enumerate(rows) if dst != src]
+        dst = torch.tensor([d for d, _ in moved], device=self.suffix_k.device)
+        src = torch.tensor([s for _, s in moved], device=self.suffix_k.device)
         for t in (self.suffix_k, self.suffix_v):
-            t[:, :n] = t[:, idx]  # the right side is gathered into a temporary first
+            t.index_copy_(1, dst, t.index_select(1, src))  # only the rows that move, via a temporary
+        idx = torch.tensor(rows, device=self.suffix_k.device)
         self.seq_group[:n] = self.seq_group[idx]
         self.suffix_len[:n] = self.suffix_len[idx]
         self.suffix_len[n:] = 0

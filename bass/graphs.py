@@ -60,6 +60,7 @@ class GraphedModel:
             return self.model(tokens, cache, q_len, attn, num_layers=num_layers, last_only=last_only)
         if self._version != self.arena.version:  # the storage moved: every captured pointer is stale
             self._graphs.clear()
+            self._pool = None  # graphs of a new storage must not capture into the released pool
             self._version = self.arena.version
         G = cache.prefix_k.shape[1]
         key = (Bb, Tb, G, num_layers, last_only, attn)

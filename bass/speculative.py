@@ -88,8 +88,12 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
             Lp = drafts.shape[1]
             verdict = verify_sampled(drafts, dlen, proposal.probs, process_logits(logits, params),
                                      u[:, L:L + Lp], u[:, 2 * L])
-        accepted, next_tok, draft_rows = verdict.accepted.tolist(), verdict.next_token.tolist(), drafts.tolist()
-        proposed = dlen.tolist()
+        # the round's one host synchronisation: everything the bookkeeping needs, in one copy
+        packed = torch.cat([verdict.accepted[:, None], verdict.next_token[:, None], dlen[:, None].long(),
+                            drafts.long()], 1).tolist()
+        accepted = [row[0] for row in packed]
+        next_tok, proposed, draft_rows = [row[1] for row in packed], [row[2] for row in packed], \
+            [row[3:] for row in packed]
 
         now = time.perf_counter() - t0
         updates = []
