@@ -77,7 +77,7 @@ def build_demo(session: EngineSession) -> gr.Blocks:
                     top_p = gr.Slider(0.05, 1.0, value=0.95, step=0.01, label="Top-p")
                 with gr.Row():
                     max_new = gr.Slider(16, 1024, value=128, step=16, label="Max new tokens", elem_id="bass-max-new")
-                    budget = gr.Number(value=120, minimum=0, label="Time budget (s, 0 = none)")
+                    budget = gr.Number(value=120, minimum=0, label="Time budget (s, 0 = none)", elem_id="bass-budget")
                     seed = gr.Number(value=0, minimum=0, precision=0, label="Seed")
                 with gr.Row():
                     drafter = gr.Dropdown(["ngram"], value="ngram", label="Drafter", interactive=True)
@@ -242,5 +242,5 @@ def _cmp(view: CompareView) -> tuple:
 def _bars(frame) -> gr.BarPlot:
     # Bars must start at zero, or a 2x speed-up looks like a 20x one; the plot's default axis starts at
     # the smallest value.
-    top = float(frame.iloc[:, 1].max()) if len(frame) else 1.0
+    top = float(frame.iloc[:, 1].max()) if len(frame) else 0.0
     return gr.BarPlot(value=frame, y_lim=[0, top * 1.12 if top > 0 else 1.0])

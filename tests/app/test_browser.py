@@ -123,8 +123,10 @@ def _full_page_screenshot(driver, path: Path) -> None:
     """Grow the window to the page's height (twice: the page reflows at the new size), then shoot."""
     path.parent.mkdir(parents=True, exist_ok=True)
     for _ in range(2):
-        height = driver.execute_script("return Math.max(document.documentElement.scrollHeight, "
-                                       "document.body.scrollHeight)")
+        height = driver.execute_script(
+            "const footer = document.querySelector('footer');"
+            "const bottom = footer ? footer.getBoundingClientRect().bottom + window.scrollY : 0;"
+            "return Math.ceil(Math.max(document.documentElement.scrollHeight, document.body.scrollHeight, bottom));")
         driver.set_window_size(1440, min(height + 40, 5000))
         time.sleep(1.0)  # let the plots re-layout at the new size
     driver.save_screenshot(str(path))
@@ -162,6 +164,8 @@ def test_humaneval0_k4_ranked_candidates_and_charts(app_url, browser):
     assert "check(has_close_elements)" in browser.find_element("css selector", "#bass-tests").text
     _set_number(browser, "#bass-k input[type=number]", "4")
     _set_number(browser, "#bass-max-new input[type=number]", os.environ.get("BASS_E2E_MAX_NEW_TOKENS", "64"))
+    if os.environ.get("BASS_E2E_BUDGET_S"):  # e.g. 0 to let a slow model finish for the README's screenshot
+        _set_number(browser, "#bass-budget input[type=number]", os.environ["BASS_E2E_BUDGET_S"])
     browser.find_element("css selector", "#bass-generate").click()
 
     t0 = time.monotonic()

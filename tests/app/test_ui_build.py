@@ -1,0 +1,76 @@
+"""The Gradio wiring, without a server: the layout builds, and view → component adapters behave."""
+
+from __future__ import annotations
+
+import time
+
+import gradio as gr
+import pandas as pd
+import pytest
+from app_fakes import FakeEngine
+
+from app.compare import TABLE_COLUMNS, comparison_table, latency_bars
+from app.generate import GenerateView, error_view
+from app.session import EngineSession
+from app.ui import _bars, _live, _model_banner, build_demo
+
+ELEM_IDS = {"bass-problem", "bass-prompt", "bass-tests", "bass-generate", "bass-compare", "bass-stop", "bass-k",
+            "bass-status", "bass-speed-plot", "bass-accept-plot", "bass-candidates", "bass-summary",
+            "bass-best-code", "bass-compare-table", "bass-latency-plot", "bass-wall-plot", "bass-compare-status"}
+
+
+def test_layout_builds_with_every_component(session):
+    demo = build_demo(session)
+    assert isinstance(demo, gr.Blocks)
+    ids = {getattr(block, "elem_id", None) for block in demo.blocks.values()}
+    assert ids >= ELEM_IDS
+    problem = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "bass-problem")
+    assert len(problem.choices) == 164 and problem.choices[0][0] == "HumanEval/0 · has_close_elements"
+
+
+def test_banner_offers_the_engines_drafters_and_backends(session):
+    banner, drafter, backend, timer = _model_banner(session)
+    assert "Model ready" in banner and "on cpu" in banner
+    assert [c[0] for c in drafter.choices] == ["ngram", "layer-skip"] and drafter.value == "ngram"
+    assert [c[0] for c in backend.choices] == ["torch", "pad"] and backend.value == "torch"
+    assert timer.active is False
+
+
+def test_banner_shows_load_failure():
+    def broken(config, progress):
+        raise OSError("disk full")
+
+    session = EngineSession(env={}, factory=broken)
+    session.ensure()
+    for _ in range(200):
+        if session.state().error:
+            break
+        time.sleep(0.01)
+    banner = _model_banner(session)[0]
+    assert "bass-error" in banner and "disk full" in banner
+
+
+def test_banner_while_not_loading_is_idle():
+    session = EngineSession(env={}, factory=FakeEngine)
+    assert "loads on the first Generate" in _model_banner(session)[0]
+
+
+@pytest.mark.filterwarnings("ignore:The prompt is empty")  # gr.Warning outside a request only warns
+def test_error_view_keeps_the_rest_of_the_screen():
+    out = _live(error_view("The prompt is empty.", "type something"))
+    assert "The prompt is empty." in out[0]
+    assert all(isinstance(x, dict) and x.get("__type__") == "update" and len(x) == 1 for x in out[1:])
+
+
+def test_live_view_hides_best_code_until_there_is_one():
+    out = _live(GenerateView(status="s"))
+    assert out[5].visible is False
+    out = _live(GenerateView(status="s", best_code="def f(): pass"))
+    assert out[5].visible is True and out[5].value == "def f(): pass"
+
+
+def test_bars_start_at_zero():
+    frame = latency_bars(pd.DataFrame([["BASS", 400.0], ["regular batched", 800.0]],
+                                      columns=["method", "mean ms/token"]).reindex(columns=TABLE_COLUMNS))
+    assert _bars(frame).y_lim[0] == 0 and _bars(frame).y_lim[1] > 800
+    assert _bars(latency_bars(comparison_table({}))).y_lim == [0, 1.0]
