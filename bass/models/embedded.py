@@ -10,7 +10,7 @@ Gemma's norm +1 offset), and writes config.json + model.safetensors + tokenizer 
 `$BASS_CACHE/<folder>/` (default `~/.cache/bass`). The folder appears by an atomic rename, so an
 interrupted preparation never leaves half a cache; later starts mmap the safetensors in seconds.
 
-CLI: `python -m bass.models.embedded embedded gemma3-270m` prepares both up front.
+CLI: `python -m bass.models embedded gemma3-270m` prepares both up front.
 """
 
 from __future__ import annotations
@@ -210,7 +210,3 @@ def main(argv: list[str]) -> None:
     """Prepare the named embedded models (default: all)."""
     for name in argv or sorted(EMBEDDED):
         print(prepare(name))
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
