@@ -37,8 +37,8 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache,
                 q_len: torch.Tensor, kv_len: torch.Tensor, attn: AttentionFn) -> torch.Tensor:
         h = self.self_attn(self.input_layernorm(x), cos, sin, cache, q_len, kv_len, attn)
-        x = x + self.post_attention_layernorm(h)
-        return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+        normed, x = self.pre_feedforward_layernorm.add_and_norm(self.post_attention_layernorm(h), residual=x)
+        return x + self.post_feedforward_layernorm(self.mlp(normed))
 
 
 class Gemma3(Decoder):

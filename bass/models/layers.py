@@ -23,6 +23,31 @@ from bass.models.config import ModelConfig
 AttentionFn = Callable[..., torch.Tensor]
 
 
+# The fused Triton kernels (kernels/rmsnorm.py, rope.py, activation.py) replace chains of small torch ops
+# on CUDA, where each op is a 2-7 us launch; on the CPU the model keeps the torch ops, which the
+# exactness tests against transformers pin down. Tests may switch the kernels off to compare.
+FUSED_KERNELS = True
+
+
+def _fused(x: torch.Tensor) -> bool:
+    return FUSED_KERNELS and x.is_cuda
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0,
+             residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(y, r): r = residual + x (None without residual), y = RMSNorm(r) with the cast points of `RMSNorm`."""
+    if _fused(x) and weight.dtype == x.dtype:
+        from kernels.rmsnorm import rms_norm_fused
+
+        return rms_norm_fused(x, weight, eps, offset, residual)
+    r = x if residual is None else residual + x
+    r32 = r.float()
+    normed = r32 * torch.rsqrt(r32.pow(2).mean(-1, keepdim=True) + eps)
+    if offset:
+        return (normed * (offset + weight.float())).to(r.dtype), (None if residual is None else r)
+    return weight * normed.to(r.dtype), (None if residual is None else r)
+
+
 class RMSNorm(nn.Module):
     """y = x / sqrt(mean(x^2) + eps) * (offset + w), normalised in float32.
 
@@ -38,11 +63,11 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.zeros(dim) if offset else torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
-        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        if self.offset:
-            return (normed * (self.offset + self.weight.float())).to(x.dtype)
-        return self.weight * normed.to(x.dtype)
+        return rms_norm(x, self.weight, self.eps, self.offset)[0]
+
+    def add_and_norm(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(RMSNorm(residual + x), residual + x): the residual add fused into the norm on CUDA."""
+        return rms_norm(x, self.weight, self.eps, self.offset, residual)
 
 
 def rope_inv_freq(config: ModelConfig, base: float, device: torch.device, scaled: bool = True) -> torch.Tensor:
@@ -84,6 +109,27 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + torch.cat([-x2, x1], dim=-1) * sin
 
 
+def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """`apply_rope` of q [B, T, Hq, D] and k [B, T, Hkv, D]; one launch on CUDA (bit-identical in bf16)."""
+    if _fused(q) and q.dtype == cos.dtype:
+        from kernels.rope import apply_rope_fused
+
+        return apply_rope_fused(q, k, cos, sin)
+    return apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+
+
+def gated_act(gate_up: torch.Tensor, gelu: bool) -> torch.Tensor:
+    """act(gate) * up of [gate | up] [..., 2I] (act: gelu-tanh or silu); one launch on CUDA."""
+    if _fused(gate_up):
+        from kernels.activation import gated_act_fused
+
+        return gated_act_fused(gate_up, gelu)
+    gate, up = gate_up.chunk(2, dim=-1)
+    act = F.gelu(gate, approximate="tanh") if gelu else F.silu(gate)
+    return act * up
+
+
 class Attention(nn.Module):
     """Grouped-query attention over the ragged KV cache.
 
@@ -116,7 +162,7 @@ class Attention(nn.Module):
         v = v.view(B, T, self.n_kv_heads, self.head_dim)  # [B, T, Hkv, D]
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k = rope(q, k, cos, sin)
         cache.write(self.layer, k, v, q_len)
         o = attn(q, *cache.layer(self.layer), kv_len=kv_len, q_len=q_len, scale=self.scale,
                  window=self.window)  # [B, T, Hq, D]
@@ -133,9 +179,7 @@ class GatedMLP(nn.Module):
         self.gelu = config.hidden_act == "gelu_pytorch_tanh"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        act = F.gelu(gate, approximate="tanh") if self.gelu else F.silu(gate)
-        return self.down_proj(act * up)
+        return self.down_proj(gated_act(self.gate_up_proj(x), self.gelu))
 
 
 def last_rows(x: torch.Tensor, q_len: torch.Tensor) -> torch.Tensor:

@@ -30,8 +30,9 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache,
                 q_len: torch.Tensor, kv_len: torch.Tensor, attn: AttentionFn) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, cache, q_len, kv_len, attn)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        h = self.self_attn(self.input_layernorm(x), cos, sin, cache, q_len, kv_len, attn)
+        normed, x = self.post_attention_layernorm.add_and_norm(h, residual=x)  # x <- x + h
+        return x + self.mlp(normed)
 
 
 class Transformer(Decoder):

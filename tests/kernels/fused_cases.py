@@ -1,0 +1,35 @@
+"""Shared helpers of the fused-op kernel tests: device choice, fresh seeds, the NaN-poisoned allocator."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="bf16 kernel vs torch on CUDA; the CPU twin is the fp32 interpreter test")
+_seeds = itertools.count(40_000)
+
+
+def fresh_gen() -> torch.Generator:
+    """A CPU generator with a seed no other test draw used (inputs are drawn on the CPU, then moved)."""
+    return torch.Generator().manual_seed(next(_seeds))
+
+
+def randn(*shape: int, gen: torch.Generator, scale: float = 1.0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return (torch.randn(shape, generator=gen) * scale).to(device=DEVICE, dtype=dtype)
+
+
+def poison(monkeypatch: pytest.MonkeyPatch, module) -> None:
+    """Every output the launcher allocates starts as NaN, so an unwritten element fails the test."""
+
+    def nan_empty(shape: tuple[int, ...], **kw) -> torch.Tensor:
+        return torch.full(shape, float("nan"), **kw)
+
+    monkeypatch.setattr(module, "_empty", nan_empty)
+
+
+def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((out.double().cpu() - ref.double().cpu()).norm() / ref.double().cpu().norm().clamp_min(1e-30)).item()

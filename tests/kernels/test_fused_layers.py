@@ -1,0 +1,62 @@
+"""The model's dispatch to the fused kernels: CUDA only, and the same logits as the torch ops."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fused_cases import DEVICE, needs_cuda
+
+import kernels.activation
+import kernels.rmsnorm
+import kernels.rope
+from bass.models import layers
+from bass.models.loader import build_random
+from bass.synthetic import TINY
+from kernels.reference import ragged_attention_ref
+
+
+def tiny_logits(model: torch.nn.Module, seed: int) -> torch.Tensor:
+    """Logits of a prefill then a 3-token ragged step (q_len 3, 1, 0) of a random batch of 3."""
+    device = next(model.parameters()).device
+    gen = torch.Generator().manual_seed(seed)
+    cache = model.new_cache(3, 16)
+    prompt = torch.randint(0, TINY.vocab_size, (3, 5), generator=gen).to(device)
+    model(prompt, cache, torch.full((3,), 5, dtype=torch.int32, device=device), ragged_attention_ref)
+    step = torch.randint(0, TINY.vocab_size, (3, 3), generator=gen).to(device)
+    return model(step, cache, torch.tensor([3, 1, 0], dtype=torch.int32, device=device), ragged_attention_ref)
+
+
+def test_cpu_model_never_calls_the_kernels(monkeypatch) -> None:
+    """On the CPU the model keeps its torch ops (the exactness tests against transformers pin them)."""
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a fused kernel ran on the CPU")
+
+    monkeypatch.setattr(kernels.rmsnorm, "rms_norm_fused", forbidden)
+    monkeypatch.setattr(kernels.rope, "apply_rope_fused", forbidden)
+    monkeypatch.setattr(kernels.activation, "gated_act_fused", forbidden)
+    logits = tiny_logits(build_random(TINY, seed=1), seed=2)
+    assert torch.isfinite(logits).all()
+
+
+@pytest.mark.skipif(DEVICE == "cuda", reason="the interpreter twin; on CUDA the bf16 test below runs")
+def test_model_through_interpreted_kernels_matches_torch_ops(monkeypatch) -> None:
+    """fp32 model forced through the kernels (TRITON_INTERPRET=1) gives the torch path's logits."""
+    model = build_random(TINY, seed=3)
+    with torch.no_grad():  # norms away from the identity, so a misplaced weight shows
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(4)) * 0.3)
+    ref = tiny_logits(model, seed=5)
+    monkeypatch.setattr(layers, "_fused", lambda x: True)
+    out = tiny_logits(model, seed=5)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-4)
+
+
+@needs_cuda
+@pytest.mark.gpu
+def test_bf16_model_on_cuda_matches_torch_ops(monkeypatch) -> None:
+    model = build_random(TINY, device="cuda", dtype=torch.bfloat16, seed=6)
+    fused = tiny_logits(model, seed=7)
+    monkeypatch.setattr(layers, "FUSED_KERNELS", False)
+    plain = tiny_logits(model, seed=7)
+    assert (fused - plain).abs().max() < 0.02 * plain.abs().max()
