@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import gradio as gr
 
@@ -130,32 +130,13 @@ def build_demo(session: EngineSession) -> gr.Blocks:
             return chosen.prompt, chosen.editable_tests(), "auto"
 
         def on_generate(*values, request: gr.Request = None) -> Iterator[tuple]:
-            key = _session_key(request)
-            try:
-                settings = parse_settings(*values)
-            except UserError as exc:
-                yield _live(error_view(exc.message, exc.hint))
-                return
-            cancel = session.new_cancel(key)
-            try:
-                for view in generate_views(session, settings, cancel):
-                    yield _live(view)
-            finally:
-                session.release_cancel(key, cancel)
+            yield from _stream(session, values, request, generate_views, _live,
+                               lambda exc: error_view(exc.message, exc.hint))
 
         def on_compare(*values, request: gr.Request = None) -> Iterator[tuple]:
-            key = _session_key(request)
-            try:
-                settings = parse_settings(*values)
-            except UserError as exc:
-                yield _cmp(CompareView(status=render.error_html(exc.message, exc.hint), error=exc.message))
-                return
-            cancel = session.new_cancel(key)
-            try:
-                for view in compare_views(session, settings, cancel):
-                    yield _cmp(view)
-            finally:
-                session.release_cancel(key, cancel)
+            yield from _stream(session, values, request, compare_views, _cmp,
+                               lambda exc: CompareView(status=render.error_html(exc.message, exc.hint),
+                                                       error=exc.message))
 
         def on_stop(request: gr.Request = None) -> None:
             if session.cancel(_session_key(request)):
@@ -175,17 +156,37 @@ def build_demo(session: EngineSession) -> gr.Blocks:
 
         problem.change(show_problem, problem, [prompt, tests, style], queue=False)
         generate_btn.click(lambda: gr.Tabs(selected="live"), None, tabs, queue=False)
+        # One generation at a time on the one engine; a visitor who waits in line sees the queue position
+        # and the elapsed time on the status box ("minimal": the outputs themselves stay visible).
         generate_btn.click(on_generate, settings_inputs, live_outputs, concurrency_limit=1, concurrency_id="engine",
-                           show_progress="hidden")
+                           show_progress="minimal", show_progress_on=status)
         compare_btn.click(lambda: gr.Tabs(selected="compare"), None, tabs, queue=False)
         compare_btn.click(on_compare, settings_inputs, cmp_outputs, concurrency_limit=1, concurrency_id="engine",
-                          show_progress="hidden")
+                          show_progress="minimal", show_progress_on=cmp_status)
         stop_btn.click(on_stop, None, None, queue=False)
         # Out of the queue: a long generation must not hold up the model banner or the problem picker.
         timer.tick(on_tick, None, [banner, drafter, backend, timer], show_progress="hidden", queue=False)
         demo.load(on_tick, None, [banner, drafter, backend, timer], show_progress="hidden", queue=False)
         pair.change(on_pair, pair, timer, queue=False)
     return demo
+
+
+def _stream(session: EngineSession, values: tuple, request: gr.Request | None, views: Callable,
+            adapt: Callable[[object], tuple], on_bad_input: Callable[[UserError], object]) -> Iterator[tuple]:
+    """Validate the widgets, then stream a flow's views as component updates, with this browser session's
+    cancel event registered for the Stop button while it runs."""
+    try:
+        settings = parse_settings(*values)
+    except UserError as exc:
+        yield adapt(on_bad_input(exc))
+        return
+    key = _session_key(request)
+    cancel = session.new_cancel(key)
+    try:
+        for view in views(session, settings, cancel):
+            yield adapt(view)
+    finally:
+        session.release_cancel(key, cancel)
 
 
 def _model_banner(session: EngineSession) -> tuple:
