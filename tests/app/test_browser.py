@@ -25,6 +25,7 @@ pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[2]
 SHOTS = REPO / "assets" / "screenshots"
+FAILURE_SHOT = REPO / "out" / "screenshots" / "failure.png"  # out/ is git-ignored
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 INSTALL_HINT = "install Debian's browser: apt-get update && apt-get install -y chromium chromium-driver"
 CHROME_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -108,11 +109,11 @@ def _wait(driver, condition, timeout: float, what: str):
         return WebDriverWait(driver, timeout, poll_frequency=0.5,
                              ignored_exceptions=(ReadTimeoutError,)).until(condition)
     except TimeoutException:
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        driver.save_screenshot(str(SHOTS / "failure.png"))
+        FAILURE_SHOT.parent.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(FAILURE_SHOT))
         status = driver.find_elements("css selector", "#bass-status")
         pytest.fail(f"timed out after {timeout} s waiting for {what}; status: "
-                    f"{status[0].text if status else '?'} (screenshot: assets/screenshots/failure.png)")
+                    f"{status[0].text if status else '?'} (screenshot: {FAILURE_SHOT})")
 
 
 def _set_number(driver, selector: str, value: str) -> None:
