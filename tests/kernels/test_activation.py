@@ -44,7 +44,9 @@ def test_gated_act_bf16_matches_torch_path_cuda(gelu) -> None:
     gen = fresh_gen()
     gate_up = randn(8, 3, 2 * 11008, gen=gen, scale=2.0, dtype=torch.bfloat16)
     out, ref = gated_act_fused(gate_up, gelu), gated_act_ref(gate_up, gelu)
-    torch.testing.assert_close(out, ref, rtol=2 ** -6, atol=1e-5)  # at most a rounding flip of the activation
-    # Rounding flips only (the formula differs from torch's tanh in the last float32 bits); a wrong
-    # activation fails assert_close above. The cancelling tanh form flipped 1.5% here.
-    assert (out != ref).float().mean() < 0.01
+    # At most a rounding flip of the bf16 result: the kernel's sigmoid form of gelu differs from torch's
+    # tanh in the last float32 bits, which moves ~1-2% of the bf16 roundings by one ulp (seen on an H100).
+    torch.testing.assert_close(out, ref, rtol=2 ** -7, atol=1e-5)
+    # ...and it agrees with the exact activation as well as torch's own bf16 path does
+    exact = gated_act_ref(gate_up.double(), gelu)
+    assert rel_error(out, exact) < 2 * rel_error(ref, exact) + 1e-6

@@ -45,11 +45,19 @@ def test_rope_refuses_odd_head_dim() -> None:
 
 @needs_cuda
 @pytest.mark.gpu
-def test_rope_bf16_bit_identical_to_torch_path_cuda() -> None:
-    """Same three roundings as `x * cos + rotate_half(x) * sin`: bf16 outputs are equal, bit for bit."""
+def test_rope_bf16_matches_torch_path_cuda() -> None:
+    """Within the rounding of the torch path's two bf16 products.
+
+    The GPU compiler may contract x * cos + r * sin into a fused multiply-add, which skips one bf16
+    rounding (seen on an H100: a few outputs where the two terms cancel moved by several ulps), so the
+    bound is per element: 2^-7 (|x cos| + |r sin|), the error of the unfused torch path itself.
+    """
     gen = fresh_gen()
     q, k = qkv_views(8, 5, 32, 8, 128, gen, dtype=torch.bfloat16)
     cos, sin = cos_sin(8, 5, 128, gen, dtype=torch.bfloat16)
     q_out, k_out = apply_rope_fused(q, k, cos, sin)
-    assert torch.equal(q_out, apply_rope_ref(q, cos, sin))
-    assert torch.equal(k_out, apply_rope_ref(k, cos, sin))
+    for x, out in ((q, q_out), (k, k_out)):
+        x1, x2 = x.float().chunk(2, dim=-1)
+        scale = (x.float() * cos.float()).abs() + (torch.cat([-x2, x1], dim=-1) * sin.float()).abs()
+        err = (out.float() - apply_rope_ref(x.float(), cos.float(), sin.float())).abs()
+        assert bool((err <= 2 ** -7 * scale + 1e-6).all())
