@@ -132,7 +132,7 @@ def _full_page_screenshot(driver, path: Path) -> None:
             "const footer = document.querySelector('footer');"
             "const bottom = footer ? footer.getBoundingClientRect().bottom + window.scrollY : 0;"
             "return Math.ceil(Math.max(document.documentElement.scrollHeight, document.body.scrollHeight, bottom));")
-        driver.set_window_size(1440, min(height + 40, 5000))
+        driver.set_window_size(1440, min(height + 240, 5000))
         time.sleep(1.0)  # let the plots re-layout at the new size
     driver.save_screenshot(str(path))
 
