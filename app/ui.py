@@ -24,6 +24,9 @@ Batched speculative decoding writes **k** solutions side by side; a sandbox runs
 ranks them. Pick a HumanEval problem or type your own task, choose k, press **Generate**."""
 
 
+_WAITING = render.status_html("Queued…", "starts as soon as the model is free (one generation runs at a time)")
+
+
 def _problems() -> tuple[tuple[Problem, ...], str]:
     try:
         return load_problems(), ""
@@ -155,12 +158,14 @@ def build_demo(session: EngineSession) -> gr.Blocks:
             return gr.Timer(active=True)
 
         problem.change(show_problem, problem, [prompt, tests, style], queue=False)
-        generate_btn.click(lambda: gr.Tabs(selected="live"), None, tabs, queue=False)
+        # Out of the queue, at once: switch to the tab and say the request is in line. The queued handler's
+        # first update replaces the note as soon as it starts (at once, unless another visitor is running).
+        generate_btn.click(lambda: (gr.Tabs(selected="live"), _WAITING), None, [tabs, status], queue=False)
         # One generation at a time on the one engine; a visitor who waits in line sees the queue position
         # and the elapsed time on the status box ("minimal": the outputs themselves stay visible).
         generate_btn.click(on_generate, settings_inputs, live_outputs, concurrency_limit=1, concurrency_id="engine",
                            show_progress="minimal", show_progress_on=status)
-        compare_btn.click(lambda: gr.Tabs(selected="compare"), None, tabs, queue=False)
+        compare_btn.click(lambda: (gr.Tabs(selected="compare"), _WAITING), None, [tabs, cmp_status], queue=False)
         compare_btn.click(on_compare, settings_inputs, cmp_outputs, concurrency_limit=1, concurrency_id="engine",
                           show_progress="minimal", show_progress_on=cmp_status)
         stop_btn.click(on_stop, None, None, queue=False)
