@@ -26,6 +26,7 @@ from bass.draft_length import DraftLengthPolicy
 from bass.drafters import Drafter, build_drafter
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceUpdate
 from bass.graphs import GraphedModel
+from bass.metrics import mean_ms_per_token
 from bass.models.loader import LoadedModel, check_same_vocab, load_model
 from bass.sampling import SequenceRNG, process_logits, sample_from
 from bass.sequences import Sequence as Seq
@@ -247,12 +248,11 @@ class Engine:
         cands = tuple(Candidate(s.prompt_index, s.sample_index, s.text, tuple(s.generated), s.finish_reason or "",
                                 s.stats(decode_s)) for s in seqs)
         per = [c.stats for c in cands]
-        tokens = sum(st.tokens for st in per)
-        ms = [st.ms_per_token for st in per if st.tokens]
         stats = BatchStats(method=method, drafter=drafter, backend=backend, num_sequences=len(seqs),
-                           prefill_s=prefill_s, decode_s=decode_s, tokens=tokens,
+                           prefill_s=prefill_s, decode_s=decode_s, tokens=sum(st.tokens for st in per),
                            rounds=sum(st.rounds for st in per), proposed=sum(st.proposed for st in per),
                            accepted=sum(st.accepted for st in per),
-                           mean_ms_per_token=sum(ms) / len(ms) if ms else 0.0,
+                           mean_ms_per_token=mean_ms_per_token([st.finish_time_s for st in per],
+                                                               [st.tokens for st in per]),
                            draft_lengths=tuple(draft_lengths))
         return GenerationResult(cands, stats)

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from bass.config import HUMANEVAL_STOPS, EngineConfig, SamplingParams
 from bass.events import Candidate
-from bass.metrics import pass_at_all, pass_at_first, pass_at_k
+from bass.metrics import mean_ms_per_token, pass_at_all, pass_at_first, pass_at_k
 
 FINISHED = ("eos", "stop", "length")
 
@@ -26,11 +26,11 @@ def problem_row(task_id: str, candidates: Sequence[Candidate], passed: Sequence[
     times = [c.stats.finish_time_s if c.finish_reason in FINISHED else None for c in candidates]
     ok = [bool(p) and t is not None for p, t in zip(passed, times, strict=True)]
     n, c = len(candidates), sum(ok)
-    ms = [x.stats.ms_per_token for x in candidates if x.stats.tokens]
     return {"task_id": task_id, "n": n, "finished": sum(t is not None for t in times), "passed": c,
             "pass_at_first": pass_at_first(times, ok), "pass_at_all": pass_at_all(times, ok),
             "pass_at_1": pass_at_k(n, c, 1), f"pass_at_{n}": pass_at_k(n, c, n),
-            "mean_ms_per_token": sum(ms) / len(ms) if ms else 0.0}
+            "mean_ms_per_token": mean_ms_per_token([x.stats.finish_time_s for x in candidates],
+                                                   [x.stats.tokens for x in candidates])}
 
 
 def summarize(rows: Sequence[dict]) -> dict:
