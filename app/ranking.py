@@ -10,11 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bass.events import GenerationResult
+from bass.events import FINISHED_IN_TIME, GenerationResult
 from bass.metrics import pass_at_all, pass_at_first
 
-# Finish reasons of sequences that did not finish on their own within the budget (DESIGN.md §2).
-UNFINISHED_REASONS = ("budget", "cancelled")
 # Worse statuses sort later among candidates with the same share of tests passed.
 STATUS_ORDER = ("passed", "ran", "failed", "untested", "error", "timeout", "memory", "crashed", "cancelled")
 
@@ -63,7 +61,7 @@ class RankedCandidate:
 
 def finish_times(result: GenerationResult) -> list[float | None]:
     """Per candidate, its finish time, or None when it was cut by the time budget or cancelled."""
-    return [None if c.finish_reason in UNFINISHED_REASONS else c.stats.finish_time_s for c in result.candidates]
+    return [c.finish_time_or_none for c in result.candidates]
 
 
 def rank_candidates(result: GenerationResult, programs: Sequence[str], reports: Sequence[TestReport | None],
@@ -91,7 +89,7 @@ def _sort_key(row: RankedCandidate) -> tuple:
     report = row.report
     share = report.tests_passed / report.tests_total if report and report.tests_total else 0.0
     status_rank = STATUS_ORDER.index(row.status) if row.status in STATUS_ORDER else len(STATUS_ORDER)
-    unfinished = row.finish_reason in UNFINISHED_REASONS
+    unfinished = row.finish_reason not in FINISHED_IN_TIME
     return (not row.passed, -share, status_rank, unfinished, row.finish_time_s, row.seq)
 
 

@@ -18,12 +18,10 @@ from bass.config import HUMANEVAL_STOPS, EngineConfig, SamplingParams
 from bass.events import Candidate
 from bass.metrics import mean_ms_per_token, pass_at_all, pass_at_first, pass_at_k
 
-FINISHED = ("eos", "stop", "length")
-
 
 def problem_row(task_id: str, candidates: Sequence[Candidate], passed: Sequence[bool]) -> dict:
     """The per-problem metrics from the candidates and whether each one passed its tests."""
-    times = [c.stats.finish_time_s if c.finish_reason in FINISHED else None for c in candidates]
+    times = [c.finish_time_or_none for c in candidates]
     ok = [bool(p) and t is not None for p, t in zip(passed, times, strict=True)]
     n, c = len(candidates), sum(ok)
     return {"task_id": task_id, "n": n, "finished": sum(t is not None for t in times), "passed": c,

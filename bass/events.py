@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Finish reasons of a sequence that ended by itself; "budget" and "cancelled" are cut short (DESIGN.md §2).
+FINISHED_IN_TIME = ("eos", "stop", "length")
+
 
 @dataclass(frozen=True)
 class SequenceUpdate:
@@ -62,6 +65,16 @@ class Candidate:
     token_ids: tuple[int, ...]  # generated ids only, prompt excluded
     finish_reason: str
     stats: SequenceStats
+
+    @property
+    def finished_in_time(self) -> bool:
+        """It ended by itself (EOS, stop string, token limit), not cut by the time budget or a cancel."""
+        return self.finish_reason in FINISHED_IN_TIME
+
+    @property
+    def finish_time_or_none(self) -> float | None:
+        """Its finish time if it finished in time, else None: the input of Pass@First / Pass@All."""
+        return self.stats.finish_time_s if self.finished_in_time else None
 
     def to_dict(self) -> dict:
         return {"prompt_index": self.prompt_index, "sample_index": self.sample_index, "text": self.text,
