@@ -30,4 +30,4 @@ def get_backend(name: str, device: torch.device | str) -> Callable:
     if name not in avail:
         hint = " (the Triton kernel needs a CUDA GPU, or TRITON_INTERPRET=1 on CPU)" if name == "ragged" else ""
         raise ValueError(f"attention backend {name!r} is not available on {device}{hint}: choose one of {avail}")
-    return kernels.BACKENDS[name]
+    return kernels.get_backend(name)

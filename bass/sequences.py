@@ -26,7 +26,10 @@ class Sequence:
     accepted: int = 0
     finish_reason: str | None = None
     finish_time_s: float | None = None
-    _raw_len: int = field(default=0, repr=False)  # length of the decoded text already scanned for stops
+    # incremental detokenization: generated[_prefix_off:_read_off] is decoded already and serves as
+    # context for decoding what follows (a slice decodes differently from the start of a text)
+    _prefix_off: int = field(default=0, repr=False)
+    _read_off: int = field(default=0, repr=False)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -61,6 +64,20 @@ class StopRule:
         hits = [i for s in self.params.stop if (i := text.find(s, max(0, start - len(s) + 1))) >= 0]
         return min(hits) if hits else -1
 
+    def _delta(self, ids: list[int], prefix_off: int, read_off: int, flush: bool) -> tuple[str, int, int]:
+        """Text that ids[read_off:] add after ids[:read_off], decoding only from `prefix_off`.
+
+        Decoding a few tokens of context with them, and subtracting the context's own text, gives the same
+        characters as decoding everything (leading-space rules apply to both alike) at a cost independent
+        of the sequence's length. Nothing is returned while the text ends in an incomplete character,
+        unless `flush`. Returns (delta, new prefix_off, new read_off).
+        """
+        context = self._decode(ids[prefix_off:read_off])
+        full = self._decode(ids[prefix_off:])
+        if len(full) > len(context) and (flush or not full.endswith("\ufffd")):
+            return full[len(context):], read_off, len(ids)
+        return "", prefix_off, read_off
+
     def extend(self, seq: Sequence, emitted: list[int]) -> str:
         """Append `emitted` (cut at EOS, stop string or the token limit); return the new text."""
         room = self.params.max_new_tokens - len(seq.generated)
@@ -70,20 +87,20 @@ class StopRule:
             if t in self.eos_ids:
                 kept, reason = kept[:j + 1], "eos"
                 break
-        base = seq.generated
-        text = self._decode(base + kept)
-        cut = self._find_stop(text, seq._raw_len) if self.params.stop else -1
+        base, scanned = seq.generated, len(seq.text)
+        delta, prefix_off, read_off = self._delta(base + kept, seq._prefix_off, seq._read_off, reason is not None)
+        text = seq.text + delta
+        cut = self._find_stop(text, scanned) if self.params.stop else -1
         if cut >= 0:
             # keep the shortest prefix of this round's tokens whose text already holds the stop string
             for j in range(1, len(kept) + 1):
-                if self._find_stop(self._decode(base + kept[:j]), seq._raw_len) >= 0:
+                d, _, _ = self._delta(base + kept[:j], seq._prefix_off, seq._read_off, True)
+                if self._find_stop(seq.text + d, scanned) >= 0:
                     kept = kept[:j]
                     break
             text, reason = text[:cut], "stop"
         seq.history.extend(kept)
-        seq._raw_len = len(text)
-        if reason is None and text.endswith("\ufffd"):
-            text = text.rstrip("\ufffd")  # a multi-byte character is still incomplete: show it next round
+        seq._prefix_off, seq._read_off = prefix_off, read_off
         new_text = text[len(seq.text):] if text.startswith(seq.text) else ""  # a cut: `texts` is authoritative
         seq.text = text
         if reason is not None:
