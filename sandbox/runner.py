@@ -201,8 +201,9 @@ def _execute(template: Template, job: Job, plan: TestPlan, config: SandboxConfig
     try:
         run = _collect(*(r for r, _ in pipes), nonce, deadline, config)
     finally:
-        # After "done" the child has swept its own uid; only an abnormal end needs our sweep.
-        _kill_everything(pid, None if run.done else uid)
+        # Always sweep the uid, even after "done": the child's own sweep can race a grandchild that is
+        # forking in its own session at that moment (seen: one survived and slept on as an orphan).
+        _kill_everything(pid, uid)
         for r, _ in pipes:
             os.close(r)
     return run
