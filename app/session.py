@@ -111,9 +111,10 @@ class EngineSession:
 
     # ---- loading ---------------------------------------------------------------------------------
     def config_for(self, pair: ModelPair) -> EngineConfig:
-        drafter = "model" if pair.draft else (self.drafter if self.drafter and self.drafter != "model" else "ngram")
+        # no configured draft: the one that ships for the target (the embedded target's trained draft), if any
+        drafter = "model" if pair.draft else (self.drafter or "auto")
         kwargs = {"backend": self.backend} if self.backend else {}
-        return EngineConfig(target=pair.target, draft=pair.draft, drafter=drafter, **kwargs)
+        return EngineConfig(target=pair.target, draft=pair.draft or "auto", drafter=drafter, **kwargs)
 
     def ensure(self, pair: ModelPair | None = None) -> None:
         """Start loading `pair` (default: the configured one) unless it is loaded or loading already.

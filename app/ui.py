@@ -210,7 +210,8 @@ def _model_banner(session: EngineSession) -> tuple:
     engine = session.engine
     drafters = engine.available_drafters()
     backends = engine.available_backends()
-    drafter = engine.config.drafter if engine.config.drafter in drafters else drafters[0]
+    wanted = engine.default_drafter if engine.config.drafter == "auto" else engine.config.drafter
+    drafter = wanted if wanted in drafters else drafters[0]
     backend = engine.config.backend if engine.config.backend in backends else backends[0]
     text = f"Model ready: {state.pair.label} on {engine.device}"
     return (render.status_html(text, f"drafters: {', '.join(drafters)} · attention backends: {', '.join(backends)}",

@@ -25,8 +25,10 @@ from bass.config import (
 def add_engine_flags(p: argparse.ArgumentParser) -> None:
     """Flags shared by every command that builds an engine."""
     p.add_argument("--target", default="embedded", help="'embedded', 'gemma3-270m', a folder, a .gguf or a hub id")
-    p.add_argument("--draft", default=None, help="draft model spec (for --drafter model)")
-    p.add_argument("--drafter", default="ngram", choices=DRAFTERS)
+    p.add_argument("--draft", default="auto", help="draft for --drafter model: 'auto' (the embedded target's "
+                   "trained draft), a model spec, a trained draft file (.safetensors) or 'none'")
+    p.add_argument("--drafter", default="auto", choices=("auto", *DRAFTERS),
+                   help="auto: the trained draft where one ships for the target, else ngram")
     p.add_argument("--backend", default="torch", choices=BACKENDS)
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
@@ -49,7 +51,8 @@ def add_sampling_flags(p: argparse.ArgumentParser) -> None:
 
 
 def engine_config(a: argparse.Namespace) -> EngineConfig:
-    return EngineConfig(target=a.target, draft=a.draft, drafter=a.drafter, backend=a.backend, device=a.device,
+    draft = None if a.draft == "none" else a.draft
+    return EngineConfig(target=a.target, draft=draft, drafter=a.drafter, backend=a.backend, device=a.device,
                         dtype=a.dtype, layer_skip_layers=a.layer_skip_layers,
                         draft_length=DraftLengthConfig(policy=a.draft_policy, l0=a.draft_l0))
 

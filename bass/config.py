@@ -74,12 +74,15 @@ class EngineConfig:
     """Which models, drafter and attention backend the engine runs.
 
     `target` / `draft` take a model spec: "embedded" (Qwen2.5-Coder-1.5B-Instruct from PyPI),
-    "gemma3-270m", a local HF-format folder, a .gguf file, or a hub id (needs internet).
+    "gemma3-270m", a local HF-format folder, a .gguf file, or a hub id (needs internet). `draft` may also be
+    a draft file written by the training pipeline (`*.safetensors`, derived from the target at load), "auto"
+    (the draft that ships for the target, if one does: the embedded target's trained draft) or None.
+    `drafter` "auto" is "model" when a draft is loaded, else "ngram".
     """
 
     target: str = "embedded"
-    draft: str | None = None
-    drafter: str = "ngram"
+    draft: str | None = "auto"
+    drafter: str = "auto"
     backend: str = "torch"
     device: str = "auto"
     dtype: str = "auto"
@@ -92,11 +95,11 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if not self.target or not isinstance(self.target, str):
             raise ValueError("target must name a model: 'embedded', a folder, a .gguf file or a hub id")
-        if self.drafter not in DRAFTERS:
-            raise ValueError(f"drafter must be one of {DRAFTERS}, got {self.drafter!r}")
+        if self.drafter not in (*DRAFTERS, "auto"):
+            raise ValueError(f"drafter must be 'auto' or one of {DRAFTERS}, got {self.drafter!r}")
         if self.drafter == "model" and not self.draft:
             raise ValueError("drafter='model' needs a draft model: pass draft=<spec> (e.g. a smaller model "
-                             "of the target's family)")
+                             "of the target's family), or draft='auto' for the embedded target's trained draft")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 import torch
 
@@ -27,6 +28,7 @@ from bass.drafters import Drafter, build_drafter
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceUpdate
 from bass.graphs import GraphedModel
 from bass.metrics import mean_ms_per_token
+from bass.models.draft import DRAFT_FILE, DRAFT_SHA256, shipped_draft
 from bass.models.loader import LoadedModel, check_same_vocab, load_model
 from bass.sampling import SequenceRNG, process_logits, sample_from
 from bass.sequences import Sequence as Seq
@@ -67,9 +69,12 @@ class Engine:
         self.dtype = resolve_dtype(self.config.dtype, self.device)
         load = dict(device=self.device, dtype=self.dtype, progress=progress)
         self.target = target or _load("target", self.config.target, load)
-        self.draft = draft or (_load("draft", self.config.draft, load) if self.config.draft else None)
+        self.draft = draft or self._load_draft(self.config.draft, load)
         if self.draft is not None:
             check_same_vocab(self.target, self.draft)
+        if self.config.drafter == "model" and self.draft is None:
+            raise ValueError(f"drafter='model' but no draft ships for target {self.target.name!r}: pass "
+                             "draft=<a model of its family or a trained draft file>, or choose drafter='ngram'")
         self.tokenizer = self.target.tokenizer
         get_backend(self.config.backend, self.device)  # fail at start, not at the first request
         self._arena, self._draft_arena = CacheArena(persistent=False), CacheArena(persistent=False)
@@ -77,6 +82,31 @@ class Engine:
         if self.device.type == "cuda" and self.config.cuda_graphs:
             self.use_static_shapes(capture=True)
         self._lock = threading.Lock()  # one generation at a time on this engine's models
+
+    def _load_draft(self, spec: str | None, load: dict) -> LoadedModel | None:
+        """The draft of `spec`: None, "auto" (what ships for the target), a trained draft file, or a model."""
+        if spec is None:
+            return None
+        if spec == "auto" or spec.endswith(".safetensors"):
+            path = DRAFT_FILE if spec == "auto" else Path(spec).expanduser()
+            if spec != "auto" and not path.is_file():
+                raise ValueError(f"draft file {spec!r} does not exist: pass a file written by "
+                                 "`python -m draft_training`, or draft='auto'")
+            if load["progress"]:
+                load["progress"]("deriving the draft", 0.0)
+            model = shipped_draft(self.target.model, path, DRAFT_SHA256 if spec == "auto" else None)
+            if model is None:
+                if spec != "auto":
+                    raise ValueError(f"draft file {spec!r} was trained for another target than "
+                                     f"{self.target.name!r}")
+                return None
+            return LoadedModel(model, self.target.tokenizer, model.config, f"{self.target.name}-draft")
+        return _load("draft", spec, load)
+
+    @property
+    def default_drafter(self) -> str:
+        """What drafter="auto" means here: the trained draft when one is loaded, else n-gram lookup."""
+        return "model" if self.draft is not None else "ngram"
 
     def use_static_shapes(self, capture: bool) -> None:
         """Run decode-time forwards through `GraphedModel`: persistent caches, bucketed padded shapes,
@@ -140,6 +170,8 @@ class Engine:
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         drafter = drafter or self.config.drafter
+        if drafter == "auto":
+            drafter = self.default_drafter
         if isinstance(drafter, Drafter):
             if method != "bass":
                 raise ValueError("a Drafter instance serves one batch: use it with method='bass', or pass a name")

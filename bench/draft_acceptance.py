@@ -1,0 +1,115 @@
+"""Acceptance of each drafter on held-out prompts: the figure that decides whether speculation can pay.
+
+For every drafter (the trained draft, the plain next-token draft, n-gram lookup, layer-skip) and two
+prompt sets (all 164 HumanEval prompts; completion-style prompts cut from held-out corpus files), through
+the engine's own round loop with a fixed draft length L:
+
+  greedy   k = 1, temperature 0: acceptance = accepted / proposed draft tokens (greedy match)
+  sampled  k = 8, T 0.8, top-p 0.95: acceptance per proposed token under lossless sampling
+
+and tokens per round (emitted tokens per verify pass, bonus included). One model load, all rows from one
+run; prints a table last and writes JSON.
+
+    python bench/draft_acceptance.py --drafts trained=auto plain=runs/draft/draft-next-token.safetensors
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from bass import DraftLengthConfig, Engine, EngineConfig, SamplingParams
+from bass.config import HUMANEVAL_STOPS
+from bass.drafters import ModelDrafter
+from bass.models.loader import LoadedModel
+from sandbox.humaneval import load_humaneval
+
+HELDOUT_PROMPTS = Path(__file__).parent / "data" / "heldout_prompts.jsonl"
+
+
+def prompt_sets(limit: int | None) -> dict[str, list[str]]:
+    """{"humaneval": 164 prompts, "heldout-code": prompts from held-out corpus files}, each cut to `limit`."""
+    sets = {"humaneval": [p.prompt for p in load_humaneval()]}
+    if HELDOUT_PROMPTS.exists():
+        sets["heldout-code"] = [json.loads(line)["prompt"] for line in HELDOUT_PROMPTS.read_text().splitlines()]
+    return {name: prompts[:limit] for name, prompts in sets.items()}
+
+
+def measure(engine: Engine, drafter, prompts: list[str], k: int, params: SamplingParams, L: int,
+            batch_seqs: int) -> dict:
+    """Acceptance and tokens/round of one drafter over `prompts` (batched by `batch_seqs` sequences)."""
+    proposed = accepted = rounds = emitted = 0
+    t0 = time.perf_counter()
+    step = max(1, batch_seqs // k)
+    for i in range(0, len(prompts), step):
+        kwargs = {"drafter": drafter() if callable(drafter) else drafter}
+        result = engine.generate(prompts[i:i + step], k=k, params=params, method="bass",
+                                 draft_length=DraftLengthConfig(policy="fixed", l0=L), **kwargs)
+        for c in result.candidates:
+            proposed, accepted = proposed + c.stats.proposed, accepted + c.stats.accepted
+            rounds, emitted = rounds + c.stats.rounds, emitted + max(0, c.stats.tokens - 1)
+    return {"acceptance": accepted / proposed if proposed else 0.0,
+            "tokens_per_round": emitted / rounds if rounds else 0.0, "proposed": proposed, "accepted": accepted,
+            "rounds": rounds, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", default="embedded")
+    p.add_argument("--drafts", nargs="*", default=["trained=auto"], help="NAME=SPEC pairs of model drafts")
+    p.add_argument("--draft-length", type=int, default=5)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--limit", type=int, default=None, help="prompts per set (default: all)")
+    p.add_argument("--batch-seqs", type=int, default=64)
+    p.add_argument("--out", default="bench/results/draft_acceptance.json")
+    a = p.parse_args()
+
+    engine = Engine(EngineConfig(target=a.target, draft=None, drafter="ngram"))
+    drafters: dict[str, object] = {"ngram": "ngram", "layer-skip": "layer-skip"}
+    for pair in a.drafts:
+        name, spec = pair.split("=", 1)
+        loaded = engine._load_draft(spec, {"progress": None, "device": engine.device, "dtype": engine.dtype})
+        if loaded is None:
+            print(f"note: no draft for {name}={spec}; skipped")
+            continue
+        drafters[name] = _model_drafter(engine, loaded)
+    modes = {"greedy": (1, SamplingParams(temperature=0.0, max_new_tokens=a.max_new_tokens, stop=HUMANEVAL_STOPS)),
+             "sampled T0.8": (8, SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=a.max_new_tokens,
+                                                stop=HUMANEVAL_STOPS, seed=1))}
+    rows = []
+    for set_name, prompts in prompt_sets(a.limit).items():
+        for mode, (k, params) in modes.items():
+            for name, drafter in drafters.items():
+                r = measure(engine, drafter, prompts, k, params, a.draft_length, a.batch_seqs)
+                rows.append({"prompts": set_name, "n": len(prompts), "mode": mode, "k": k, "drafter": name, **r})
+                print(json.dumps(rows[-1]), flush=True)
+    device = torch.cuda.get_device_name() if engine.device.type == "cuda" else "cpu"
+    out = {"device": device, "torch": torch.__version__, "target": engine.target.name, "draft_length": a.draft_length,
+           "max_new_tokens": a.max_new_tokens, "rows": rows}
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(out, indent=1))
+    print(f"\ndevice: {device}; target {engine.target.name}; fixed L={a.draft_length}; {a.max_new_tokens} new tokens")
+    print(f"{'prompts':<13} {'mode':<13} {'drafter':<11} {'acceptance':>10} {'tokens/round':>12}")
+    for r in rows:
+        print(f"{r['prompts']:<13} {r['mode']:<13} {r['drafter']:<11} {r['acceptance']:>10.3f} "
+              f"{r['tokens_per_round']:>12.2f}")
+
+
+def _model_drafter(engine: Engine, loaded: LoadedModel):
+    """A factory of ModelDrafters over `loaded` (one per request: a drafter serves one batch)."""
+    from bass.attention import get_backend
+    from bass.cache import CacheArena
+    from bass.graphs import GraphedModel
+
+    arena = CacheArena(persistent=engine.device.type == "cuda")
+    forward = GraphedModel(loaded.model, arena, use_graphs=True) if engine.device.type == "cuda" else None
+    attn = get_backend(engine.config.backend, engine.device)
+    return lambda: ModelDrafter(loaded.model, attn, engine.target.config.vocab_size, forward=forward, arena=arena)
+
+
+if __name__ == "__main__":
+    main()

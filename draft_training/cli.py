@@ -1,0 +1,154 @@
+"""`python -m draft_training STAGE`: the pipeline's command line, a thin layer over its config dataclasses.
+
+    python -m draft_training all --target embedded --work runs/draft      # every stage, then export
+    python -m draft_training corpus --work runs/draft                      # CPU: token ids + prompts
+    python -m draft_training completions --target X.gguf --work runs/draft # GPU: the target's completions
+    python -m draft_training train --target X.gguf --work runs/draft --loss distill --out draft.safetensors
+
+`all` trains both losses for the same wall-clock budget, keeps the one whose top-1 agreement with the
+target on held-out files is higher, and writes it to `--out` (default: the shipped file's path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from bass.models.draft import DRAFT_FILE
+from draft_training.config import LOSSES, CorpusConfig, DraftShape, TrainConfig
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        return {"corpus": _corpus, "completions": _completions, "train": _train, "all": _all}[args.stage](args, work)
+    except ValueError as err:
+        print(f"error: {err}")
+        return 2
+
+
+def _corpus(args, work: Path) -> int:
+    from transformers import AutoTokenizer
+
+    from bass.models.loader import _resolve
+    from draft_training.corpus import build_corpus
+
+    folder, _ = _resolve(args.target, None)
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    cfg = CorpusConfig(max_train_tokens=args.max_train_tokens, prompts=args.prompts, seed=args.seed)
+    manifest = build_corpus(cfg, work, tokenizer)
+    print(f"[corpus] {manifest['tokens']} tokens, {manifest['files']} files, {manifest['prompts']} prompts "
+          f"in {manifest['seconds']} s")
+    return 0
+
+
+def _load_target(spec: str):
+    from bass.models.loader import load_model
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    t0 = time.perf_counter()
+    loaded = load_model(spec, device=device, dtype=dtype)
+    print(f"[load] {loaded.name} on {device} in {time.perf_counter() - t0:.1f} s")
+    return loaded
+
+
+def _completions(args, work: Path, loaded=None) -> int:
+    from bass import Engine, EngineConfig
+    from draft_training.completions import generate_completions
+
+    loaded = loaded or _load_target(args.target)
+    engine = Engine(EngineConfig(target=args.target, draft=None), target=loaded)
+    eot = json.loads((work / "manifest.json").read_text())["end_of_text_id"]
+    stats = generate_completions(engine, work / "prompts.jsonl", work / "completions.bin", samples=args.samples,
+                                 max_new_tokens=args.max_new_tokens, seed=args.seed, end_of_text=eot,
+                                 limit=args.limit_prompts)
+    print(f"[completions] {stats}")
+    (work / "completions.json").write_text(json.dumps(stats, indent=1))
+    return 0
+
+
+def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -> dict:
+    from draft_training.export import export_draft
+    from draft_training.train import teacher_from, train
+
+    shape = DraftShape(hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads,
+                       num_kv_heads=args.kv_heads, head_dim=args.hidden // args.heads,
+                       intermediate_size=args.intermediate)
+    cfg = TrainConfig(loss=loss, minutes=minutes, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
+                      seed=args.seed, max_steps=args.max_steps, eval_every=args.eval_every)
+    teacher = teacher_from(loaded.model)
+    comp = work / "completions.bin"
+    student, report = train(teacher, work / "train.bin", comp if comp.exists() else None, work / "heldout.bin",
+                            shape, cfg)
+    recipe = {"shape": asdict(shape), "train": asdict(cfg), "steps": report.steps, "tokens": report.tokens,
+              "seconds": report.seconds, "final": report.final, "target": loaded.name}
+    sha = export_draft(student, teacher, out, recipe)
+    summary = {**recipe, "file": str(out), "sha256": sha, "bytes": out.stat().st_size, "history": report.history}
+    out.with_suffix(".json").write_text(json.dumps(summary, indent=1))
+    print(f"[train {loss}] {report.steps} steps, {report.tokens:,} tokens in {report.seconds} s -> {out} "
+          f"({out.stat().st_size / 1e6:.1f} MB, sha256 {sha}); held-out {report.final}")
+    return summary
+
+
+def _train(args, work: Path) -> int:
+    loaded = _load_target(args.target)
+    _train_one(args, work, loaded, args.loss, args.minutes, Path(args.out or work / f"draft-{args.loss}.safetensors"))
+    return 0
+
+
+def _all(args, work: Path) -> int:
+    t0 = time.perf_counter()
+    if not (work / "train.bin").exists():
+        _corpus(args, work)
+    loaded = _load_target(args.target)
+    if not (work / "completions.bin").exists() and args.samples > 0:
+        _completions(args, work, loaded)
+    runs = {loss: _train_one(args, work, loaded, loss, args.minutes, work / f"draft-{loss}.safetensors")
+            for loss in LOSSES}
+    best = max(runs, key=lambda loss: runs[loss]["final"].get("agree", 0.0))
+    out = Path(args.out or DRAFT_FILE)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(Path(runs[best]["file"]).read_bytes())
+    out.with_suffix(".json").write_text(Path(runs[best]["file"]).with_suffix(".json").read_text())
+    print(f"[all] kept {best} (held-out agreement "
+          + ", ".join(f"{k} {v['final'].get('agree')}" for k, v in runs.items())
+          + f") -> {out}, sha256 {runs[best]['sha256']}; {time.perf_counter() - t0:.0f} s in all")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m draft_training", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("stage", choices=("corpus", "completions", "train", "all"))
+    p.add_argument("--target", default="embedded", help="the target: 'embedded', a .gguf file or an HF folder")
+    p.add_argument("--work", default="runs/draft", help="folder for the corpus, completions and trained files")
+    p.add_argument("--out", default=None, help="where the trained draft goes (all: default the shipped file)")
+    p.add_argument("--seed", type=int, default=0)
+    c, t = CorpusConfig(), TrainConfig()
+    p.add_argument("--max-train-tokens", type=int, default=c.max_train_tokens)
+    p.add_argument("--prompts", type=int, default=c.prompts)
+    p.add_argument("--samples", type=int, default=2, help="completions per prompt (0: none)")
+    p.add_argument("--max-new-tokens", type=int, default=160)
+    p.add_argument("--limit-prompts", type=int, default=None)
+    p.add_argument("--loss", choices=LOSSES, default=t.loss)
+    p.add_argument("--minutes", type=float, default=t.minutes, help="wall-clock budget of each training run")
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--batch-size", type=int, default=t.batch_size)
+    p.add_argument("--seq-len", type=int, default=t.seq_len)
+    p.add_argument("--lr", type=float, default=t.lr)
+    p.add_argument("--eval-every", type=int, default=t.eval_every)
+    s = DraftShape()
+    p.add_argument("--hidden", type=int, default=s.hidden_size)
+    p.add_argument("--layers", type=int, default=s.num_layers)
+    p.add_argument("--heads", type=int, default=s.num_heads)
+    p.add_argument("--kv-heads", type=int, default=s.num_kv_heads)
+    p.add_argument("--intermediate", type=int, default=s.intermediate_size)
+    return p

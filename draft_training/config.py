@@ -1,0 +1,89 @@
+"""The pipeline's settings: frozen dataclasses with validated fields; `python -m draft_training` fills them in.
+
+`DraftShape` is the shipped draft's architecture. The default (width 384, 6 blocks, 6 query / 2 key-value
+heads of 64, SwiGLU 896) keeps the file under 20 MB in bf16: 8.56 M block parameters + 2 x 384 x 1536
+projections = 9.74 M parameters, 19.5 MB; its token tables are derived from the target (bass.models.draft).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bass.models.config import ModelConfig
+
+LOSSES = ("next-token", "distill")
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    """Which sources enter the corpus and how much of it."""
+
+    max_train_tokens: int = 40_000_000
+    heldout_fraction: float = 0.02
+    min_bytes: int = 200
+    max_file_bytes: int = 400_000
+    max_line_chars: int = 400
+    prompts: int = 4096  # code prompts for the target's completions (half completion, half chat style)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_train_tokens < 1:
+            raise ValueError(f"max_train_tokens must be >= 1, got {self.max_train_tokens}")
+        if not 0.0 < self.heldout_fraction < 0.5:
+            raise ValueError(f"heldout_fraction must be in (0, 0.5), got {self.heldout_fraction}")
+
+
+@dataclass(frozen=True)
+class DraftShape:
+    """The draft's architecture (a Qwen2 decoder; its vocabulary is the target's)."""
+
+    hidden_size: int = 384
+    num_layers: int = 6
+    num_heads: int = 6
+    num_kv_heads: int = 2
+    head_dim: int = 64
+    intermediate_size: int = 896
+
+    def __post_init__(self) -> None:
+        if self.num_heads * self.head_dim != self.hidden_size:
+            raise ValueError(f"num_heads * head_dim must equal hidden_size, got {self.num_heads} x {self.head_dim} "
+                             f"!= {self.hidden_size}")
+
+    def model_config(self, target: ModelConfig) -> ModelConfig:
+        """The draft's ModelConfig: these shapes, the target's vocabulary, rotary base, ids and context."""
+        return ModelConfig(family="qwen2", vocab_size=target.vocab_size, hidden_size=self.hidden_size,
+                           intermediate_size=self.intermediate_size, num_layers=self.num_layers,
+                           num_heads=self.num_heads, num_kv_heads=self.num_kv_heads, head_dim=self.head_dim,
+                           rope_theta=target.rope_theta, rms_norm_eps=target.rms_norm_eps,
+                           tie_word_embeddings=False, qkv_bias=True,
+                           max_position_embeddings=target.max_position_embeddings,
+                           eos_token_ids=target.eos_token_ids, bos_token_id=target.bos_token_id,
+                           pad_token_id=target.pad_token_id)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run. The step count follows from the wall-clock budget: the first steps are timed, then
+    the cosine schedule is laid out over the steps that fit (measured, not guessed per GPU)."""
+
+    loss: str = "distill"
+    minutes: float = 3.0
+    batch_size: int = 16
+    micro_batch: int = 4  # windows per forward/backward: bounds the [rows, T, 151936] logits in memory
+    seq_len: int = 512
+    lr: float = 1.5e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 50
+    weight_decay: float = 0.01
+    completion_share: float = 0.5  # of each batch, windows from the target's own completions (when present)
+    seed: int = 0
+    max_steps: int | None = None  # a hard cap (tests, quick runs)
+    eval_every: int = 100
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
+        if self.minutes <= 0 or self.batch_size < 1 or self.seq_len < 8:
+            raise ValueError("minutes must be > 0, batch_size >= 1 and seq_len >= 8")
+        if not 0.0 <= self.completion_share <= 1.0:
+            raise ValueError(f"completion_share must be in [0, 1], got {self.completion_share}")

@@ -1,0 +1,29 @@
+"""Stage 4: write a trained draft as the shipped file (`bass.models.draft` reads it).
+
+bf16 safetensors of the student's own parameters (blocks, final norm, `derive.in_proj` / `derive.out_proj`)
+with metadata: the draft's config.json, the target's shapes and embedding fingerprint, and the recipe.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from bass.models.draft import file_sha256, fingerprint
+from draft_training.model import Student, Teacher, student_state_dict
+
+
+def export_draft(student: Student, teacher: Teacher, path: Path, recipe: dict) -> str:
+    """Write the draft file to `path`; return its sha256 (the engine checks it at load)."""
+    from safetensors.torch import save_file
+
+    state = {name: t.to(torch.bfloat16).contiguous().cpu() for name, t in student_state_dict(student).items()}
+    target = {"vocab_size": teacher.config.vocab_size, "hidden_size": teacher.config.hidden_size,
+              "fingerprint": fingerprint(teacher.embed_tokens.weight)}
+    meta = {"config": json.dumps(student.config.to_hf()), "target": json.dumps(target),
+            "recipe": json.dumps(recipe, default=str)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(state, str(path), metadata=meta)
+    return file_sha256(path)

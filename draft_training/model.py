@@ -1,0 +1,145 @@
+"""Trainable decoders for the pipeline: the target as teacher and the draft as student, both cache-free.
+
+The engine's decoders (`bass.models.llama`) run over the ragged KV cache and are inference-only; training
+wants a plain causal forward over packed [B, T] windows. `CausalLM` is that forward with the *same
+parameter names* as `bass.models.llama.Transformer` (built from `bass.models.layers`' blocks), so the
+teacher loads the target's weights as they are and the student exports straight into the shipped file.
+
+The student's token tables are derived from the teacher's (`bass.models.draft`):
+
+    x_0    = E_target[tokens] in_projᵀ                                   [B, T, d]
+    logits = (RMSNorm(h_L) out_proj) W_targetᵀ                            [B, T, V]
+
+E_target and W_target stay frozen (they are the teacher's own tensors); in_proj and out_proj are trained.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bass.models import layers
+from bass.models.config import ModelConfig
+from bass.models.layers import GatedMLP, RMSNorm, apply_rope, rope_cos_sin, rope_inv_freq
+
+
+class CausalAttention(nn.Module):
+    """Grouped-query causal self-attention with RoPE; parameter names as `bass.models.layers.Attention`."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = config.num_heads, config.num_kv_heads, config.head_dim
+        q_size, kv_size = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+        self.split = (q_size, kv_size, kv_size)
+        self.qkv_proj = nn.Linear(config.hidden_size, q_size + 2 * kv_size, bias=config.qkv_bias)
+        self.o_proj = nn.Linear(q_size, config.hidden_size, bias=config.o_bias)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        q, k, v = self.qkv_proj(x).split(self.split, dim=-1)
+        q = apply_rope(q.view(B, T, self.n_heads, self.head_dim), cos, sin).transpose(1, 2)  # [B, Hq, T, D]
+        k = apply_rope(k.view(B, T, self.n_kv_heads, self.head_dim), cos, sin).transpose(1, 2)  # [B, Hkv, T, D]
+        v = v.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # [B, Hkv, T, D]
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # [B, Hq, T, D]
+        return self.o_proj(o.transpose(1, 2).reshape(B, T, -1))
+
+
+class CausalBlock(nn.Module):
+    """Pre-norm residual block, parameter names as `bass.models.llama.Block`."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = CausalAttention(config)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = GatedMLP(config)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class CausalLM(nn.Module):
+    """A Llama-family decoder without a cache. `hidden(tokens)` returns the final normed states [B, T, H]."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.layers = nn.ModuleList(CausalBlock(config) for _ in range(config.num_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    def body(self, x: torch.Tensor) -> torch.Tensor:
+        """Blocks and final norm over input states x [B, T, H] at positions 0 .. T-1."""
+        T = x.shape[1]
+        inv_freq = rope_inv_freq(self.config, self.config.rope_theta, x.device)
+        positions = torch.arange(T, device=x.device)[None]
+        cos, sin = rope_cos_sin(positions, inv_freq, x.dtype)  # [1, T, 1, D]
+        for block in self.layers:
+            x = block(x, cos, sin)
+        return self.norm(x)
+
+
+class Teacher(CausalLM):
+    """The target, loaded from its engine state dict (`embed_tokens`, `layers.*`, `norm`, `lm_head`)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.lm_head = None if config.tie_word_embeddings else nn.Linear(config.hidden_size, config.vocab_size,
+                                                                          bias=False)
+
+    @property
+    def head(self) -> torch.Tensor:
+        """W_target [V, H]: the output table (the embedding when tied)."""
+        return self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+
+    def hidden(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Final normed hidden states [B, T, H] of tokens [B, T]."""
+        return self.body(self.embed_tokens(tokens))
+
+
+class Student(CausalLM):
+    """The draft: its own blocks at width d over token tables projected from the teacher's (module docstring)."""
+
+    def __init__(self, config: ModelConfig, embedding: torch.Tensor, head: torch.Tensor) -> None:
+        super().__init__(config)
+        H = embedding.shape[1]
+        self.derive = nn.Module()
+        self.derive.in_proj = nn.Parameter(torch.empty(config.hidden_size, H))  # [d, H]
+        self.derive.out_proj = nn.Parameter(torch.empty(config.hidden_size, H))  # [d, H]
+        # frozen and not part of the student's state dict: the teacher's own tables
+        self._tables = (embedding, head)
+
+    @torch.no_grad()
+    def init_projections(self) -> None:
+        """Both projections start as the top-d principal directions of the teacher's tables (scaled to unit rms
+        inputs), so the draft starts from the most informative rank-d view of the target's token space."""
+        for proj, table in zip((self.derive.in_proj, self.derive.out_proj), self._tables):
+            t = table.float()
+            cov = t.T @ t / t.shape[0]  # [H, H]
+            _, vecs = torch.linalg.eigh(cov)  # ascending eigenvalues
+            top = vecs[:, -proj.shape[0]:].T.flip(0)  # [d, H]
+            scale = (t @ top.T).pow(2).mean().rsqrt()
+            proj.copy_((top * scale).to(proj.dtype))
+
+    def hidden(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Final normed hidden states [B, T, d] of tokens [B, T]."""
+        x = F.embedding(tokens, self._tables[0]).to(self.derive.in_proj.dtype) @ self.derive.in_proj.T
+        return self.body(x)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits [..., V] of final states [..., d]: up to the teacher's width, then its output table."""
+        up = hidden @ self.derive.out_proj  # [..., H]
+        return up @ self._tables[1].T.to(up.dtype)
+
+
+def use_autograd_kernels() -> None:
+    """Training needs autograd: switch the engine's fused Triton norm/rope/activation kernels (inference-only,
+    CUDA) back to their torch forms for this process."""
+    layers.FUSED_KERNELS = False
+
+
+def student_state_dict(student: Student) -> dict[str, torch.Tensor]:
+    """What the shipped file holds: the student's own parameters (blocks, final norm, the two projections)."""
+    return {name: t.detach() for name, t in student.state_dict().items()}

