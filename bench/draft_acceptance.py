@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import torch
 
-from bass import DraftLengthConfig, Engine, EngineConfig, SamplingParams
-from bass.config import HUMANEVAL_STOPS
-from bass.drafters import ModelDrafter
-from bass.models.loader import LoadedModel
-from sandbox.humaneval import load_humaneval
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bass import DraftLengthConfig, Engine, EngineConfig, SamplingParams  # noqa: E402
+from bass.config import HUMANEVAL_STOPS  # noqa: E402
+from bass.drafters import ModelDrafter  # noqa: E402
+from bass.models.loader import LoadedModel  # noqa: E402
+from sandbox.humaneval import load_humaneval  # noqa: E402
 
 HELDOUT_PROMPTS = Path(__file__).parent / "data" / "heldout_prompts.jsonl"
 
@@ -65,10 +68,11 @@ def main() -> None:
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--limit", type=int, default=None, help="prompts per set (default: all)")
     p.add_argument("--batch-seqs", type=int, default=64)
+    p.add_argument("--backend", default="ragged" if torch.cuda.is_available() else "torch")
     p.add_argument("--out", default="bench/results/draft_acceptance.json")
     a = p.parse_args()
 
-    engine = Engine(EngineConfig(target=a.target, draft=None, drafter="ngram"))
+    engine = Engine(EngineConfig(target=a.target, draft=None, drafter="ngram", backend=a.backend))
     drafters: dict[str, object] = {"ngram": "ngram", "layer-skip": "layer-skip"}
     for pair in a.drafts:
         name, spec = pair.split("=", 1)

@@ -19,7 +19,7 @@ from draft_training.prompts import read_prompts
 
 
 def generate_completions(engine: Engine, prompts_path: Path, out: Path, *, samples: int = 2,
-                         max_new_tokens: int = 160, batch_prompts: int = 32, seed: int = 0,
+                         max_new_tokens: int = 160, batch_prompts: int = 16, seed: int = 0,
                          end_of_text: int | None = None, limit: int | None = None) -> dict:
     """Write `out` (ids) and `out`.jsonl (a readable sample); return counts and timings."""
     t0 = time.perf_counter()
@@ -37,7 +37,7 @@ def generate_completions(engine: Engine, prompts_path: Path, out: Path, *, sampl
             batch = group[i:i + batch_prompts]
             params = SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=max_new_tokens, stop=stop,
                                     seed=seed + i)
-            ids = engine.encode(batch, chat=style == "chat")
+            ids = [p[-768:] for p in engine.encode(batch, chat=style == "chat")]  # bound prefill memory
             result = engine.generate(ids, k=samples, params=params, method="regular")
             for cand in result.candidates:
                 chunks.append(np.asarray(ids[cand.prompt_index] + list(cand.token_ids) + [eot], dtype=np.uint32))

@@ -8,18 +8,19 @@
 #   train        next-token and distilled drafts, the better one kept; results to $OUT
 set -euo pipefail
 V=/var/tmp
-export BASS_CACHE=$V/bass PYTHONPATH=$V/site:${PYTHONPATH:-} PYTHONUNBUFFERED=1
+export BASS_CACHE=$V/bass PYTHONPATH=$PWD:$V/site:${PYTHONPATH:-} PYTHONUNBUFFERED=1
 GGUF=$V/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 WORK=$V/draft
 case "$1" in
   part) mkdir -p $V/parts && cp .parts/"$2"/*.bin $V/parts/ && ls $V/parts | wc -l ;;
   corpus) mkdir -p $V/corpus-parts && cp .corpus/"$2"/* $V/corpus-parts/ && ls -la $V/corpus-parts ;;
   setup)
+    test -f $GGUF && exit 0  # already set up on this warm machine
     python3 -m pip install -q --no-index --no-deps --no-compile --target $V/site .whl/*.whl
     cat $V/parts/part*.bin > $GGUF
     want=$(python3 -c "import ast,sys; t=open('bass/models/embedded.py').read(); print(t.split('sha256=\"')[1].split('\"')[0])")
     echo "$want  $GGUF" | sha256sum -c
-    mkdir -p $WORK && cat $V/corpus-parts/corpus.tar.zst.* | zstd -d | tar -x -C $WORK
+    mkdir -p $WORK && tar -xzf $V/corpus-parts/corpus.tgz -C $WORK
     ls -la $WORK; nvidia-smi --query-gpu=name,memory.total --format=csv ;;
   completions)
     python3 -m draft_training completions --target $GGUF --work $WORK "${@:2}" 2>&1 | tee $OUT/completions.log
@@ -30,5 +31,9 @@ case "$1" in
     cp $WORK/draft-*.json $OUT/
     # files come back at most 16 MiB each: both drafts in 15 MB pieces (cat them back in order)
     for f in $WORK/draft-*.safetensors; do split -b 15000000 "$f" "$OUT/$(basename "$f")."; done ;;
+  accept)
+    python3 bench/draft_acceptance.py --target $GGUF --out $OUT/draft_acceptance.json \
+      --drafts distill=$WORK/draft-distill.safetensors next-token=$WORK/draft-next-token.safetensors "${@:2}" 2>&1 \
+      | grep -v Warning | tee $OUT/draft_acceptance.log ;;
   *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train" >&2; exit 2 ;;
 esac
