@@ -29,7 +29,7 @@ from bass.models.config import ModelConfig
 from bass.models.llama import Transformer
 
 DRAFT_FILE = Path(__file__).parent / "drafts" / "qwen2.5-coder-1.5b.draft.safetensors"
-DRAFT_SHA256 = "0000000000000000000000000000000000000000000000000000000000000000"
+DRAFT_SHA256 = "f7cbdfc7f4dbd3e1334f2a8dcb12f5489ed3dea1f298279475f94d81bf4ff565"
 REBUILD_HINT = ("restore it with `git checkout -- bass/models/drafts` or rebuild it with the training pipeline "
                 "(`python -m draft_training all`, README 'Training the draft')")
 FINGERPRINT_ROWS = (0, 13, 220, 1000, 30000, 151643)  # token rows whose statistics identify the target
