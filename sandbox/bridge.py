@@ -16,12 +16,14 @@ Standard library only: `harness.py` loads this file as a top-level module inside
 
 from __future__ import annotations
 
+# Bound at import (see plain.py): the candidate may patch `builtins` in its process.
 import builtins
 import importlib
 import socket
 import struct
 import sys
 import types
+from builtins import bytearray, bytes, callable, getattr, isinstance, len, min, next, str, type  # noqa: UP029
 from collections.abc import Callable
 
 if __package__:
@@ -134,6 +136,7 @@ def serve(sock: socket.socket, functions: dict[str, Callable], flush: Callable[[
         else:
             reply = ("return", result)
         try:
+            plain.check(reply[-1])  # the value itself, so that the message names it, not the reply around it
             data = plain.encode(reply)
         except plain.NotPlainDataError as exc:
             data = plain.encode(("unsafe", str(exc)))

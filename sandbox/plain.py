@@ -20,6 +20,10 @@ from __future__ import annotations
 
 import marshal
 
+# Bound here, not looked up in `builtins` at each use: the candidate may patch builtins in its process,
+# and its own replies should still be checked and encoded as before (the result is checked again anyway).
+from builtins import getattr, id, len, map, set, type  # noqa: UP029 - on purpose, see above
+
 SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes})
 CONTAINERS = frozenset({tuple, list, dict, set, frozenset})
 MAX_DEPTH = 100  # no test compares data nested this deep; bounds the checker's recursion
