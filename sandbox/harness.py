@@ -1,19 +1,26 @@
-"""The child side: a template interpreter that forks one confined child per candidate, and the child's code.
+"""The child side: a template interpreter that forks, per candidate, a tests' process and a candidate's process.
 
 The runner starts this file once per batch as a fresh interpreter (`python -I -S -B harness.py`, with a
 scrubbed environment) and sends it jobs over a socket (see `serve`). The template never runs candidate
-code; each candidate runs in a fork of it, so every candidate starts from the same pristine interpreter,
-never from the caller's process, and the ~15 ms of interpreter start-up is paid once per batch instead of
-once per candidate.
+code; each job runs in a fork of it, so every candidate starts from the same pristine interpreter, never
+from the caller's process, and the ~15 ms of interpreter start-up is paid once per batch instead of once
+per candidate.
 
-Results go to a pipe the runner opened (never stdout, which the candidate owns), one line per event (the
-`repr` of a dict of literals), each carrying the run's random nonce; the runner ignores lines without it.
-A test counts only when its "unit" line arrives, so a candidate that exits or dies early can never claim
-a pass.
+That fork is the **tests' process**. It confines itself, forks the **candidate's process**, and runs the
+tests; every function of the candidate's module that the tests use is a proxy that calls into the
+candidate's process and gets back plain data only (bridge.py, plain.py). The two run as different uids and
+the tests' process is not dumpable, so the candidate can neither read nor write its memory, file
+descriptors or signals; the result pipe is held by the tests' process alone, and the test source never
+enters the candidate's process (it comes through its own file descriptor, read after the fork).
 
-Events: start (layers in effect), load (the candidate's module ran, or why not), unit (one per test or
-setup statement), done; then "exit" from the template when the child has ended. Standard library only,
-and only modules that import fast; this file must not import the `sandbox` package.
+Results go to that pipe, one line per event (the `repr` of a dict of literals), each carrying the run's
+random nonce; the runner ignores lines without it. A test counts only when its "unit" line arrives, so a
+candidate that exits or dies early can never claim a pass.
+
+Events: start (layers in effect in both processes), load (the candidate's module ran, or why not), unit
+(one per test or setup statement), gone (the candidate's process ended or broke its channel before the
+end), done; then "exit" from the template when the tests' process has ended. Standard library only, and
+only modules that import fast; this file must not import the `sandbox` package.
 """
 
 import builtins
@@ -26,6 +33,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 import types
 
 
@@ -56,95 +64,241 @@ def _failure(exc: BaseException, filename: str, lines: dict[int, str]) -> dict[s
             "memory": isinstance(exc, MemoryError)}
 
 
-def _entry_point(namespace: dict, name: str | None) -> tuple[object, str]:
+def _entry_point(namespace: dict, name: str | None) -> tuple[str | None, str]:
     if name is not None:
         if callable(namespace.get(name)):
-            return namespace[name], ""
+            return name, ""
         return None, f"the candidate defines no function {name!r}: the tests call it through check()"
-    defined = [v for v in namespace.values()
-               if isinstance(v, types.FunctionType) and v.__code__.co_filename == "candidate.py"]
+    defined = [key for key, value in namespace.items()
+               if isinstance(value, types.FunctionType) and value.__code__.co_filename == "candidate.py"]
     if len(defined) == 1:
         return defined[0], ""
     return None, (f"the candidate defines {len(defined)} functions: name the one check() tests "
                   "(entry_point / --entry-point)")
 
 
-def run(job: dict, report) -> None:
-    """Load the candidate as a module, then run every test unit in order in a copy of its namespace."""
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: B036 - the candidate may have closed or replaced them
+            continue
+
+
+# ---- the candidate's process ---------------------------------------------------------------------------
+
+
+def _load(job: dict) -> tuple[str | None, dict, dict[str, object] | None]:
+    """Run the candidate's module: (entry point name, what the tests may use of it, failure or None)."""
     reserve = bytearray(1 << 20)  # freed on MemoryError so that reporting it still has room
     program = job["program"]
-    units = job["units"]
-    namespace = {"__name__": "__candidate__" if units else "__main__", "__builtins__": builtins,
+    namespace = {"__name__": "__candidate__" if job["has_tests"] else "__main__", "__builtins__": builtins,
                  "__file__": "candidate.py"}
-    program_lines = dict(enumerate(program.splitlines(), start=1))
     try:
         exec(compile(program, "candidate.py", "exec"), namespace)
     except BaseException as exc:  # noqa: B036 - SystemExit and KeyboardInterrupt are the candidate's too
         namespace.clear()
         del reserve
         gc.collect()
-        report(k="load", ok=False, **_failure(exc, "candidate.py", program_lines))
+        return None, {}, _failure(exc, "candidate.py", dict(enumerate(program.splitlines(), start=1)))
+    entry = None
+    if job["needs_entry"]:
+        entry, problem = _entry_point(namespace, job["entry_point"])
+        if entry is None:
+            return None, {}, {"file": "candidate.py", "line": None, "source": "", "message": problem, "memory": False}
+    names = job["names"] + ([entry] if entry else [])
+    return entry, {"namespace": namespace, "found": bridge.describe(namespace, names)}, None
+
+
+def _candidate(job: dict, sock: socket.socket, layers: list[str]) -> None:
+    """In the candidate's process, confined: say which layers hold, load the program, serve the calls."""
+    bridge.send(sock, ("ready", layers))
+    try:
+        entry, loaded, failure = _load(job)
+        if failure is None:
+            bridge.send(sock, ("loaded", True, entry, loaded["found"]))
+    except BaseException as exc:  # noqa: B036 - e.g. a module attribute that cannot be described
+        failure = _failure(exc, "candidate.py", {})
+    if failure is not None:
+        _flush()
+        bridge.send(sock, ("loaded", False, failure))
+        bridge.serve(sock, {}, _flush)  # until the tests' process says "finish"
         return
-    tests_ns = dict(namespace, __name__="__tests__")
-    if job["candidate_param"] is not None:
-        function, problem = _entry_point(namespace, job["entry_point"])
-        if function is None:
-            report(k="load", ok=False, file="candidate.py", line=None, source="", message=problem, memory=False)
-            return
-        tests_ns[job["candidate_param"]] = function
+    namespace = loaded["namespace"]
+    functions = {name: namespace[name] for name, kind in loaded["found"].items() if kind == ("call",)}
+    bridge.serve(sock, functions, _flush)
+
+
+# ---- the tests' process --------------------------------------------------------------------------------
+
+
+def _clean_failure(failure: object) -> dict[str, object]:
+    """The candidate's own account of why it did not load, reduced to fields of the expected types."""
+    failure = failure if type(failure) is dict else {}
+    line = failure.get("line")
+    return {"file": "candidate.py", "line": line if type(line) is int else None,
+            "source": str(failure.get("source", ""))[:300], "message": str(failure.get("message", ""))[:500],
+            "memory": failure.get("memory") is True}
+
+
+def _gone(handle: "bridge.Candidate", pid: int, report, unit: tuple[int, int, str] | None) -> None:
+    """The candidate's process ended or broke the channel: fail the current test, say how, stop."""
+    code = None
+    for _ in range(20):  # its exit follows the end of its channel closely: wait for it, a little
+        try:
+            waited, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if waited:
+            code = os.waitstatus_to_exitcode(status)
+            break
+        time.sleep(0.01)
+    why = handle.gone or "closed its channel"
+    if code is not None:
+        why = f"exited with code {code}" if code >= 0 else f"was killed by {signal.Signals(-code).name}"
+    if unit is not None:
+        index, lineno, source = unit
+        report(k="unit", i=index, ok=False, file="tests.py", line=lineno, source=source.strip()[:300],
+               message=f"CandidateGone: the candidate's process {why} during this test"[:500], memory=False)
+    report(k="gone", code=code, why=why)
+
+
+def _unit_failure(exc: BaseException, handle: "bridge.Candidate", left: dict[str, str],
+                  test_lines: dict[int, str]) -> dict[str, object]:
+    failure = _failure(exc, "tests.py", test_lines)
+    if isinstance(exc, NameError) and getattr(exc, "name", None) in left:
+        name = exc.name
+        failure["message"] = (f"SuiteNeedsObjects: the tests use {name!r}, a `{left[name]}` object of the "
+                              "candidate's module; only plain data crosses to the tests' process")
+        failure["suite"] = True
+    return failure
+
+
+def judge(job: dict, tests: dict, sock: socket.socket, pid: int, layers: list[str], report) -> None:
+    """In the tests' process: wait for the candidate to load, then run every test unit in order, each
+    call into the candidate crossing the boundary as plain data; report each unit as it ends."""
+    reserve = bytearray(1 << 20)  # freed on MemoryError so that reporting it still has room
+    handle = bridge.Candidate(sock)
+    try:
+        ready = handle.receive()
+        if not (type(ready) is tuple and len(ready) == 2 and ready[0] == "ready" and type(ready[1]) is list):
+            handle.gone = "did not start as expected"
+            raise bridge.CandidateGone(handle.gone)
+        report(k="start", layers=[name for name in ready[1] if name in layers] + ["verdict"])
+        loaded = handle.receive()
+    except bridge.CandidateGone:
+        return _gone(handle, pid, report, None)
+    if type(loaded) is tuple and len(loaded) == 3 and loaded[:2] == ("loaded", False):
+        report(k="load", ok=False, **_clean_failure(loaded[2]))
+        with contextlib.suppress(bridge.CandidateGone):
+            handle.finish()  # its output up to the error, flushed
+        return report(k="done")
+    if not (type(loaded) is tuple and len(loaded) == 4 and loaded[:2] == ("loaded", True)):
+        handle.gone = "sent a malformed report of its loading"
+        return _gone(handle, pid, report, None)
+    _, _, entry, found = loaded
+    tests_ns = {"__name__": "__tests__", "__builtins__": builtins}
+    bound, left = handle.bind(found, job["names"])
+    tests_ns.update(bound)
+    if tests["candidate_param"] is not None:
+        if type(entry) is not str or type(found) is not dict or found.get(entry) != ("call",):
+            handle.gone = "sent a malformed report of its loading"
+            return _gone(handle, pid, report, None)
+        tests_ns[tests["candidate_param"]] = handle.proxy(entry)
     report(k="load", ok=True)
+    units = tests["units"]
     test_lines = {lineno + offset: line for source, lineno, _ in units
                   for offset, line in enumerate(source.splitlines())}
     for index, (source, lineno, _) in enumerate(units):
+        handle.violation = None
+        failure = None
         try:
             exec(compile("\n" * (lineno - 1) + source, "tests.py", "exec"), tests_ns)
         except BaseException as exc:  # noqa: B036
             if isinstance(exc, MemoryError):
                 reserve = None
                 gc.collect()
-            report(k="unit", i=index, ok=False, **_failure(exc, "tests.py", test_lines))
-        else:
-            report(k="unit", i=index, ok=True)
-
-
-def _run_confined(job: dict, result_fd: int) -> None:
-    report = _reporter(result_fd, job.pop("nonce"))
-    # Exceeding RLIMIT_FSIZE then fails the write with EFBIG instead of killing the process.
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    sys.stdout.reconfigure(line_buffering=True)
-    sys.stderr.reconfigure(line_buffering=True)
-    layers = isolation.confine(os.getcwd(), uid=job["uid"], expose=job["expose"], rlimits=job["rlimits"],
-                               disabled=set(job["disabled"]))
-    sys.path.extend(job["site_paths"])  # -S skipped site's scan; the candidate may still import packages
-    report(k="start", layers=layers)
-    run(job, report)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:  # noqa: B036 - the candidate may have closed or replaced them
-            continue
+            failure = _unit_failure(exc, handle, left, test_lines)
+        if handle.gone is not None:  # even when the test caught CandidateGone itself
+            return _gone(handle, pid, report, (index, lineno, source))
+        if handle.violation is not None:  # even when the test caught the exception
+            line = handle.violation["line"]
+            failure = {"file": "tests.py", "line": line, "source": test_lines.get(line, "").strip()[:300],
+                       "message": handle.violation["message"][:500], "memory": False,
+                       "suite": handle.violation["suite"]}
+        report(k="unit", i=index, ok=failure is None, **(failure or {}))
+    del reserve
+    _flush()
+    try:
+        handle.finish()
+    except bridge.CandidateGone:
+        return _gone(handle, pid, report, None)
     report(k="done")
-    if "uid" in layers:
-        # Every other process of our private uid is the candidate's: end them here, which saves the
-        # runner an extra process per candidate (it still sweeps when we do not get this far).
-        os.kill(-1, signal.SIGKILL)
 
 
-def _child(job: dict, out_fd: int, err_fd: int, result_fd: int) -> None:
-    """In the fork: take the candidate's pipes, drop everything else of the template's, run. Never returns."""
+def _read_tests(fd: int) -> dict:
+    size = os.fstat(fd).st_size
+    data = b""
+    while len(data) < size:
+        data += os.pread(fd, size - len(data), len(data))
+    os.close(fd)
+    return marshal.loads(data)
+
+
+def _tests_process(job: dict, sock: socket.socket, pid: int, shared: list[str]) -> None:
+    os.chdir("/")  # the working directory belongs to the candidate's uid
+    layers = isolation.restrict(shared, job["workdir"], uid=job["tests_uid"], expose=job["expose"],
+                                rlimits=job["rlimits"], disabled=set(job["disabled"]))
+    isolation.hide_memory()
+    sys.path.extend(job["site_paths"])
+    tests = _read_tests(4)
+    judge(job, tests, sock, pid, layers, _reporter(3, job["nonce"]))
+
+
+def _candidate_process(job: dict, sock: socket.socket, shared: list[str]) -> None:
+    """In the fork of the tests' process: keep only the channel, confine, run the candidate. Never returns."""
+    try:
+        os.dup2(sock.fileno(), 3, inheritable=False)  # replaces the result pipe: the candidate never holds it
+        os.closerange(4, 1 << 20)  # the tests' file descriptor and the tests' end of the channel
+        sock.detach()
+        job.pop("nonce")
+        layers = isolation.restrict(shared, os.getcwd(), uid=job["uid"], expose=job["expose"],
+                                    rlimits=job["rlimits"], disabled=set(job["disabled"]))
+        sys.path.extend(job["site_paths"])  # -S skipped site's scan; the candidate may still import packages
+        _candidate(job, socket.socket(fileno=3), layers)
+        os._exit(0)  # skip atexit hooks and non-daemon threads the candidate left running
+    finally:
+        os._exit(70)
+
+
+def _child(job: dict, out_fd: int, err_fd: int, result_fd: int, tests_fd: int) -> None:
+    """In the fork: take the job's pipes, drop everything else of the template's, run. Never returns."""
     try:
         os.setsid()
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
-        os.dup2(result_fd, 3, inheritable=False)  # programs the candidate starts do not get the channel
-        os.closerange(4, 1 << 20)  # the template's socket and the other candidates' channels
+        os.dup2(result_fd, 3, inheritable=False)  # programs started later do not get the channel
+        os.dup2(tests_fd, 4, inheritable=False)
+        os.closerange(5, 1 << 20)  # the template's socket and the other candidates' channels
         os.chdir(job["workdir"])
         os.environ.clear()
         os.environ.update(job["env"])
-        _run_confined(job, 3)
-        os._exit(0)  # skip atexit hooks and non-daemon threads the candidate left running
+        # Exceeding RLIMIT_FSIZE then fails the write with EFBIG instead of killing the process.
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        sys.stdout.reconfigure(line_buffering=True)
+        sys.stderr.reconfigure(line_buffering=True)
+        shared = isolation.enclose(os.getcwd(), uid=job["uid"], expose=job["expose"], disabled=set(job["disabled"]))
+        ours, theirs = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            _candidate_process(job, theirs, shared)
+        theirs.close()
+        _tests_process(job, ours, pid, shared)
+        _flush()
+        os._exit(0)
     finally:
         os._exit(70)
 
@@ -162,16 +316,19 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
 def serve() -> None:
     """The template: wait for jobs on the socket at fd 0, fork a child for each, report how each ended.
 
-    A request is an 8-byte length carrying the candidate's stdout, stderr and result pipes (SCM_RIGHTS),
-    then the marshalled job; the reply is the child's pid. When a child ends, its exit code goes down its
-    own result pipe with its nonce. End of input (the runner closed the socket or died) ends the template
-    and, through PR_SET_PDEATHSIG, its children.
+    A request is an 8-byte length carrying the candidate's stdout, stderr and result pipes and the file
+    holding its tests (SCM_RIGHTS), then the marshalled job; the reply is the child's pid. When a child
+    ends, its exit code goes down its own result pipe with its nonce. End of input (the runner closed the
+    socket or died) ends the template and, through PR_SET_PDEATHSIG, its children.
     """
     sock = socket.socket(fileno=os.dup(0))
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
     isolation.die_with_parent()
+    # Everything imported so far moves to a generation the collector never scans: each fork then shares
+    # those pages with the template instead of copying them the first time its collector runs.
+    gc.freeze()
     running: dict[int, tuple[int, int, str]] = {}  # pidfd -> (pid, result fd, nonce)
     while True:
         ready, _, _ = select.select([sock.fileno(), *running], [], [])
@@ -186,7 +343,7 @@ def serve() -> None:
         if sock.fileno() not in ready:
             continue
         try:
-            header, fds, _, _ = socket.recv_fds(sock, 8, 3)
+            header, fds, _, _ = socket.recv_fds(sock, 8, 4)
             header += _read_exactly(sock, 8 - len(header)) if header else b""
             if not header:
                 raise EOFError
@@ -196,7 +353,7 @@ def serve() -> None:
                 with contextlib.suppress(OSError):
                     os.killpg(pid, signal.SIGKILL)
             return
-        out_fd, err_fd, result_fd = fds
+        out_fd, err_fd, result_fd, tests_fd = fds
         try:
             pid = os.fork()
         except OSError as exc:
@@ -205,15 +362,17 @@ def serve() -> None:
             sock.sendall(struct.pack("q", -exc.errno))
             continue
         if pid == 0:
-            _child(job, out_fd, err_fd, result_fd)
+            _child(job, out_fd, err_fd, result_fd, tests_fd)
         os.close(out_fd)
         os.close(err_fd)
+        os.close(tests_fd)
         running[os.pidfd_open(pid)] = (pid, result_fd, job["nonce"])
         sock.sendall(struct.pack("q", pid))
 
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bridge
     import isolation
 
     del sys.path[0]

@@ -3,11 +3,14 @@
 This module runs inside the sandboxed interpreter (imported by `harness.py` as a top-level module), so it
 uses the standard library only and never imports from the `sandbox` package.
 
-Each layer is tried in order of strength and the names of the layers that took effect are returned; the
-parent reports them as the isolation level. A layer that the kernel refuses is skipped, never faked:
+`enclose` applies what the candidate's process and its tests' process share (namespaces, the file system),
+before the one forks the other; `restrict` what each applies to itself afterwards. Each layer is tried in
+order of strength and the names of the layers that took effect are returned; the parent reports them as
+the isolation level. A layer that the kernel refuses is skipped, never faked:
 
-- `uid`: a fresh unprivileged uid per candidate (root only). Capabilities go with it, so the candidate cannot
-  signal the caller, write root's files, or undo the layers below; `RLIMIT_NPROC` counts only its processes.
+- `uid`: a fresh unprivileged uid per process (root only: one for the candidate, another for its tests).
+  Capabilities go with it, so the candidate cannot signal the caller or its tests' process, write root's
+  files, or undo the layers below; `RLIMIT_NPROC` counts only its processes.
 - `netns`: an empty network namespace (only a loopback that is down): no connection anywhere, not even to
   127.0.0.1. Else `seccomp-net`: a filter that makes `socket()` fail for every family but AF_UNIX.
 - `mountns-ro`: a private mount namespace where every mount is read-only but the working directory.
@@ -41,7 +44,7 @@ SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
 SYS_LANDLOCK_CREATE, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT = 444, 445, 446
 SYS_IO_URING_SETUP = 425
 
-PR_SET_PDEATHSIG, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 22, 38
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 4, 22, 38
 SECCOMP_MODE_FILTER = 2
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -223,12 +226,13 @@ def _drop_capabilities() -> None:
     _check(_libc.capset(header, data), "capset")
 
 
-def confine(workdir: str, *, uid: int | None, expose: list[str], rlimits: dict[str, int],
-            disabled: set[str]) -> list[str]:
-    """Apply every available layer to the calling process; return the names of those in effect.
+def enclose(workdir: str, *, uid: int | None, expose: list[str], disabled: set[str]) -> list[str]:
+    """The layers both processes of a candidate share, applied before the tests' process forks the
+    candidate's: namespaces and the read-only file system. Returns the names of those in effect.
 
-    `uid` is the unprivileged uid to become when running as root; `expose` lists directories (the Python
-    runtime) that uid must still read; `disabled` names layers to skip, so tests can exercise fallbacks.
+    `uid` says whether `restrict` will change uids (`expose` then lists directories, the Python runtime,
+    that an unprivileged uid must still read); `disabled` names layers to skip, so tests can exercise
+    fallbacks.
     """
     layers: list[str] = []
     wanted = [flag for flag, name in ((CLONE_NEWNET, "netns"), (CLONE_NEWNS, "mountns-ro"), (CLONE_NEWIPC, "ipcns"))
@@ -263,6 +267,15 @@ def confine(workdir: str, *, uid: int | None, expose: list[str], rlimits: dict[s
             layers.append("landlock-ro")
         except (LayerUnavailableError, OSError):
             pass
+    return layers
+
+
+def restrict(layers: list[str], workdir: str, *, uid: int | None, expose: list[str], rlimits: dict[str, int],
+             disabled: set[str]) -> list[str]:
+    """The layers each process applies to itself after `enclose` (whose `layers` it extends, returning a
+    new list): rlimits, its own uid, no capabilities, no_new_privs, death with its parent, the socket
+    filter. Per process, not shared: the fork between the two must not count against RLIMIT_NPROC."""
+    layers = list(layers)
     _set_rlimits(rlimits)
     layers.append("rlimits")
     # Without the mount namespace the runtime under `expose` would become unreadable: stay uid 0 then,
@@ -275,7 +288,7 @@ def confine(workdir: str, *, uid: int | None, expose: list[str], rlimits: dict[s
             os.chown(workdir, os.getuid(), os.getgid())
         _drop_capabilities()
     _no_new_privs()
-    # Cleared by the uid change above, so set afterwards: if the template dies, so do we.
+    # Cleared by the uid change above, so set afterwards: if the parent dies, so do we.
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if "netns" not in layers and "seccomp-net" not in disabled:
         try:
@@ -284,6 +297,12 @@ def confine(workdir: str, *, uid: int | None, expose: list[str], rlimits: dict[s
         except (LayerUnavailableError, OSError):
             pass
     return layers
+
+
+def hide_memory() -> None:
+    """Make this process non-dumpable: a process of the same uid (there is one when the `uid` layer is
+    missing) can then neither ptrace it nor open its /proc/<pid>/mem, /proc/<pid>/fd/*, /proc/<pid>/environ."""
+    _check(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "PR_SET_DUMPABLE")
 
 
 def die_with_parent() -> None:

@@ -1,10 +1,10 @@
 """Run candidates in a bounded pool of sandboxed child interpreters and judge what they report.
 
 One thread per running candidate drives its child: it has the batch's template interpreter fork a child
-in a new session with a scrubbed environment and an empty temporary directory, drains stdout/stderr (kept
-up to a cap, the rest read and dropped so the child never blocks) and the result pipe, and at the end,
-whatever happened, kills the whole process group and every process of the candidate's private uid, then
-removes the directory.
+in a new session with a scrubbed environment and an empty temporary directory (the child is the tests'
+process; it forks the candidate's, see harness.py), drains stdout/stderr (kept up to a cap, the rest read
+and dropped so the child never blocks) and the result pipe, and at the end, whatever happened, kills the
+whole process group and every process of the candidate's private uid, then removes the directory.
 """
 
 from __future__ import annotations
@@ -54,7 +54,9 @@ class _Run:
     stdout: bytearray = field(default_factory=bytearray)
     stderr: bytearray = field(default_factory=bytearray)
     dropped: dict[str, int] = field(default_factory=lambda: {"stdout": 0, "stderr": 0})
-    exit_code: int | None = None  # as reported by the template: negative for a signal
+    exit_code: int | None = None  # of the tests' process, as reported by the template: negative for a signal
+    gone: str | None = None  # how the candidate's process ended or broke its channel before the end
+    candidate_code: int | None = None  # its exit code then, when the tests' process saw it
     timed_out: bool = False
     done: bool = False
 
@@ -173,6 +175,9 @@ def _accept(run: _Run, line: bytes, nonce: str) -> None:
         run.done = run.done or message.get("k") == "done"
         if message.get("k") == "exit" and isinstance(message.get("code"), int):
             run.exit_code = message["code"]
+        if message.get("k") == "gone":
+            run.gone = str(message.get("why"))
+            run.candidate_code = message["code"] if isinstance(message.get("code"), int) else None
 
 
 def _site_paths() -> list[str]:
@@ -180,16 +185,26 @@ def _site_paths() -> list[str]:
 
 
 def _execute(template: Template, job: Job, plan: TestPlan, config: SandboxConfig, workdir: str,
-             uid: int | None) -> _Run:
+             uids: tuple[int | None, int | None]) -> _Run:
     nonce = secrets.token_hex(16)
+    candidate_uid, tests_uid = uids
     payload = {"nonce": nonce, "program": job.program, "entry_point": job.entry_point, "workdir": workdir,
-               "units": [(u.source, u.lineno, u.is_test) for u in plan.units], "candidate_param": plan.candidate_param,
-               "uid": uid, "expose": _runtime_paths(workdir) if uid is not None else [], "site_paths": _site_paths(),
+               "has_tests": bool(plan.units), "needs_entry": plan.candidate_param is not None,
+               "names": list(plan.names), "uid": candidate_uid, "tests_uid": tests_uid,
+               "expose": _runtime_paths(workdir) if candidate_uid is not None else [], "site_paths": _site_paths(),
                "env": _scrubbed_env(workdir), "rlimits": _rlimits(config), "disabled": sorted(config.disabled_layers)}
+    # The tests travel apart from the job, in a file only the tests' process reads (after forking the
+    # candidate's), so the test source is never in the candidate's memory.
+    tests_fd = os.memfd_create("tests", os.MFD_CLOEXEC)
+    tests = marshal.dumps({"units": [(u.source, u.lineno, u.is_test) for u in plan.units],
+                           "candidate_param": plan.candidate_param})
+    written = 0
+    while written < len(tests):
+        written += os.write(tests_fd, tests[written:])
     pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, results
     deadline = time.monotonic() + config.timeout_s
     try:
-        pid = template.spawn(marshal.dumps(payload), *(w for _, w in pipes))
+        pid = template.spawn(marshal.dumps(payload), *(w for _, w in pipes), tests_fd)
     except BaseException:
         for r, _ in pipes:
             os.close(r)
@@ -197,13 +212,15 @@ def _execute(template: Template, job: Job, plan: TestPlan, config: SandboxConfig
     finally:
         for _, w in pipes:
             os.close(w)
+        os.close(tests_fd)
     run = _Run()
     try:
         run = _collect(*(r for r, _ in pipes), nonce, deadline, config)
     finally:
         # Always sweep the uid, even after "done": the child's own sweep can race a grandchild that is
         # forking in its own session at that moment (seen: one survived and slept on as an orphan).
-        _kill_everything(pid, uid)
+        # The tests' uid needs no sweep: only our own test code runs as it, inside the process group.
+        _kill_everything(pid, candidate_uid)
         for r, _ in pipes:
             os.close(r)
     return run
@@ -217,6 +234,7 @@ def _text(data: bytearray, dropped: int) -> str:
 def _isolation(layers: list[str] | None) -> str:
     if layers is None:
         return "unknown(the harness did not start)"
+    # `layers` are those in effect in both processes, then "verdict": the tests ran in their own process.
     network = "netns" in layers or "seccomp-net" in layers
     filesystem = "mountns-ro" in layers or "landlock-ro" in layers
     if network and filesystem and "uid" in layers:
@@ -239,16 +257,22 @@ def _judge(index: int, run: _Run, plan: TestPlan, wall_s: float) -> Outcome:
     first_failure = None if bad is None else TestFailure(str(bad.get("file", "")), bad.get("line"),
                                                          str(bad.get("source", "")), str(bad.get("message", "")))
     any_memory = any(m.get("memory") for m in [load, *failures])
+    suite = next((m for m in failures if m.get("suite") is True), None)
     detail = ""
-    if load.get("ok") is False:
+    if suite is not None:
+        status, detail = Status.ERROR, (f"the test at tests.py:{suite.get('line')} needs objects shared with the "
+                                        "candidate; the sandbox passes plain data only and cannot judge this suite")
+    elif load.get("ok") is False:
         status = Status.MEMORY if load.get("memory") else Status.ERROR
     elif run.done and len(units) == len(plan.units):
         status = (Status.PASSED if plan.total else Status.RAN) if not failures else \
             Status.MEMORY if any_memory else Status.FAILED
-    elif run.timed_out or run.exit_code == -signal.SIGXCPU:
+    elif run.timed_out or -signal.SIGXCPU in (run.exit_code, run.candidate_code):
         status, detail = Status.TIMEOUT, "wall-clock limit reached" if run.timed_out else "CPU-time limit reached"
     elif any_memory:
         status = Status.MEMORY
+    elif run.gone is not None:
+        status, detail = Status.CRASHED, f"the candidate's process {run.gone} before the tests finished"
     else:
         code = run.exit_code or 0
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
@@ -267,18 +291,20 @@ def _remove(workdir: str) -> None:
 
 def _run_one(template: Template, index: int, job: Job, plan: TestPlan, config: SandboxConfig) -> Outcome:
     started = time.monotonic()
-    uid = _allocate_uid() if os.geteuid() == 0 else None
+    # Two uids: the candidate's process must not be able to signal, ptrace or open the files of its tests'.
+    uids = (_allocate_uid(), _allocate_uid()) if os.geteuid() == 0 else (None, None)
     workdir = tempfile.mkdtemp(prefix="sandbox-")
     try:
-        if uid is not None:
-            os.chown(workdir, uid, uid)
-        run = _execute(template, job, plan, config, workdir, uid)
+        if uids[0] is not None:
+            os.chown(workdir, uids[0], uids[0])
+        run = _execute(template, job, plan, config, workdir, uids)
     except OSError as exc:  # e.g. no process slot or file descriptor left on the host
         return Outcome(index, Status.CRASHED, 0, plan.total, None, "", "", time.monotonic() - started,
                        _isolation(None), f"could not start the sandbox: {exc}")
     finally:
         _remove(workdir)
-        _release_uid(uid)
+        for uid in uids:
+            _release_uid(uid)
     return _judge(index, run, plan, time.monotonic() - started)
 
 

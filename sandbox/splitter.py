@@ -16,6 +16,7 @@ Tests run in order in one namespace, so a unit sees the names the earlier units 
 from __future__ import annotations
 
 import ast
+import builtins
 import textwrap
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ class TestPlan:
 
     units: tuple[Unit, ...]
     candidate_param: str | None  # the name `check` gives the candidate ("candidate"); None for plain asserts
+    names: tuple[str, ...] = ()  # names the tests read that they may expect from the candidate's module
 
     @property
     def total(self) -> int:
@@ -64,6 +66,13 @@ def _unit(source: str, node: ast.stmt, is_test: bool) -> Unit:
     return Unit(textwrap.dedent(text), first, is_test)
 
 
+def _free_names(tree: ast.Module, candidate_param: str | None) -> tuple[str, ...]:
+    # Every name read anywhere in the tests (more than they need is harmless), except builtins: a test's
+    # `abs` or `len` is always the builtin, never a function of that name the candidate defines.
+    read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    return tuple(sorted(read - set(dir(builtins)) - {"check", candidate_param}))
+
+
 def split_tests(source: str | None) -> TestPlan:
     """Cut a test file into setup and counted test units (see the module docstring for the rules).
 
@@ -79,7 +88,7 @@ def split_tests(source: str | None) -> TestPlan:
     checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
     if not checks:
         units = [_unit(source, n, _has_real_assert(n)) for n in tree.body if not _is_constant_assert(n)]
-        return TestPlan(tuple(units), None)
+        return TestPlan(tuple(units), None, _free_names(tree, None))
     check = checks[-1]
     if not check.args.args:
         raise ValueError("check() takes no argument: define it as `def check(candidate):`")
@@ -87,4 +96,4 @@ def split_tests(source: str | None) -> TestPlan:
              and not isinstance(n, ast.Assert)]
     body = [_unit(source, n, _has_real_assert(n)) for n in check.body
             if not _is_constant_assert(n) and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
-    return TestPlan(tuple(setup + body), check.args.args[0].arg)
+    return TestPlan(tuple(setup + body), check.args.args[0].arg, _free_names(tree, check.args.args[0].arg))

@@ -36,12 +36,13 @@ class Template:
         theirs.close()
         self._sock = ours
 
-    def spawn(self, job: bytes, out_fd: int, err_fd: int, result_fd: int) -> int:
-        """Fork a child that runs `job` (marshalled) with these pipes as stdout, stderr and result channel."""
+    def spawn(self, job: bytes, out_fd: int, err_fd: int, result_fd: int, tests_fd: int) -> int:
+        """Fork a child that runs `job` (marshalled) with these pipes as stdout, stderr and result channel,
+        and `tests_fd` (a file holding the tests) for its tests' process alone."""
         with self._lock:
             for attempt in range(2):
                 try:
-                    socket.send_fds(self._sock, [struct.pack("Q", len(job))], [out_fd, err_fd, result_fd])
+                    socket.send_fds(self._sock, [struct.pack("Q", len(job))], [out_fd, err_fd, result_fd, tests_fd])
                     self._sock.sendall(job)
                     reply = self._sock.recv(8, socket.MSG_WAITALL)
                     if len(reply) == 8:
