@@ -59,7 +59,7 @@ def generation_payload(rows: Sequence[RankedCandidate], summary: PassSummary | N
         })
     pass_info = None if summary is None or not summary.tested else {
         "pass_at_first": summary.pass_first, "pass_at_all": summary.pass_all, "passed": summary.passed,
-        "total": summary.total}
+        "total": summary.total, "time_to_first_pass_s": summary.first_pass_s}
     return {"settings": dict(meta), "pass": pass_info, "batch": dict(batch), "candidates": cands}
 
 
