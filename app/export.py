@@ -27,7 +27,9 @@ def comparison_payload(runs: Mapping[str, MethodRun], table: pd.DataFrame, meta:
     return {
         "settings": dict(meta),
         "summary": json.loads(table.to_json(orient="records")),
-        "runs": {method_name(m): {"wall_s": r.wall_s, **r.result.to_dict()} for m, r in runs.items()},
+        "runs": {method_name(m): {"wall_s": r.wall_s, "time_to_first_pass_s": r.first_pass_s,
+                                  "passed": None if r.passed is None else list(r.passed), **r.result.to_dict()}
+                 for m, r in runs.items()},
     }
 
 
