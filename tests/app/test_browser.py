@@ -278,6 +278,7 @@ def test_pass_badge_appears_while_another_card_is_decoding(fake_app_url, browser
     seen = _wait(browser, lambda d: (lambda b: "PASS" in b and "running" in b and b)(badges(browser)), 60,
                  "a PASS badge while another card decodes")
     assert seen[0] == "PASS" and seen.count("running") >= 2, seen
+    browser.save_screenshot(str(SHOTS / "app_ttfp_live_scripted.png"))  # scripted engine: the live moment
     _wait(browser, lambda d: len(d.find_elements("css selector", "#bass-candidates .bass-ranked")) == 4, 60,
           "the ranking")
     summary = browser.find_element("css selector", "#bass-summary").text
