@@ -49,7 +49,7 @@ _LAYOUT = """
 .bass-spark-bars i.bass-spark-0 { background: var(--neutral-300); }
 .bass-ttfp b { color: #15803d; }
 /* The slider's number box is sized for 3 digits by default: "1024" was cut to "102" with a scroll bar. */
-#bass-max-new input[type=number] { min-width: 5.5ch; width: 6ch; }
+#bass-max-new input[type=number] { min-width: 9ch !important; width: 9ch !important; box-sizing: content-box; }
 #bass-max-new .head, #bass-max-new .tab-like-container { overflow: visible; }
 """
 
