@@ -41,6 +41,8 @@ class LiveRun:
     finish_times: list[float | None] = field(default_factory=list)
     speed_rows: list[tuple[float, float, str]] = field(default_factory=list)
     accept_rows: list[tuple[int, int, str]] = field(default_factory=list)
+    # per sequence, (accepted, proposed) of every round in which it was given a draft: the card's sparkline
+    per_round: list[list[tuple[int, int]]] = field(default_factory=list)
     phase: str = "waiting"  # waiting | prefill | decoding | done
     round: int = 0
     time_s: float = 0.0
@@ -57,6 +59,7 @@ class LiveRun:
         self.accepted = self.accepted or [0] * n
         self.finish_reasons = self.finish_reasons or [None] * n
         self.finish_times = self.finish_times or [None] * n
+        self.per_round = self.per_round or [[] for _ in range(n)]
 
     def add(self, event: GenerationEvent) -> None:
         """Fold one event into the state (events must arrive in stream order)."""
@@ -82,6 +85,8 @@ class LiveRun:
                 self.finish_reasons[s] = update.finish_reason or "stop"
                 self.finish_times[s] = event.time_s
             self.accept_rows.append((event.round, update.accepted, seq_label(s)))
+            if update.proposed:
+                self.per_round[s].append((update.accepted, update.proposed))
         if event.updates and any(u.proposed for u in event.updates):
             self.accept_rows.append((event.round, event.draft_length, DRAFT_LENGTH_SERIES))
         # Round 0 is the token sampled from the prefill's logits, stamped microseconds after decoding

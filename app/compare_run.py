@@ -1,6 +1,8 @@
 """The Compare button: the same prompt, seed and k under BASS, regular and single-sequence decoding.
 
-Methods run one after another on the one engine; the table grows as each finishes. A method that fails
+Methods run one after another on the one engine; the table grows as each finishes. With unit tests,
+each candidate is tested the moment it finishes (`app.live_tests`), which gives every method its time to
+first pass (and, with "stop at the first pass", ends each method's run at its first pass). A method that fails
 (an unsupported drafter, say) is reported in the status and the others still run. Results are written
 as CSV and JSON for download.
 """
@@ -17,19 +19,23 @@ import pandas as pd
 
 from app import render
 from app.charts import LiveRun
+from app.checks import run_tests
 from app.compare import (
     COMPARE_ORDER,
     TABLE_COLUMNS,
+    TTFP_COLUMN,
     MethodRun,
     comparison_table,
     display_table,
+    first_pass_bars,
     latency_bars,
     method_name,
     per_sequence_table,
     wall_bars,
 )
 from app.export import write_comparison
-from app.generate import UPDATE_INTERVAL_S, wait_for_engine
+from app.generate import POLL_S, UPDATE_INTERVAL_S, TestRunner, wait_for_engine
+from app.live_tests import engine_cancel, reports_by_seq, start_tests, submit_finished
 from app.session import EngineSession
 from app.settings import RunSettings, UserError
 
@@ -46,6 +52,7 @@ class CompareView:
     table: pd.DataFrame = field(default_factory=_empty_table)
     latency: pd.DataFrame = field(default_factory=lambda: latency_bars(_empty_table()))
     wall: pd.DataFrame = field(default_factory=lambda: wall_bars(_empty_table()))
+    first_pass: pd.DataFrame = field(default_factory=lambda: first_pass_bars(_empty_table()))
     csv_path: str | None = None
     json_path: str | None = None
     error: str | None = None
@@ -53,15 +60,16 @@ class CompareView:
 
 def _tables(runs: dict[str, MethodRun]) -> dict:
     table = comparison_table(runs)
-    return {"table": display_table(table), "latency": latency_bars(table), "wall": wall_bars(table)}
+    return {"table": display_table(table), "latency": latency_bars(table), "wall": wall_bars(table),
+            "first_pass": first_pass_bars(table)}
 
 
 def compare_views(session: EngineSession, settings: RunSettings, cancel: threading.Event,
-                  methods: tuple[str, ...] = COMPARE_ORDER) -> Iterator[CompareView]:
+                  methods: tuple[str, ...] = COMPARE_ORDER, tester: TestRunner = run_tests) -> Iterator[CompareView]:
     """Run every method in turn and stream the growing comparison."""
     try:
         yield from wait_for_engine(session, settings.pair_label, cancel, lambda s: CompareView(status=s))
-        yield from _compare(session, settings, cancel, methods)
+        yield from _compare(session, settings, cancel, methods, tester)
     except UserError as exc:
         yield CompareView(status=render.error_html(exc.message, exc.hint), error=exc.message)
     except Exception as exc:
@@ -71,7 +79,7 @@ def compare_views(session: EngineSession, settings: RunSettings, cancel: threadi
 
 
 def _compare(session: EngineSession, s: RunSettings, cancel: threading.Event,
-             methods: tuple[str, ...]) -> Iterator[CompareView]:
+             methods: tuple[str, ...], tester: TestRunner) -> Iterator[CompareView]:
     engine = session.engine
     runs: dict[str, MethodRun] = {}
     failures: list[str] = []
@@ -85,12 +93,21 @@ def _compare(session: EngineSession, s: RunSettings, cancel: threading.Event,
         t0 = time.perf_counter()
         last = 0.0
         live = LiveRun(s.k)
+        worker = start_tests(s, tester) if s.tests.strip() else None
         try:
+            stop = engine_cancel(cancel, worker) if worker else cancel
             for event in engine.stream(s.prompt, k=s.k, params=s.params, method=method, drafter=s.drafter,
-                                       backend=s.backend, chat=s.chat, cancel=cancel):
+                                       backend=s.backend, chat=s.chat, cancel=stop):
                 live.add(event)
+                if worker:
+                    submit_finished(worker, event)
                 if event.kind == "done":
-                    runs[method] = MethodRun(method, event.result, time.perf_counter() - t0)
+                    wall_s = time.perf_counter() - t0
+                    passed = None
+                    if worker:
+                        yield from _wait_for_tests(worker, name, i, len(methods), base, cancel)
+                        passed = tuple(None if r is None else r.passed for r in reports_by_seq(worker, s.k))
+                    runs[method] = MethodRun(method, event.result, wall_s, passed)
                     break
                 now = time.perf_counter()
                 if now - last >= UPDATE_INTERVAL_S:
@@ -106,6 +123,9 @@ def _compare(session: EngineSession, s: RunSettings, cancel: threading.Event,
         except Exception as exc:
             log.exception("%s failed in the comparison", method)
             failures.append(f"{name}: {type(exc).__name__}: {exc}")
+        finally:
+            if worker:
+                worker.close(timeout_s=0)
     if not runs:
         raise UserError("No method finished." if not failures else "Every method failed: " + "; ".join(failures),
                         "change the settings and press Compare again")
@@ -126,14 +146,33 @@ def _compare(session: EngineSession, s: RunSettings, cancel: threading.Event,
                       json_path=_str(json_path), **tables)
 
 
+def _wait_for_tests(worker, name: str, i: int, n: int, base: dict, cancel: threading.Event) -> Iterator[CompareView]:
+    """Decoding of one method is over: wait for its last verdicts (a Stop abandons them)."""
+    worker.close(timeout_s=0)
+    t0 = time.perf_counter()
+    while True:
+        worker.poll()
+        if worker.pending <= 0 or cancel.is_set():
+            return
+        yield CompareView(status=render.status_html(f"Testing {name}'s last {worker.pending} candidate(s)…",
+                                                    f"{time.perf_counter() - t0:.1f} s", (i + 1) / n), **base)
+        worker.wait_idle(POLL_S)
+
+
 def _headline(table: pd.DataFrame) -> str:
-    """'BASS: 1.8× faster per token than regular batched', or the plain means when regular did not run."""
+    """Per method: ms/token (and × regular), acceptance, tokens/round and time to first pass."""
     parts = []
     for _, row in table.iterrows():
         up = row["speed-up (ms/token)"]
         text = f"{row['method']}: {row['mean ms/token']:.0f} ms/token"
         if not pd.isna(up) and row["method"] != method_name("regular"):
             text += f" ({up:.2f}× regular)"
+        acc = row["acceptance"]
+        text += (f", acceptance {acc:.0%}" if not pd.isna(acc) else ", no drafts") + \
+            f", {row['tokens/round']:.2f} tokens/round"
+        if not pd.isna(row["passing"]):
+            ttfp = row[TTFP_COLUMN]
+            text += f", first pass {'none' if pd.isna(ttfp) else f'{ttfp:.1f} s'}"
         parts.append(text)
     return " · ".join(parts)
 

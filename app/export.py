@@ -27,7 +27,9 @@ def comparison_payload(runs: Mapping[str, MethodRun], table: pd.DataFrame, meta:
     return {
         "settings": dict(meta),
         "summary": json.loads(table.to_json(orient="records")),
-        "runs": {method_name(m): {"wall_s": r.wall_s, **r.result.to_dict()} for m, r in runs.items()},
+        "runs": {method_name(m): {"wall_s": r.wall_s, "time_to_first_pass_s": r.first_pass_s,
+                                  "passed": None if r.passed is None else list(r.passed), **r.result.to_dict()}
+                 for m, r in runs.items()},
     }
 
 
@@ -59,7 +61,7 @@ def generation_payload(rows: Sequence[RankedCandidate], summary: PassSummary | N
         })
     pass_info = None if summary is None or not summary.tested else {
         "pass_at_first": summary.pass_first, "pass_at_all": summary.pass_all, "passed": summary.passed,
-        "total": summary.total}
+        "total": summary.total, "time_to_first_pass_s": summary.first_pass_s}
     return {"settings": dict(meta), "pass": pass_info, "batch": dict(batch), "candidates": cands}
 
 

@@ -1,4 +1,8 @@
-"""The Generate button: wait for the model, stream the k candidates, test them, show them ranked.
+"""The Generate button: wait for the model, stream the k candidates, test each as it finishes, rank them.
+
+Each candidate goes to the sandbox the moment it finishes, in the background (`app.live_tests`), so
+its card turns PASS/FAIL while its siblings decode; with "stop at the first pass" the first passing
+candidate ends the others, which keep their partial text, untested.
 
 `generate_views` is a plain generator of `GenerateView`s (no Gradio in it), so tests drive it with a
 fake engine. Every failure ends in a view whose status is a readable error box; nothing escapes as a
@@ -20,6 +24,7 @@ from app import render
 from app.charts import LiveRun, empty_accept_frame, empty_speed_frame
 from app.checks import run_tests
 from app.export import generation_payload, write_generation
+from app.live_tests import engine_cancel, reports_by_seq, start_tests, submit_finished
 from app.programs import build_program
 from app.ranking import TestReport, pass_summary, rank_candidates
 from app.session import EngineSession
@@ -98,32 +103,56 @@ def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
                        candidates=render.live_cards_html(run))
     t0 = time.perf_counter()
     last_sent = 0.0
+    worker = start_tests(s, tester)
     stream = engine.stream(s.prompt, k=s.k, params=s.params, method=s.method, drafter=s.drafter,
-                           backend=s.backend, chat=s.chat, cancel=cancel)
+                           backend=s.backend, chat=s.chat, cancel=engine_cancel(cancel, worker))
     result = None
     try:
         for event in _readable_errors(stream):
             run.add(event)
+            submit_finished(worker, event)  # returns at once: the tests run on the worker's thread
             if event.kind == "done":
                 result = event.result
                 break
+            new = worker.poll()
             now = time.perf_counter()
-            if event.kind == "prefill" or now - last_sent >= UPDATE_INTERVAL_S:
+            if event.kind == "prefill" or new or now - last_sent >= UPDATE_INTERVAL_S:
                 last_sent = now
-                yield GenerateView(status=_decoding_status(run, s, method), candidates=render.live_cards_html(run),
+                yield GenerateView(status=_decoding_status(run, s, method, worker),
+                                   candidates=render.live_cards_html(run, worker.verdicts),
                                    speed=run.speed_frame(), accept=run.accept_frame())
     finally:
         stream.close()  # releases the engine if the browser went away mid-stream
+        if result is None:
+            worker.close(timeout_s=0)
     if result is None:
         raise RuntimeError("the engine's stream ended without a result")
-    wall_s = time.perf_counter() - t0
     programs = [build_program(s.prompt, c.text, s.style) for c in result.candidates]
-    cancelled = cancel.is_set()
-    if cancelled:
-        reports: list[TestReport | None] = [None] * len(programs)
-    else:
-        reports = yield from _run_sandbox(run, programs, s, tester)
-    yield _final_view(run, result, programs, reports, s, wall_s, cancelled)
+    cancelled = cancel.is_set()  # the Stop button (a stop at the first pass is not the user's)
+    worker.close(timeout_s=0)  # no more submissions; the worker finishes what is queued
+    if not cancelled:
+        yield from _wait_for_verdicts(run, worker, s)
+    wall_s = time.perf_counter() - t0
+    worker.poll()
+    reports = reports_by_seq(worker, len(programs))
+    passes = [v.at_s - t0 for v in worker.verdicts.values() if v.passed]
+    yield _final_view(run, result, programs, reports, s, wall_s, cancelled, worker.first_pass.is_set(),
+                      min(passes) if passes else None)
+
+
+def _wait_for_verdicts(run: LiveRun, worker, s: RunSettings) -> Iterator[GenerateView]:
+    """Decoding is over: show the cards (live verdicts included) while the last tests run."""
+    t0 = time.perf_counter()
+    while True:
+        worker.poll()
+        if worker.pending <= 0:
+            return
+        what = (f"Testing the last {worker.pending} candidate(s) in the sandbox…" if s.tests.strip() else
+                f"Running the last {worker.pending} candidate(s) in the sandbox (no tests given)…")
+        yield GenerateView(status=render.status_html(what, f"{time.perf_counter() - t0:.1f} s"),
+                           candidates=render.live_cards_html(run, worker.verdicts), speed=run.speed_frame(),
+                           accept=run.accept_frame())
+        worker.wait_idle(POLL_S)
 
 
 def _readable_errors(stream: Iterator) -> Iterator:
@@ -134,7 +163,7 @@ def _readable_errors(stream: Iterator) -> Iterator:
         raise UserError(str(exc), "change the setting it names and press Generate again") from None
 
 
-def _decoding_status(run: LiveRun, s: RunSettings, method: str) -> str:
+def _decoding_status(run: LiveRun, s: RunSettings, method: str, worker) -> str:
     done = sum(run.finished)
     fraction = max(run.tokens) / s.params.max_new_tokens if run.tokens else 0.0
     if s.params.time_budget_s:
@@ -146,40 +175,16 @@ def _decoding_status(run: LiveRun, s: RunSettings, method: str) -> str:
         detail += f" · draft length L = {run.draft_length}"
         if acc:
             detail += f" · acceptance {sum(acc) / len(acc):.0%}"
-    detail += f" · {done}/{run.k} finished · {run.time_s:.1f} s"
+    detail += f" · {done}/{run.k} finished"
+    passed = sum(v.passed for v in worker.verdicts.values())
+    if worker.verdicts:
+        detail += f" · {len(worker.verdicts)} tested, {passed} pass"
+    detail += f" · {run.time_s:.1f} s"
     return render.status_html("Generating…", detail, min(1.0, fraction))
 
 
-def _run_sandbox(run: LiveRun, programs: list[str], s: RunSettings,
-                 tester: TestRunner) -> Iterator[GenerateView]:
-    """Run the tests in a thread, showing elapsed time; returns the reports (via StopIteration)."""
-    box: dict[str, object] = {}
-
-    def work() -> None:
-        try:
-            box["reports"] = tester(programs, s.tests)
-        except Exception as exc:  # a sandbox crash still leaves every candidate on screen
-            log.exception("tests failed to run")
-            box["error"] = exc
-
-    thread = threading.Thread(target=work, name="bass-sandbox", daemon=True)
-    t0 = time.perf_counter()
-    thread.start()
-    what = f"Running {len(programs)} candidates against the tests in the sandbox…" if s.tests.strip() else \
-        f"Running {len(programs)} candidates in the sandbox (no tests given: checking they run)…"
-    while thread.is_alive():
-        yield GenerateView(status=render.status_html(what, f"{time.perf_counter() - t0:.1f} s"),
-                           candidates=render.live_cards_html(run), speed=run.speed_frame(),
-                           accept=run.accept_frame())
-        thread.join(POLL_S)
-    if "error" in box:
-        err = box["error"]
-        return [TestReport("error", 0, 0, "", 0.0, detail=f"sandbox failed: {err}") for _ in programs]
-    return box["reports"]
-
-
 def _final_view(run: LiveRun, result, programs: list[str], reports: list[TestReport | None], s: RunSettings,
-                wall_s: float, cancelled: bool) -> GenerateView:
+                wall_s: float, cancelled: bool, stopped_at_pass: bool, pass_known_s: float | None) -> GenerateView:
     shown = [c.text for c in result.candidates] if s.style == "completion" else programs
     rows = rank_candidates(result, programs, reports, shown)
     summary = pass_summary(result, reports)
@@ -188,9 +193,11 @@ def _final_view(run: LiveRun, result, programs: list[str], reports: list[TestRep
     stats = result.stats
     acceptance = stats.acceptance_rate if stats.proposed else None
     headline = render.summary_html(summary, stats.mean_ms_per_token, acceptance, stats.tokens_per_round,
-                                       wall_s, METHOD_LABELS[s.method])
-    note = ("Stopped: the candidates as far as they got, not tested." if cancelled else
+                                   wall_s, METHOD_LABELS[s.method], pass_known_s)
+    note = ("Stopped: the candidates as far as they got; those still decoding were not tested." if cancelled else
             "Ranked: passing candidates first, then by tests passed, then by who finished first.")
+    if stopped_at_pass and not cancelled:
+        note += " Stopped at the first pass: the others keep what they had generated, untested."
     if s.style == "completion":
         note += " Cards show the generated body; the best candidate above is the whole function."
     try:
@@ -198,7 +205,7 @@ def _final_view(run: LiveRun, result, programs: list[str], reports: list[TestRep
     except OSError:
         log.exception("could not write the results file")
         path = None
-    title = "Stopped." if cancelled else "Done."
+    title = "Stopped." if cancelled else "Done: stopped at the first pass." if stopped_at_pass else "Done."
     detail = f"{stats.tokens} tokens in {wall_s:.1f} s · prefill {stats.prefill_s:.2f} s"
     return GenerateView(status=render.status_html(title, detail, kind="ok"),
                         candidates=render.ranked_cards_html(rows, note), speed=run.speed_frame(),

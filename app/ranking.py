@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bass.events import FINISHED_IN_TIME, GenerationResult
-from bass.metrics import pass_at_all, pass_at_first
+from bass.metrics import pass_at_all, pass_at_first, time_to_first_pass
 
 # Worse statuses sort later among candidates with the same share of tests passed.
 STATUS_ORDER = ("passed", "ran", "failed", "untested", "error", "timeout", "memory", "crashed", "cancelled")
@@ -100,6 +100,7 @@ class PassSummary:
     pass_all: bool
     passed: int
     total: int
+    first_pass_s: float | None = None  # time to first pass (bass.metrics), None when nothing passed
 
 
 def pass_summary(result: GenerationResult, reports: Sequence[TestReport | None]) -> PassSummary:
@@ -108,7 +109,8 @@ def pass_summary(result: GenerationResult, reports: Sequence[TestReport | None])
     passed = [r is not None and r.passed for r in reports]
     times = finish_times(result)
     return PassSummary(tested=tested, pass_first=pass_at_first(times, passed), pass_all=pass_at_all(times, passed),
-                       passed=sum(passed), total=len(passed))
+                       passed=sum(passed), total=len(passed),
+                       first_pass_s=time_to_first_pass(result.stats.prefill_s, times, passed))
 
 
 def table_rows(rows: Sequence[RankedCandidate]) -> list[list]:

@@ -6,7 +6,7 @@ Pure string functions. Code is highlighted with pygments into `.bass-hl` classes
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 
 from pygments import highlight as _pyg_highlight
@@ -14,7 +14,9 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 from app.charts import LiveRun, seq_label
-from app.ranking import PassSummary, RankedCandidate
+from app.ranking import PassSummary, RankedCandidate, TestReport
+from bass.metrics import format_seconds_or_none
+from bass.verdicts import Verdict
 
 _FORMATTER = HtmlFormatter(cssclass="bass-hl", nowrap=False)
 _LEXER = PythonLexer(stripnl=False, ensurenl=False)
@@ -22,7 +24,7 @@ _LEXER = PythonLexer(stripnl=False, ensurenl=False)
 BADGES = {
     "passed": ("PASS", "ok"), "ran": ("RUNS · NO TESTS", "ok"), "failed": ("FAIL", "bad"), "error": ("ERROR", "bad"),
     "timeout": ("TIMEOUT", "warn"), "memory": ("OUT OF MEMORY", "warn"), "crashed": ("CRASHED", "bad"),
-    "untested": ("NO TESTS", "muted"), "cancelled": ("CANCELLED", "muted"),
+    "untested": ("NO TESTS", "muted"), "cancelled": ("STOPPED · UNTESTED", "muted"),
 }
 FINISH_NAMES = {"eos": "end of text", "stop": "stop string", "length": "token limit", "budget": "time budget",
                 "cancelled": "cancelled"}
@@ -66,8 +68,46 @@ def _badge(label: str, tone: str) -> str:
     return f'<span class="bass-badge bass-badge-{tone}">{escape(label)}</span>'
 
 
-def live_cards_html(run: LiveRun, limit_chars: int = 4000) -> str:
-    """The k candidates as they stream, side by side, each with its own speed and acceptance so far."""
+SPARK_ROUNDS = 48  # the last rounds a card's acceptance strip shows
+
+
+def acceptance_strip_html(per_round: Sequence[tuple[int, int]]) -> str:
+    """One bar per round: how many of the draft tokens proposed to this sequence the target accepted.
+
+    Bar height is accepted / proposed (a full bar: the whole draft accepted); the number is in the tooltip.
+    Empty when the sequence never got a draft (regular decoding).
+    """
+    if not per_round:
+        return ""
+    shown = per_round[-SPARK_ROUNDS:]
+    bars = "".join(f'<i style="height:{max(8, round(100 * a / p))}%" class="{"bass-spark-0" if a == 0 else ""}" '
+                   f'title="{a}/{p} accepted"></i>' for a, p in shown)
+    counts = " ".join(str(a) for a, _ in shown)
+    total_a, total_p = sum(a for a, _ in per_round), sum(p for _, p in per_round)
+    return (f'<div class="bass-spark" title="draft tokens accepted per round: {escape(counts)}">'
+            f'<span class="bass-spark-label">accepted/round · {total_a}/{total_p}</span>'
+            f'<span class="bass-spark-bars" data-accepted="{escape(counts)}">{bars}</span></div>')
+
+
+def _live_badge(reason: str | None, verdict: Verdict[TestReport] | None) -> str:
+    if verdict is not None:
+        label, tone = BADGES.get(verdict.value.status, (verdict.value.status.upper(), "bad"))
+        return _badge(label, tone)
+    if reason is None:
+        return _badge("running", "live")
+    if reason == "cancelled":
+        return _badge(BADGES["cancelled"][0], "muted")
+    return _badge(f"done: {FINISH_NAMES.get(reason, reason)} · testing…", "muted")
+
+
+def live_cards_html(run: LiveRun, verdicts: Mapping[int, Verdict[TestReport]] | None = None,
+                    limit_chars: int = 4000) -> str:
+    """The k candidates as they stream, side by side, each with its own speed and acceptance so far.
+
+    A finished candidate shows its verdict (PASS/FAIL…) as soon as the sandbox gave it, while the others
+    are still running.
+    """
+    verdicts = verdicts or {}
     cards = []
     for s in range(run.k):
         text = run.texts[s]
@@ -77,10 +117,13 @@ def live_cards_html(run: LiveRun, limit_chars: int = 4000) -> str:
         facts = f"{run.tokens[s]} tok · {run.rate(s):.1f} tok/s"
         if acc is not None:
             facts += f" · acc {acc:.0%}"
-        reason = run.finish_reasons[s]
-        badge = _badge(f"done: {FINISH_NAMES.get(reason, reason)}", "muted") if reason else _badge("running", "live")
+        reason, verdict = run.finish_reasons[s], verdicts.get(s)
+        if verdict is not None:
+            facts += f" · tests {verdict.value.tests_passed}/{verdict.value.tests_total}"
         header = f'<span class="bass-seq">{seq_label(s)}</span><span class="bass-facts">{escape(facts)}</span>'
-        cards.append(_card(header, badge, text, classes="bass-live"))
+        state = "bass-live-running" if reason is None else "bass-live-finished"
+        cards.append(_card(header, _live_badge(reason, verdict), text, acceptance_strip_html(run.per_round[s]),
+                           classes=f"bass-live {state}"))
     return f'<div class="bass-grid" data-k="{run.k}">{"".join(cards)}</div>'
 
 
@@ -112,10 +155,14 @@ def ranked_cards_html(rows: Sequence[RankedCandidate], note: str = "") -> str:
 
 
 def summary_html(summary: PassSummary, mean_ms_per_token: float, acceptance: float | None,
-                 tokens_per_round: float, wall_s: float, method: str) -> str:
-    """The headline numbers of this prompt: Pass@First / Pass@All badges, latency, acceptance."""
+                 tokens_per_round: float, wall_s: float, method: str, pass_known_s: float | None = None) -> str:
+    """The headline numbers of this prompt: time to first pass, Pass@First / Pass@All badges, latency,
+    acceptance. `pass_known_s`: when the first PASS verdict came back, seconds since the click."""
     parts = []
     if summary.tested:
+        first = format_seconds_or_none(summary.first_pass_s)
+        known = f" (PASS shown at {pass_known_s:.1f} s)" if pass_known_s is not None else ""
+        parts.append(f'<span class="bass-ttfp">time to first pass <b>{first}</b>{escape(known)}</span>')
         for name, ok in (("Pass@First", summary.pass_first), ("Pass@All", summary.pass_all)):
             parts.append(f'{name} {_badge("PASS" if ok else "FAIL", "ok" if ok else "bad")}')
         parts.append(f"<b>{summary.passed}/{summary.total}</b> candidates pass")

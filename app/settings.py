@@ -39,6 +39,7 @@ class RunSettings:
     drafter: str | None
     backend: str | None
     pair_label: str | None
+    stop_at_first_pass: bool = False  # cancel the other sequences once one passes every test
 
     @property
     def chat(self) -> bool:
@@ -50,7 +51,7 @@ class RunSettings:
         return {"prompt": self.prompt, "tests": self.tests, "style": self.style, "k": self.k, "method": self.method,
                 "drafter": self.drafter, "backend": self.backend, "model": self.pair_label,
                 "temperature": p.temperature, "top_p": p.top_p, "max_new_tokens": p.max_new_tokens,
-                "time_budget_s": p.time_budget_s, "seed": p.seed}
+                "time_budget_s": p.time_budget_s, "seed": p.seed, "stop_at_first_pass": self.stop_at_first_pass}
 
 
 def method_from_label(label: str) -> str:
@@ -77,7 +78,7 @@ def _number(value, name: str, lo: float, hi: float, integer: bool = False) -> fl
 
 def parse_settings(prompt: str | None, tests: str | None, style: str, k, temperature, top_p, max_new_tokens,
                    time_budget_s, method: str, drafter: str | None, backend: str | None, pair_label: str | None,
-                   seed) -> RunSettings:
+                   seed, stop_at_first_pass: bool = False) -> RunSettings:
     """Validate the widgets' values. Raises UserError with a readable message."""
     prompt = prompt or ""
     if not prompt.strip():
@@ -99,4 +100,5 @@ def parse_settings(prompt: str | None, tests: str | None, style: str, k, tempera
                             stop=HUMANEVAL_STOPS if resolved == "completion" else (), seed=seed_val,
                             time_budget_s=budget or None)
     return RunSettings(prompt=prompt, tests=tests or "", style=resolved, k=k_val, params=params, method=method_id,
-                       drafter=drafter or None, backend=backend or None, pair_label=pair_label)
+                       drafter=drafter or None, backend=backend or None, pair_label=pair_label,
+                       stop_at_first_pass=bool(stop_at_first_pass))

@@ -41,6 +41,16 @@ _LAYOUT = """
 .bass-summary .bass-badge { margin: 0 4px; }
 .bass-empty { color: var(--body-text-color-subdued); }
 #bass-header h1 { margin-bottom: 0; }
+.bass-spark { display: flex; align-items: flex-end; gap: 8px; padding: 4px 10px; font-size: 0.75em;
+              color: var(--body-text-color-subdued); border-bottom: 1px solid var(--border-color-primary); }
+.bass-spark-label { white-space: nowrap; }
+.bass-spark-bars { display: flex; align-items: flex-end; gap: 1px; height: 22px; flex: 1; }
+.bass-spark-bars i { display: block; width: 5px; background: #2563eb; border-radius: 1px 1px 0 0; }
+.bass-spark-bars i.bass-spark-0 { background: var(--neutral-300); }
+.bass-ttfp b { color: #15803d; }
+/* The slider's number box is sized for 3 digits by default: "1024" was cut to "102" with a scroll bar. */
+#bass-max-new input[type=number] { min-width: 9ch !important; width: 9ch !important; box-sizing: content-box; }
+#bass-max-new .head, #bass-max-new .tab-like-container { overflow: visible; }
 """
 
 

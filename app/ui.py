@@ -10,6 +10,7 @@ import gradio as gr
 
 from app import render
 from app.charts import ACCEPT_COLUMNS, SPEED_COLUMNS, series_of
+from app.compare import TTFP_COLUMN
 from app.compare_run import CompareView, compare_views
 from app.generate import GenerateView, error_view, generate_views
 from app.problems import Problem, find_problem, load_problems
@@ -78,10 +79,14 @@ def build_demo(session: EngineSession) -> gr.Blocks:
                     temperature = gr.Slider(0.0, 2.0, value=0.8, step=0.05, label="Temperature (0 = greedy)",
                                             elem_id="bass-temperature")
                     top_p = gr.Slider(0.05, 1.0, value=0.95, step=0.01, label="Top-p")
+                # The slider gets its own row: squeezed beside two number boxes its value box showed "102"
+                # of "1024" with a scroll bar.
+                max_new = gr.Slider(16, 1024, value=128, step=16, label="Max new tokens", elem_id="bass-max-new")
                 with gr.Row():
-                    max_new = gr.Slider(16, 1024, value=128, step=16, label="Max new tokens", elem_id="bass-max-new")
                     budget = gr.Number(value=120, minimum=0, label="Time budget (s, 0 = none)", elem_id="bass-budget")
                     seed = gr.Number(value=0, minimum=0, precision=0, label="Seed")
+                stop_first = gr.Checkbox(False, label="Stop at the first pass", elem_id="bass-stop-first",
+                                         info="once a candidate passes every test, the others stop (kept, untested)")
                 with gr.Row():
                     drafter = gr.Dropdown(["ngram"], value="ngram", label="Drafter", interactive=True)
                     backend = gr.Dropdown(["torch"], value="torch", label="Attention backend", interactive=True)
@@ -98,7 +103,7 @@ def build_demo(session: EngineSession) -> gr.Blocks:
                                              title="Tokens/s per sequence (average since decoding began)",
                                              height=260, elem_id="bass-speed-plot", x_title="time (s)")
                     accept_plot = gr.LinePlot(x=ACCEPT_COLUMNS[0], y=ACCEPT_COLUMNS[1], color=ACCEPT_COLUMNS[2],
-                                              title="Accepted draft tokens per round (and draft length L)",
+                                              title="Draft tokens accepted per round, by sequence (and draft length L)",
                                               height=260, elem_id="bass-accept-plot")
                 summary = gr.HTML(elem_id="bass-summary")
                 best = gr.Code(language="python", label="Best candidate (copy it)", interactive=False, lines=4,
@@ -117,14 +122,16 @@ def build_demo(session: EngineSession) -> gr.Blocks:
                                           "(lower is better)", height=260, elem_id="bass-latency-plot")
                     wall_plot = gr.BarPlot(x="method", y="wall (s)", title="Total wall time (s)", height=260,
                                            elem_id="bass-wall-plot")
+                    ttfp_plot = gr.BarPlot(x="method", y=TTFP_COLUMN, title="Time to first pass (s, lower is "
+                                           "better; no bar: none passed)", height=260, elem_id="bass-ttfp-plot")
                 with gr.Row():
                     csv_btn = gr.DownloadButton("Download CSV", visible=False, size="sm")
                     json_btn = gr.DownloadButton("Download JSON", visible=False, size="sm")
 
         settings_inputs = [prompt, tests, style, k, temperature, top_p, max_new, budget, method, drafter, backend,
-                           pair, seed]
+                           pair, seed, stop_first]
         live_outputs = [status, candidates, speed_plot, accept_plot, summary, best, download]
-        cmp_outputs = [cmp_status, cmp_table, lat_plot, wall_plot, csv_btn, json_btn]
+        cmp_outputs = [cmp_status, cmp_table, lat_plot, wall_plot, ttfp_plot, csv_btn, json_btn]
 
         def show_problem(label: str | None):
             chosen = find_problem(label, problems)
@@ -240,8 +247,8 @@ def _cmp(view: CompareView) -> tuple:
     if view.error:
         gr.Warning(view.error)
         if view.table.empty:  # nothing new to show: keep the previous comparison on screen
-            return (view.status,) + (gr.skip(),) * 5
-    return (view.status, view.table, _bars(view.latency), _bars(view.wall),
+            return (view.status,) + (gr.skip(),) * 6
+    return (view.status, view.table, _bars(view.latency), _bars(view.wall), _bars(view.first_pass),
             gr.DownloadButton(value=view.csv_path, visible=view.csv_path is not None),
             gr.DownloadButton(value=view.json_path, visible=view.json_path is not None))
 

@@ -1,7 +1,8 @@
 """Command line: a thin layer that maps flags onto the config dataclasses.
 
     python -m bass generate --prompt-file F | --prompts-file F.jsonl  [-k 8] [--method bass] [--json] ...
-    python -m bass eval humaneval --k 8 --budget-s 60 --method bass [--limit 20] [--json]
+    python -m bass generate --prompt-file F --tests-file T [--stop-at-first-pass]   (test as they finish)
+    python -m bass eval humaneval --k 8 --budget-s 60 --method bass [--limit 20] [--stop-at-first-pass] [--json]
 """
 
 from __future__ import annotations
@@ -67,11 +68,20 @@ def sampling_params(a: argparse.Namespace, **overrides) -> SamplingParams:
     return SamplingParams(**fields)
 
 
+def read_text_file(path: str, what: str) -> str:
+    """A text file's contents, with an error that says what to do when it is not UTF-8."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: the {what} must be UTF-8 text (byte {err.object[err.start]:#04x} at offset "
+                         f"{err.start} is not); save it as UTF-8 and try again") from None
+
+
 def read_prompts(a: argparse.Namespace) -> list[str]:
     if a.prompt_file:
-        return [Path(a.prompt_file).read_text()]
+        return [read_text_file(a.prompt_file, "prompt file")]
     prompts = []
-    for n, line in enumerate(Path(a.prompts_file).read_text().splitlines(), 1):
+    for n, line in enumerate(read_text_file(a.prompts_file, "prompts file").splitlines(), 1):
         if line.strip():
             row = json.loads(line)
             if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
@@ -100,21 +110,57 @@ def cmd_generate(a: argparse.Namespace) -> int:
     from bass.engine import Engine
 
     prompts = read_prompts(a)
+    tests = read_text_file(a.tests_file, "tests file") if a.tests_file else None
+    if a.stop_at_first_pass and tests is None:
+        raise ValueError("--stop-at-first-pass needs --tests-file: the tests decide what passes")
+    if tests is not None and (len(prompts) != 1 or a.chat):
+        raise ValueError("--tests-file tests completions of one code prompt: use --prompt-file, without --chat")
     params = sampling_params(a)
     engine = Engine(engine_config(a), progress=None if a.json else _progress)
-    result = engine.generate(prompts, k=a.k, params=params, method=a.method, chat=a.chat)
+    if tests is None:
+        result = engine.generate(prompts, k=a.k, params=params, method=a.method, chat=a.chat)
+        if a.json:
+            print(json.dumps(result.to_dict()))
+        else:
+            print_table(result)
+        return 0
+    result, passed = _generate_tested(engine, prompts[0], tests, a, params)
     if a.json:
-        print(json.dumps(result.to_dict()))
+        print(json.dumps({**result.to_dict(), "passed": passed, "time_to_first_pass_s": _ttfp(result, passed)}))
     else:
         print_table(result)
+        from bass.metrics import format_seconds_or_none
+
+        shown = ["untested" if p is None else "PASS" if p else "FAIL" for p in passed]
+        print(f"tests: {' '.join(shown)}; time to first pass {format_seconds_or_none(_ttfp(result, passed))}")
     return 0
+
+
+def _generate_tested(engine, prompt: str, tests: str, a: argparse.Namespace, params) -> tuple:
+    """Generate with streaming verdicts: each completion runs against `tests` as soon as it finishes."""
+    from bass.eval import stream_with_verdicts
+    from sandbox import run_candidates
+
+    def check(items) -> list[bool]:
+        return [o.all_passed for o in run_candidates([prompt + text for _, text in items], tests)]
+
+    result, verdicts = stream_with_verdicts(engine, prompt, k=a.k, params=params, method=a.method, check=check,
+                                            passed=bool, stop_at_first_pass=a.stop_at_first_pass)
+    return result, [verdicts[i].passed if i in verdicts else None for i in range(len(result.candidates))]
+
+
+def _ttfp(result, passed) -> float | None:
+    from bass.metrics import time_to_first_pass
+
+    return time_to_first_pass(result.stats.prefill_s, [c.finish_time_or_none for c in result.candidates], passed)
 
 
 def cmd_eval(a: argparse.Namespace) -> int:
     from bass.eval import run_humaneval
 
     report = run_humaneval(engine_config(a), k=a.k, budget_s=a.budget_s, method=a.method, limit=a.limit,
-                           params=sampling_params(a), log=None if a.json else _progress_line)
+                           params=sampling_params(a), log=None if a.json else _progress_line,
+                           stop_at_first_pass=a.stop_at_first_pass)
     if a.json:
         print(json.dumps(report))
     else:
@@ -142,6 +188,10 @@ def parser() -> argparse.ArgumentParser:
     src.add_argument("--prompts-file", help="a .jsonl file, one {\"prompt\": ...} per line")
     add_engine_flags(g)
     add_sampling_flags(g)
+    g.add_argument("--tests-file", default=None,
+                   help="tests (check(candidate) or asserts) each completion runs against as soon as it finishes")
+    g.add_argument("--stop-at-first-pass", action="store_true",
+                   help="cancel the other sequences once one passes the tests (needs --tests-file)")
     g.add_argument("--json", action="store_true", help="print exactly one JSON object")
     g.set_defaults(func=cmd_generate)
 
@@ -151,6 +201,8 @@ def parser() -> argparse.ArgumentParser:
     add_sampling_flags(e)
     e.add_argument("--budget-s", type=float, required=True, help="wall-clock budget per problem, seconds")
     e.add_argument("--limit", type=int, default=None, help="only the first N problems")
+    e.add_argument("--stop-at-first-pass", action="store_true",
+                   help="per problem, cancel the other sequences once one passes (the race Pass@First measures)")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_eval, humaneval_stops=True)
     return root

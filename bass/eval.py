@@ -6,7 +6,12 @@ tests in the sandbox. Per problem (DESIGN.md §2):
 
     Pass@First = the first sequence to finish passes;   Pass@All = some finished sequence passes;
     pass@1, pass@k = 1 - C(n - c, k') / C(n, k')  with n = k samples and c passing ones
-                     (a sequence cut by the budget counts as failing).
+                     (a sequence cut by the budget counts as failing);
+    time to first pass = prefill + finish time of the earliest passing sequence (`bass.metrics`).
+
+Each sequence is tested the moment it finishes, while the others keep decoding (`bass.verdicts`);
+with `stop_at_first_pass` the first passing one cancels its siblings, which then count as unfinished
+(so Pass@All and pass@k measure the race, not the whole batch).
 """
 
 from __future__ import annotations
@@ -15,12 +20,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from bass.config import HUMANEVAL_STOPS, EngineConfig, SamplingParams
-from bass.events import Candidate
-from bass.metrics import mean_ms_per_token, pass_at_all, pass_at_first, pass_at_k
+from bass.events import FINISHED_IN_TIME, Candidate, GenerationResult
+from bass.metrics import (
+    format_seconds_or_none,
+    mean_ms_per_token,
+    pass_at_all,
+    pass_at_first,
+    pass_at_k,
+    time_to_first_pass,
+)
+from bass.verdicts import Checker, Verdict, VerdictWorker, either
+
+TTFP = "time_to_first_pass_s"
 
 
-def problem_row(task_id: str, candidates: Sequence[Candidate], passed: Sequence[bool]) -> dict:
-    """The per-problem metrics from the candidates and whether each one passed its tests."""
+def problem_row(task_id: str, candidates: Sequence[Candidate], passed: Sequence[bool | None],
+                prefill_s: float = 0.0) -> dict:
+    """The per-problem metrics from the candidates and whether each one passed its tests (None: untested)."""
     times = [c.finish_time_or_none for c in candidates]
     ok = [bool(p) and t is not None for p, t in zip(passed, times, strict=True)]
     n, c = len(candidates), sum(ok)
@@ -28,24 +44,65 @@ def problem_row(task_id: str, candidates: Sequence[Candidate], passed: Sequence[
             "pass_at_first": pass_at_first(times, ok), "pass_at_all": pass_at_all(times, ok),
             "pass_at_1": pass_at_k(n, c, 1), f"pass_at_{n}": pass_at_k(n, c, n),
             "mean_ms_per_token": mean_ms_per_token([x.stats.finish_time_s for x in candidates],
-                                                   [x.stats.tokens for x in candidates])}
+                                                   [x.stats.tokens for x in candidates]),
+            TTFP: time_to_first_pass(prefill_s, times, ok)}
 
 
 def summarize(rows: Sequence[dict]) -> dict:
-    """Means over problems of every per-problem metric (booleans become rates)."""
+    """Means over problems of every per-problem metric (booleans become rates).
+
+    Time to first pass is averaged over the problems where some candidate passed (None when none did),
+    beside the share of problems with a pass within the budget.
+    """
     if not rows:
         return {"problems": 0}
-    keys = [k for k, v in rows[0].items() if isinstance(v, (bool, int, float)) and k not in ("n",)]
-    out = {"problems": len(rows)}
+    keys = [k for k, v in rows[0].items() if isinstance(v, (bool, int, float)) and k not in ("n", TTFP)]
+    out: dict = {"problems": len(rows)}
     for k in keys:
         out[k] = sum(float(r[k]) for r in rows) / len(rows)
+    if any(TTFP in r for r in rows):
+        firsts = [r[TTFP] for r in rows if r.get(TTFP) is not None]
+        out["mean_" + TTFP] = sum(firsts) / len(firsts) if firsts else None
+        out["share_with_pass"] = len(firsts) / len(rows)
     return out
+
+
+def stream_with_verdicts(engine, prompt, *, k: int, params: SamplingParams, method: str, check: Checker,
+                         passed: Callable[[object], bool], stop_at_first_pass: bool = False, chat: bool = False,
+                         cancel=None, worker: VerdictWorker | None = None
+                         ) -> tuple[GenerationResult, dict[int, Verdict]]:
+    """Generate k candidates, testing each in the background the moment it finishes by itself.
+
+    Sequences cut by the budget or a cancel are not tested. With `stop_at_first_pass` the first passing
+    verdict cancels the sequences still decoding. Returns the result and the verdicts by sequence.
+    `worker` replaces the one built from `check`, `passed` and `stop_at_first_pass` (tests observe it).
+    """
+    worker = worker or VerdictWorker(check, passed, stop_at_first_pass=stop_at_first_pass)
+    result = None
+    try:
+        for event in engine.stream(prompt, k=k, params=params, method=method, chat=chat,
+                                   cancel=either(cancel, worker.first_pass)):
+            for u in event.updates:
+                if u.finished and u.finish_reason in FINISHED_IN_TIME:
+                    worker.submit(u.seq, event.texts[u.seq])
+            worker.poll()
+            if event.kind == "done":
+                result = event.result
+    finally:
+        worker.close()
+    if result is None:
+        raise RuntimeError("the engine's stream ended without a result")
+    return result, worker.verdicts
 
 
 def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float, method: str, limit: int | None = None,
                   params: SamplingParams | None = None, log: Callable[[str], None] | None = None,
-                  engine=None) -> dict:
-    """Generate and check every problem (the first `limit`); return {"config", "summary", "problems"}."""
+                  engine=None, stop_at_first_pass: bool = False) -> dict:
+    """Generate and check every problem (the first `limit`); return {"config", "summary", "problems"}.
+
+    Candidates are tested as they finish (`stream_with_verdicts`); `stop_at_first_pass` cancels the
+    siblings of the first passing one.
+    """
     from bass.engine import Engine
     from sandbox import load_humaneval
     from sandbox import run_humaneval as check
@@ -55,18 +112,23 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float, method: str, li
     problems = load_humaneval()[:limit]
     rows = []
     for i, prob in enumerate(problems):
-        result = engine.generate(prob.prompt, k=k, params=params, method=method)
-        cands = result.candidates
-        outcomes = check([prob] * len(cands), [c.text for c in cands])
-        rows.append(problem_row(prob.task_id, cands, [o.all_passed for o in outcomes]))
+
+        def test(items, prob=prob) -> list[bool]:
+            return [o.all_passed for o in check([prob] * len(items), [text for _, text in items])]
+
+        result, verdicts = stream_with_verdicts(engine, prob.prompt, k=k, params=params, method=method,
+                                                check=test, passed=bool, stop_at_first_pass=stop_at_first_pass)
+        passed = [verdicts[i].passed if i in verdicts else None for i in range(len(result.candidates))]
+        rows.append(problem_row(prob.task_id, result.candidates, passed, result.stats.prefill_s))
         if log:
             r = rows[-1]
             log(f"[{i + 1}/{len(problems)}] {prob.task_id}: {r['passed']}/{r['n']} pass, "
                 f"{r['finished']} finished, first {'ok' if r['pass_at_first'] else 'fail'}, "
-                f"{r['mean_ms_per_token']:.0f} ms/token")
+                f"{r['mean_ms_per_token']:.0f} ms/token, first pass {format_seconds_or_none(r[TTFP])}")
     return {"config": {"target": cfg.target, "draft": cfg.draft, "drafter": cfg.drafter, "backend": cfg.backend,
                        "method": method, "k": k, "budget_s": budget_s, "temperature": params.temperature,
-                       "top_p": params.top_p, "max_new_tokens": params.max_new_tokens, "device": str(engine.device)},
+                       "top_p": params.top_p, "max_new_tokens": params.max_new_tokens, "device": str(engine.device),
+                       "stop_at_first_pass": stop_at_first_pass},
             "summary": summarize(rows), "problems": rows}
 
 
@@ -80,4 +142,7 @@ def format_report(report: dict) -> str:
         f"  Pass@First {s.get('pass_at_first', 0):.3f}   Pass@All {s.get('pass_at_all', 0):.3f}   "
         f"pass@1 {s.get('pass_at_1', 0):.3f}   pass@{k} {s.get(f'pass_at_{k}', 0):.3f}   "
         f"finished/problem {s.get('finished', 0):.2f}   mean {s.get('mean_ms_per_token', 0):.1f} ms/token/seq",
+        f"  time to first pass: mean {format_seconds_or_none(s.get('mean_' + TTFP))} over the problems with a "
+        f"pass; {s.get('share_with_pass', 0):.1%} of problems have a pass within the budget"
+        + ("   (stopping at the first pass)" if c.get("stop_at_first_pass") else ""),
     ])

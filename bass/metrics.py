@@ -59,3 +59,21 @@ def decoder_flops_per_token(num_params: int, num_layers: int, hidden_size: int, 
     2 * params for the matrix products, plus 2 * 2 * layers * context * hidden for QK^T and PV.
     """
     return 2.0 * num_params + 4.0 * num_layers * context_len * hidden_size
+
+
+def time_to_first_pass(prefill_s: float, finish_times_s: Sequence[float | None],
+                       passed: Sequence[bool | None]) -> float | None:
+    """Time to first pass: seconds from the request to the first candidate whose tests all pass.
+
+    A candidate's time is the prefill plus its finish time (`finish_times_s[i]`, seconds since decoding
+    began; None when it did not finish by itself within the budget, which cannot count as a pass).
+    `passed[i]` is None for a candidate that was not tested. None when no candidate passes. The time the
+    sandbox takes to give the verdict is left out, so methods compare on generation alone.
+    """
+    times = [t for t, p in zip(finish_times_s, passed, strict=True) if t is not None and p]
+    return prefill_s + min(times) if times else None
+
+
+def format_seconds_or_none(seconds: float | None) -> str:
+    """'3.2 s', or 'none' when nothing passed (how every report spells a missing time to first pass)."""
+    return "none" if seconds is None else f"{seconds:.1f} s"

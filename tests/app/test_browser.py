@@ -226,3 +226,71 @@ def test_compare_methods_table_and_bars(app_url, browser):
     assert browser.find_elements("css selector", "button, a") and "Download CSV" in \
         browser.find_element("tag name", "body").text
     _full_page_screenshot(browser, SHOTS / "app_compare.png")
+
+
+@pytest.fixture(scope="module")
+def fake_app_url(tmp_path_factory) -> Iterator[str]:
+    """The app around a scripted engine (tests/app/fake_app.py): decoding is timed, the sandbox is real."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("fake_app") / "app.log"
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    with log_path.open("w") as log:
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("fake_app.py")), str(port)], cwd=REPO,
+                                env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the fake app exited with code {proc.returncode}:\n{log_path.read_text()[-4000:]}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"the fake app did not answer within 60 s:\n{log_path.read_text()[-4000:]}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_pass_badge_appears_while_another_card_is_decoding(fake_app_url, browser):
+    from selenium.webdriver.common.keys import Keys
+
+    _open(browser, fake_app_url)
+    picker = browser.find_element("css selector", "#bass-problem input")
+    picker.click()
+    picker.send_keys("HumanEval/0 ")
+    _wait(browser, lambda d: [o for o in d.find_elements("css selector", "#bass-problem li")
+                              if o.text.startswith("HumanEval/0 ")], 20, "the HumanEval/0 option")
+    picker.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: "def has_close_elements" in
+          d.find_element("css selector", "#bass-prompt textarea").get_attribute("value"), 20, "the prompt")
+    browser.find_element("css selector", "#bass-generate").click()
+
+    def badges(d) -> list[str]:
+        return [b.text for b in d.find_elements("css selector", "#bass-candidates .bass-card-head .bass-badge")]
+
+    seen = _wait(browser, lambda d: (lambda b: "PASS" in b and "running" in b and b)(badges(browser)), 60,
+                 "a PASS badge while another card decodes")
+    assert seen[0] == "PASS" and seen.count("running") >= 2, seen
+    browser.save_screenshot(str(SHOTS / "app_ttfp_live_scripted.png"))  # scripted engine: the live moment
+    _wait(browser, lambda d: len(d.find_elements("css selector", "#bass-candidates .bass-ranked")) == 4, 60,
+          "the ranking")
+    summary = browser.find_element("css selector", "#bass-summary").text
+    assert "time to first pass" in summary and "none" not in summary.split("time to first pass")[1][:8]
+
+
+def test_max_new_tokens_shows_its_whole_value(fake_app_url, browser):
+    _open(browser, fake_app_url)
+    _set_number(browser, "#bass-max-new input[type=number]", "1024")
+    box = browser.find_element("css selector", "#bass-max-new input[type=number]")
+    # the box is wide enough for "1024": nothing scrolls inside it
+    assert box.get_attribute("value") == "1024"
+    assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth + 1", box)
+    slider_block = browser.find_element("css selector", "#bass-max-new")
+    assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth + 1", slider_block)

@@ -82,7 +82,8 @@ def test_generation_payload_round_trips(tmp_path):
     payload = generation_payload(rows, PassSummary(True, True, True, 1, 2), {"tokens": 10}, {"k": 2})
     path = write_generation(payload, out_dir=tmp_path)
     data = json.loads(path.read_text())
-    assert data["pass"] == {"pass_at_first": True, "pass_at_all": True, "passed": 1, "total": 2}
+    assert data["pass"] == {"pass_at_first": True, "pass_at_all": True, "passed": 1, "total": 2,
+                            "time_to_first_pass_s": None}
     assert data["candidates"][0]["tests"] == {"passed": 2, "total": 2, "first_failure": "", "run_time_s": 0.1}
     assert data["candidates"][1]["tests"] is None and data["candidates"][1]["status"] == "untested"
 

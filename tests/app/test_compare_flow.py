@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import threading
 
+import pytest
 from app_fakes import FakeEngine, fake_session
 
 from app.compare_run import compare_views
@@ -58,3 +59,40 @@ def test_stop_between_methods_keeps_what_finished():
         if len(view.table) == 1:
             cancel.set()
     assert "Stopped" in views[-1].status and len(views[-1].table) >= 1
+
+
+def test_time_to_first_pass_for_every_method_in_table_bars_headline_and_files():
+    import json
+
+    from app_fakes import BAD, GOOD
+
+    from app.compare import TTFP_COLUMN
+
+    # seq 0 fails and finishes first; seq 1 passes after len(GOOD) / 8 rounds of 1 ms (fake clock)
+    session = fake_session(texts=[BAD, GOOD])
+    final = list(compare_views(session, settings(), threading.Event()))[-1]
+    assert final.error is None, final.status
+    rounds = -(-len(GOOD) // 8)  # the fake engine's rounds until seq 1 is done, 1 ms each, after 0.01 s prefill
+    expected = round(0.01 + rounds * 0.001, 2)
+    assert list(final.table[TTFP_COLUMN]) == [expected] * 3 and list(final.table["passing"]) == ["1/2"] * 3
+    assert list(final.first_pass[TTFP_COLUMN]) == [expected] * 3
+    assert "first pass" in final.status and "tokens/round" in final.status and "acceptance" in final.status
+    with open(final.json_path) as f:
+        data = json.load(f)
+    assert [r["time_to_first_pass_s"] for r in data["runs"].values()] == [pytest.approx(0.01 + rounds * 0.001)] * 3
+    with open(final.csv_path) as f:
+        assert TTFP_COLUMN in f.readline()
+
+
+def test_no_pass_reads_none_and_no_tests_leaves_it_blank():
+    from app_fakes import BAD
+
+    from app.compare import TTFP_COLUMN
+
+    final = list(compare_views(fake_session(texts=[BAD, BAD]), settings(), threading.Event()))[-1]
+    assert list(final.table[TTFP_COLUMN]) == ["none"] * 3 and final.first_pass[TTFP_COLUMN].isna().all()
+    p = load_problems()[0]
+    untested = parse_settings(p.prompt, "", "auto", 2, 0.0, 1.0, 32, 0, METHOD_LABELS["bass"], "ngram", "torch",
+                              None, 3)
+    final = list(compare_views(fake_session(), untested, threading.Event()))[-1]
+    assert list(final.table[TTFP_COLUMN]) == ["—"] * 3 and "first pass" not in final.status

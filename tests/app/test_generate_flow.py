@@ -43,7 +43,7 @@ def test_humaneval0_four_candidates_ranked_with_pass_metrics(session):
     assert data["settings"]["k"] == 4
     # the live views streamed before the final one, with chart data
     assert any(len(v.speed) and len(v.accept) for v in views[:-1])
-    assert any("Running 4 candidates" in v.status for v in views)
+    assert "time to first pass" in final.summary and data["pass"]["time_to_first_pass_s"] is not None
 
 
 def test_free_prompt_without_tests_only_runs_code():
@@ -97,7 +97,7 @@ def test_stop_ends_with_partial_untested_candidates():
             cancel.set()
     final = views[-1]
     assert "Stopped." in final.status
-    assert badges(final.candidates) == ["CANCELLED", "CANCELLED"]
+    assert badges(final.candidates) == ["STOPPED · UNTESTED", "STOPPED · UNTESTED"]
     assert "not tested" in final.candidates
 
 
@@ -150,4 +150,38 @@ def test_report_list_from_custom_tester_is_used(session):
         return [TestReport("passed", 1, 1, "", 0.01) for _ in programs]
 
     final = list(generate_views(session, settings(k=2), threading.Event(), tester=all_pass))[-1]
+    assert badges(final.candidates) == ["PASS", "PASS"]
+
+
+def test_a_pass_badge_appears_while_a_sibling_is_still_decoding():
+    # seq 0 finishes after ~17 rounds, seq 1 needs ~100 more: its card is still running when seq 0's verdict lands
+    session = fake_session(texts=[GOOD, GOOD * 6], chunk=8, round_s=0.02)
+    views = list(generate_views(session, settings(k=2), threading.Event()))
+    live = [v for v in views[:-1] if "PASS" in badges(v.candidates)]
+    assert live, "no live view showed a verdict before decoding ended"
+    assert "running" in badges(live[0].candidates)
+    assert "1 tested, 1 pass" in live[0].status
+    final = views[-1]
+    assert "time to first pass" in final.summary and "Done." in final.status
+
+
+def test_stop_at_first_pass_cancels_the_others_and_keeps_their_text():
+    session = fake_session(texts=[BAD, GOOD, GOOD * 30], chunk=8, round_s=0.01)
+    s = parse_settings(load_problems()[0].prompt, load_problems()[0].editable_tests(), "auto", 3, 0.8, 0.95, 64, 0,
+                       METHOD_LABELS["bass"], "ngram", "torch", None, 0, True)
+    final = list(generate_views(session, s, threading.Event()))[-1]
+    assert "stopped at the first pass" in final.status
+    assert badges(final.candidates) == ["PASS", "FAIL", "STOPPED · UNTESTED"]
+    assert "untested" in final.candidates
+    with open(final.download) as f:
+        data = json.load(f)
+    stopped = [c for c in data["candidates"] if c["finish_reason"] == "cancelled"]
+    assert len(stopped) == 1 and stopped[0]["tests"] is None
+    assert len(load_problems()[0].prompt) < len(stopped[0]["code"]) < len(load_problems()[0].prompt + GOOD * 30)
+    assert data["pass"]["time_to_first_pass_s"] is not None and data["settings"]["stop_at_first_pass"] is True
+
+
+def test_without_stop_at_first_pass_every_candidate_finishes():
+    session = fake_session(texts=[GOOD, GOOD * 3], chunk=8, round_s=0.005)
+    final = list(generate_views(session, settings(k=2), threading.Event()))[-1]
     assert badges(final.candidates) == ["PASS", "PASS"]

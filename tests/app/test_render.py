@@ -17,7 +17,7 @@ def test_live_cards_one_per_sequence_and_escaped():
     html = live_cards_html(run)
     assert len(re.findall(r'class="bass-card[ "]', html)) == 3
     assert "<script>" not in html and "alert" in html
-    assert "done: end of text" in html and html.count("running") == 2
+    assert "done: end of text" in html and html.count('bass-badge-live">running') == 2
     assert "acc 50%" in html and "4.0 tok/s" in html
 
 
@@ -58,3 +58,30 @@ def test_status_and_error_boxes():
     assert 'style="width:40.0%"' in status_html("Loading", fraction=0.4)
     err = error_html("The prompt is empty.", "Type something <here>")
     assert "bass-error" in err and "&lt;here&gt;" in err and "Traceback" not in err
+
+
+def test_live_card_shows_its_verdict_while_siblings_run_and_its_acceptance_strip():
+    from bass.verdicts import Verdict
+
+    run = LiveRun(2)
+    run.add(GenerationEvent("round", 1, 0.5, 3, (SequenceUpdate(0, (1, 2, 3), "ab", 3, 2, False),
+                                                  SequenceUpdate(1, (1,), "x", 3, 0, False)), ("ab", "x")))
+    run.add(GenerationEvent("round", 2, 1.0, 3, (SequenceUpdate(0, (4,), "c", 3, 0, True, "stop"),
+                                                  SequenceUpdate(1, (1, 2, 3, 4), "y", 3, 3, False)), ("abc", "xy")))
+    html = live_cards_html(run, {0: Verdict(0, TestReport("passed", 7, 7, "", 0.2), True, 1.2)})
+    assert badges_of(html) == ["PASS", "running"] and "tests 7/7" in html
+    # per sequence, per round: accepted draft tokens of the proposed ones
+    assert re.findall(r'data-accepted="([^"]*)"', html) == ["2 0", "0 3"]
+    assert "accepted/round · 2/6" in html and "accepted/round · 3/6" in html
+    assert "testing…" in live_cards_html(run)  # finished, no verdict yet
+
+
+def test_summary_states_time_to_first_pass():
+    html = summary_html(PassSummary(True, False, True, 1, 4, first_pass_s=3.25), 120.0, 0.4, 1.5, 9.0, "BASS", 3.9)
+    assert "time to first pass <b>3.2 s</b>" in html and "PASS shown at 3.9 s" in html
+    none = summary_html(PassSummary(True, False, False, 0, 4), 120.0, None, 1.0, 9.0, "BASS")
+    assert "time to first pass <b>none</b>" in none
+
+
+def badges_of(html):
+    return re.findall(r'bass-badge-\w+">([^<]+)<', html)

@@ -39,3 +39,110 @@ def test_run_on_a_tiny_model(tiny_engine):
         assert r["n"] == 2 and r["finished"] == 2  # 8 tokens take far less than the budget
         assert r["passed"] == 0 and r["pass_at_all"] is False  # random weights write no working code
     assert report["summary"]["problems"] == 2 and report["config"]["method"] == "bass"
+
+
+# ---- streaming verdicts, stop at the first pass, time to first pass ------------------------------------
+import time  # noqa: E402
+
+from scripted import ScriptedEngine, ScriptedTester  # noqa: E402
+
+from bass.config import SamplingParams  # noqa: E402
+from bass.eval import TTFP, format_report, stream_with_verdicts  # noqa: E402
+from bass.verdicts import VerdictWorker  # noqa: E402
+
+# seq i finishes after len(text) rounds: seq0 at 4, seq1 at 1, seq2 at 5, seq3 at 2; 'P' marks a pass
+TEXTS = ["abcP", "x", "abcdP", "aP"]
+
+
+def _run(stop: bool, texts=TEXTS):
+    tester = ScriptedTester()
+    engine = ScriptedEngine(texts, prefill_s=0.5, round_s=1.0)
+    worker = VerdictWorker(tester, bool, stop_at_first_pass=stop, clock=lambda: engine.now)
+    engine.settle = worker.wait_idle  # the tester keeps up with every round: cancels land at a known round
+    result, verdicts = stream_with_verdicts(engine, "p", k=len(texts), params=SamplingParams(), method="bass",
+                                            check=tester, passed=bool, worker=worker)
+    return result, verdicts, tester
+
+
+def test_each_candidate_is_tested_the_moment_it_finishes():
+    result, verdicts, tester = _run(stop=False)
+    assert tester.seen == [1, 3, 0, 2]  # finish order: rounds 1, 2, 4, 5
+    assert {s: (v.passed, v.at_s) for s, v in verdicts.items()} == \
+        {1: (False, 1.0), 3: (True, 2.0), 0: (True, 4.0), 2: (True, 5.0)}
+    assert [c.finish_reason for c in result.candidates] == ["stop"] * 4
+    passed = [verdicts[i].passed for i in range(4)]
+    row = problem_row("T", result.candidates, passed, result.stats.prefill_s)
+    assert row[TTFP] == pytest.approx(0.5 + 2.0)  # prefill + seq 3's finish at 2 s
+    assert row["passed"] == 3 and row["pass_at_first"] is False  # seq 1 finished first and failed
+
+
+def test_stop_at_first_pass_cancels_the_siblings_keeping_their_text():
+    result, verdicts, tester = _run(stop=True)
+    # seq 3 passes at round 2; the engine sees the cancel at the start of round 3
+    assert sorted(verdicts) == [1, 3] and verdicts[3].passed and not verdicts[1].passed
+    assert tester.seen == [1, 3]
+    reasons = [c.finish_reason for c in result.candidates]
+    assert reasons == ["cancelled", "stop", "cancelled", "stop"]
+    assert [c.text for c in result.candidates] == ["ab", "x", "ab", "aP"]  # partial text kept
+    assert [c.stats.finish_time_s for c in result.candidates] == [3.0, 1.0, 3.0, 2.0]
+    passed = [verdicts[i].passed if i in verdicts else None for i in range(4)]
+    row = problem_row("T", result.candidates, passed, result.stats.prefill_s)
+    assert row[TTFP] == pytest.approx(2.5) and row["finished"] == 2 and row["passed"] == 1
+
+
+def test_no_pass_gives_no_time_to_first_pass_and_runs_to_the_end():
+    result, verdicts, _ = _run(stop=True, texts=["ab", "x", "abc"])
+    assert [c.finish_reason for c in result.candidates] == ["stop"] * 3 and len(verdicts) == 3
+    row = problem_row("T", result.candidates, [False] * 3, result.stats.prefill_s)
+    assert row[TTFP] is None
+
+
+def test_time_to_first_pass_summary_and_report():
+    rows = [{"task_id": "a", "n": 2, "pass_at_all": True, TTFP: 2.0},
+            {"task_id": "b", "n": 2, "pass_at_all": True, TTFP: 5.0},
+            {"task_id": "c", "n": 2, "pass_at_all": False, TTFP: None}]
+    s = summarize(rows)
+    assert s["mean_" + TTFP] == pytest.approx(3.5) and s["share_with_pass"] == pytest.approx(2 / 3)
+    assert summarize(rows[2:])["mean_" + TTFP] is None
+    report = {"config": {"k": 2, "budget_s": 9, "method": "bass", "drafter": "ngram", "target": "t",
+                         "device": "cpu", "stop_at_first_pass": True}, "summary": s}
+    text = format_report(report)
+    assert "time to first pass: mean 3.5 s" in text and "66.7% of problems" in text
+    assert "none" in format_report({**report, "summary": summarize(rows[2:])})
+
+
+def test_humaneval_with_the_real_sandbox_stops_at_the_first_pass(monkeypatch):
+    from sandbox import load_humaneval
+
+    good = ("    for i, a in enumerate(numbers):\n        for b in numbers[i + 1:]:\n"
+            "            if abs(a - b) < threshold:\n                return True\n    return False\n")
+    # seq 1 (a wrong one-liner) finishes first, seq 0 (correct) next; seq 2 would need ~10 s of real time
+    texts = [good, "    return False\n", good * 20]
+    engine = ScriptedEngine(texts, prefill_s=0.25, round_s=0.001, settle=lambda: time.sleep(0.004))
+    assert load_humaneval()[0].task_id == "HumanEval/0"
+    report = run_humaneval(engine_config_stub(), k=3, budget_s=60, method="bass", limit=1, engine=engine,
+                           stop_at_first_pass=True)
+    row = report["problems"][0]
+    assert row["finished"] == 2  # seq 2 was cancelled once seq 0 passed in the sandbox
+    assert row["passed"] == 1 and row[TTFP] == pytest.approx(0.25 + len(good) * 0.001)
+    assert report["summary"]["share_with_pass"] == 1.0 and report["config"]["stop_at_first_pass"] is True
+
+
+def engine_config_stub():
+    from bass.config import EngineConfig
+
+    return EngineConfig(target="scripted")
+
+
+def test_cli_says_a_prompt_file_must_be_utf8(tmp_path, capsys):
+    from bass.cli import main
+
+    bad = tmp_path / "prompt.txt"
+    bad.write_bytes(b"\xff\xfedef f(x):\n")
+    assert main(["generate", "--prompt-file", str(bad), "--target", "no-such-model"]) == 2
+    err = capsys.readouterr().err
+    assert "the prompt file must be UTF-8 text" in err and "codec" not in err
+    ok = tmp_path / "tests.py"
+    ok.write_text("assert True\n")
+    assert main(["generate", "--prompt-file", str(ok), "--stop-at-first-pass"]) == 2
+    assert "--stop-at-first-pass needs --tests-file" in capsys.readouterr().err

@@ -37,3 +37,13 @@ def test_latency_and_utilization():
     flops = decoder_flops_per_token(7_000_000_000, 32, 4096, 512)
     assert flops == pytest.approx(14e9 + 4 * 32 * 512 * 4096)
     assert gpu_utilization(flops, 1000, 782e12) == pytest.approx(flops * 1000 / 782e12)
+
+
+def test_time_to_first_pass_counts_prefill_and_ignores_unfinished_and_untested():
+    from bass.metrics import format_seconds_or_none, time_to_first_pass
+
+    # seq 0 passes at 3 s, seq 1 fails at 1 s, seq 2 "passes" but was cut by the budget, seq 3 untested
+    assert time_to_first_pass(0.4, [3.0, 1.0, None, 0.5], [True, False, True, None]) == pytest.approx(3.4)
+    assert time_to_first_pass(0.4, [3.0, 2.0], [True, True]) == pytest.approx(2.4)
+    assert time_to_first_pass(0.4, [3.0, 1.0], [False, None]) is None
+    assert format_seconds_or_none(None) == "none" and format_seconds_or_none(2.345) == "2.3 s"

@@ -1,0 +1,52 @@
+"""Streaming verdicts in the app: each candidate goes to the sandbox the moment it finishes.
+
+The loop that reads the engine's events (the Gradio worker thread) only hands finished candidates to a
+`bass.verdicts.VerdictWorker`, whose one background thread runs them through the sandbox (child
+processes on the CPU cores) and posts the reports back; the loop picks them up between rounds. So the
+engine never waits on a test, and a card turns PASS/FAIL while its siblings are still decoding.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+from app.programs import build_program
+from app.ranking import TestReport
+from app.settings import RunSettings
+from bass.events import GenerationEvent
+from bass.verdicts import VerdictWorker, either
+
+TestRunner = Callable[[Sequence[str], str], list[TestReport]]
+
+
+def start_tests(s: RunSettings, tester: TestRunner) -> VerdictWorker[TestReport]:
+    """A worker that builds each finished candidate's program and runs it against the settings' tests."""
+
+    def check(items: Sequence[tuple[int, str]]) -> list[TestReport]:
+        return tester([build_program(s.prompt, text, s.style) for _, text in items], s.tests)
+
+    def crashed(exc: Exception, seq: int) -> TestReport:  # a sandbox crash still leaves every card on screen
+        return TestReport("error", 0, 0, "", 0.0, detail=f"sandbox failed: {type(exc).__name__}: {exc}")
+
+    # Without tests there is nothing to pass; candidates still run so that the ranking says whether they run.
+    stop = s.stop_at_first_pass and bool(s.tests.strip())
+    return VerdictWorker(check, lambda r: r.passed, stop_at_first_pass=stop, on_error=crashed)
+
+
+def engine_cancel(user_cancel: threading.Event, worker: VerdictWorker) -> threading.Event:
+    """The event the engine polls: the Stop button, or (with stop at the first pass) a passing candidate."""
+    return either(user_cancel, worker.first_pass)
+
+
+def submit_finished(worker: VerdictWorker, event: GenerationEvent) -> None:
+    """Queue every sequence this event finished, unless it was cancelled (those stay untested)."""
+    for u in event.updates:
+        if u.finished and u.finish_reason != "cancelled" and u.seq < len(event.texts):
+            worker.submit(u.seq, event.texts[u.seq])
+
+
+def reports_by_seq(worker: VerdictWorker, k: int) -> list[TestReport | None]:
+    """One report per sequence, None where no verdict exists (cancelled, or not reached)."""
+    got = worker.verdicts
+    return [got[i].value if i in got else None for i in range(k)]
