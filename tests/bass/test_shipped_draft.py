@@ -1,0 +1,50 @@
+"""The embedded target's shipped draft: loaded by default, exact under greedy decoding, and refused with a rebuild hint when its file is missing or corrupt."""
+
+import shutil
+
+import pytest
+
+from bass import Engine, EngineConfig, SamplingParams
+from bass.models.draft import DRAFT_FILE, DRAFT_SHA256, shipped_draft
+
+pytestmark = pytest.mark.embedded
+
+PROMPTS = [
+    'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
+    "from typing import List\n\n\ndef mean(xs: List[float]) -> float:\n",
+    "def is_palindrome(s: str) -> bool:\n",
+]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return Engine(EngineConfig(target="embedded"))
+
+
+def test_the_shipped_draft_is_the_default(engine):
+    assert engine.draft is not None and engine.default_drafter == "model"
+    assert engine.draft.config.vocab_size == engine.target.config.vocab_size
+    assert sum(p.numel() for n, p in engine.draft.model.named_parameters() if "embed" not in n and "lm_head" not in n
+               ) < 10_000_000  # the shipped blocks; the token tables are derived from the target
+
+
+def test_greedy_bass_with_the_shipped_draft_equals_regular(engine):
+    params = SamplingParams(max_new_tokens=24)
+    regular = engine.generate(PROMPTS, k=1, params=params, method="regular")
+    bass = engine.generate(PROMPTS, k=1, params=params, method="bass", drafter="model")
+    assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates]
+    assert bass.stats.drafter == "model" and bass.stats.accepted > 0  # the draft was used, and it helped
+
+
+def test_missing_or_corrupt_draft_file_says_how_to_rebuild(engine, tmp_path):
+    with pytest.raises(ValueError, match="missing.*draft_training"):
+        shipped_draft(engine.target.model, tmp_path / "absent.safetensors", DRAFT_SHA256)
+    bad = tmp_path / "draft.safetensors"
+    shutil.copy(DRAFT_FILE, bad)
+    with open(bad, "r+b") as f:  # flip one byte in the middle of the weights
+        f.seek(bad.stat().st_size // 2)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(ValueError, match="corrupt.*draft_training"):
+        shipped_draft(engine.target.model, bad, DRAFT_SHA256)
