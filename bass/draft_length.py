@@ -46,11 +46,13 @@ buckets c_verify is interpolated linearly; beyond them it is extrapolated with t
 (never negative) or, with one point only, with the prior slope verify_growth · c; a batch bucket with
 no data borrows the nearest one's.
 
-Exploration. The first rounds run probe_lengths (default L = 0, then 3), which measures plain decoding
-and a draft. Afterwards, every explore_every rounds, one round tries a length beside L* (1 when L* = 0,
-else the next bucket up or down, alternating), so an early wrong estimate cannot lock in L = 0 (or any L)
-for good; at the default 64 a probe costs regular decoding at most about 1% when drafting never pays.
-Unmeasured lengths are also explored by the argmax itself, through the optimistic extrapolation.
+Exploration. The first rounds run probe_lengths twice (default L = 0, 3, 0, 3), which times plain
+decoding and a draft (a bucket's estimate keeps the lower of its first two samples, so one descheduled
+round does not condemn a length); plain decoding, the anchor of "never slower than regular", is timed
+twice in every batch bucket met. Afterwards, every explore_every rounds, one round tries a length beside
+L* (1 when L* = 0, else the next bucket up or down, alternating), so an early wrong estimate cannot lock
+in L = 0 (or any L) for good; at the default 64 a probe costs regular decoding at most about 1% when
+drafting never pays. Unmeasured lengths are also explored by the argmax itself, through the optimistic extrapolation.
 `describe()` reports what was measured and decided.
 
 Heuristic (BASS, Algorithm 1; DESIGN.md §3), updated after every round from x_max, the most draft tokens
@@ -190,25 +192,42 @@ class CostModel:
             return None
         return table[min(table, key=lambda k: (abs(math.log2(k) - math.log2(bb)), k))]
 
-    def verify_curve(self, B: int, l_max: int) -> np.ndarray | None:
-        """[l_max + 1] predicted c_verify(L, B), or None before any measurement."""
-        row = self._nearest(self.verify_, _bucket(B, B_BUCKETS))
-        if not row:
-            return None
+    def _row_curve(self, row: dict[int, _Ema], l_max: int) -> np.ndarray:
+        """Piecewise-linear c_verify over 0 .. l_max from one batch bucket's measured L buckets (>= 2)."""
         xs = sorted(row)
         ys = [row[x].value for x in xs]
         Ls = np.arange(l_max + 1, dtype=np.float64)
-        # each length sits in a bucket [prev + 1, b]: place the measurement at the bucket's top
-        curve = np.interp(Ls, xs, ys)
-        if len(xs) >= 2:
-            slope_hi = max(0.0, (ys[-1] - ys[-2]) / (xs[-1] - xs[-2]))
-            slope_lo = max(0.0, (ys[1] - ys[0]) / (xs[1] - xs[0]))
-        else:
-            slope_hi = slope_lo = self.cfg.verify_growth * ys[0]
+        curve = np.interp(Ls, xs, ys)  # a measurement stands for its bucket's top length
+        slope_hi = max(0.0, (ys[-1] - ys[-2]) / (xs[-1] - xs[-2]))  # never negative: noise must not
+        slope_lo = max(0.0, (ys[1] - ys[0]) / (xs[1] - xs[0]))  # make long drafts look free
         hi, lo = Ls > xs[-1], Ls < xs[0]
         curve[hi] = ys[-1] + slope_hi * (Ls[hi] - xs[-1])
         curve[lo] = np.maximum(ys[0] - slope_lo * (xs[0] - Ls[lo]), 0.5 * ys[0])
         return curve
+
+    def verify_curve(self, B: int, l_max: int) -> np.ndarray | None:
+        """[l_max + 1] predicted c_verify(L, B), or None before any measurement.
+
+        A batch bucket with one measured length borrows the shape of the nearest bucket with two or more
+        (scaled to its own point), else assumes the prior growth; one with none borrows the nearest's.
+        """
+        bb = _bucket(B, B_BUCKETS)
+        row = self.verify_.get(bb) or self._nearest(self.verify_, bb)
+        if not row:
+            return None
+        if len(row) >= 2:
+            return self._row_curve(row, l_max)
+        (x, e), = row.items()
+        shaped = {b: r for b, r in self.verify_.items() if len(r) >= 2}
+        if shaped:
+            other = self._row_curve(self._nearest(shaped, bb), l_max)
+            return other * (e.value / other[min(x, l_max)])
+        return e.value * (1 + self.cfg.verify_growth * (np.arange(l_max + 1) - x)).clip(min=0.5)
+
+    def samples(self, L: int, B: int) -> int:
+        """How many rounds were timed in the (L, B) bucket."""
+        e = self.verify_.get(_bucket(B, B_BUCKETS), {}).get(_bucket(L, L_BUCKETS))
+        return 0 if e is None else e.n
 
     def draft_step(self, B: int) -> float | None:
         """Predicted c_draft(B), or None before any drafting round was timed."""
@@ -287,6 +306,7 @@ class DraftLengthPolicy:
         self.last = 0  # the length handed out last (a probe or L*)
         self.probes = 0
         self._flip = False
+        self._seqs: list[int] = list(seqs)  # the batch of the last decision
 
     # ---- the cost policy's decision ------------------------------------------------------------------
     def rates(self, seqs: Sequence[int]) -> np.ndarray | None:
@@ -300,8 +320,12 @@ class DraftLengthPolicy:
 
     def _cost_length(self, seqs: Sequence[int]) -> int:
         r, cfg = self.rounds, self.cfg
-        if r < len(cfg.probe_lengths):
-            return cfg.probe_lengths[r]
+        if r < 2 * len(cfg.probe_lengths):  # twice each: one slow round must not decide a length's fate
+            return cfg.probe_lengths[r % len(cfg.probe_lengths)]
+        if self.costs.samples(0, len(seqs)) < 2:
+            # plain decoding is the anchor of "never slower than regular": time it twice at every batch
+            # bucket, so one descheduled round cannot make it look slow for good
+            return 0
         rate = self.rates(seqs)
         if rate is None:  # costs at this batch never measured (e.g. probes disabled): measure
             return cfg.probe_lengths[-1] if cfg.probe_lengths else min(cfg.l0, cfg.l_limit)
@@ -320,6 +344,7 @@ class DraftLengthPolicy:
         """The draft length each of `seqs` gets this round (for "cost", this also starts the round's clock)."""
         if self.cfg.policy == "cost":
             self.last = min(self._cost_length(seqs), self.cfg.l_limit)
+            self._seqs = list(seqs)
             self.rounds += 1
             self.clock.start()
             return [self.last] * len(seqs)
@@ -353,7 +378,7 @@ class DraftLengthPolicy:
         if self.cfg.policy != "cost":
             out["L"] = self._shared[0] if self.cfg.policy == "heuristic" else self.cfg.l0
             return out
-        seqs = list(seqs) if seqs is not None else sorted(self.acceptance.trials)
+        seqs = list(seqs) if seqs is not None else self._seqs
         out.update(L=self.choice, rounds=self.rounds, probes=self.probes,
                    alpha_pooled=round(self.acceptance.pooled(), 4),
                    alpha={q: round(float(a), 4) for q, a in zip(seqs, self.acceptance.alphas(seqs), strict=True)},
