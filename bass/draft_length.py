@@ -161,6 +161,7 @@ class _Ema:
         self.value, self.n = 0.0, 0
 
     def add(self, x: float, w: float) -> None:
+        """One sample x (seconds), weight w once the estimate has settled."""
         if self.n == 0:
             self.value = x
         elif self.n == 1:
@@ -255,12 +256,16 @@ class RoundClock:
         self._ev0 = self._ev1 = None
 
     def start(self) -> None:
+        """A round starts drafting."""
         self._t0 = time.perf_counter()
         if self.cuda:
             self._ev0 = torch.cuda.Event(enable_timing=True)
             self._ev0.record()
 
     def drafted(self) -> None:
+        """The round's proposals are made: the draft part ends here."""
+        if self._t0 is None:  # no round being timed (regular decoding never starts one): record nothing
+            return
         if self.cuda:
             self._ev1 = torch.cuda.Event(enable_timing=True)
             self._ev1.record()
