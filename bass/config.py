@@ -72,7 +72,7 @@ class DraftLengthConfig:
     alpha_decay: float = 0.95  # per observed round, old acceptance counts are discounted (tracks drift)
     cost_ema: float = 0.2  # weight of a new timing sample in the per-bucket cost averages
     verify_growth: float = 0.05  # assumed relative verify cost per extra draft token, until measured
-    probe_lengths: tuple[int, ...] = (0, 3)  # the first rounds' lengths: measure plain decoding and a draft
+    probe_lengths: tuple[int, ...] = (0, 2)  # the first rounds' lengths: measure plain decoding and a draft
     explore_every: int = 64  # every so many rounds, try a length beside the chosen one (0 = never)
 
     def __post_init__(self) -> None:

@@ -43,16 +43,20 @@ cost_ema) per (L bucket, batch bucket) for c_verify and per batch bucket for c_d
 the first sample of a bucket may carry one-off costs (CUDA graph capture, allocator), so the second
 sample replaces it when lower, and later samples are clipped to 4x the estimate. Between measured L
 buckets c_verify is interpolated linearly; beyond them it is extrapolated with the last measured slope
-(never negative) or, with one point only, with the prior slope verify_growth · c; a batch bucket with
-no data borrows the nearest one's.
+(never negative). A batch bucket with one measured length borrows the shape of the nearest bucket with
+two (scaled to its point), else assumes the prior slope verify_growth · c; one with none borrows the
+nearest bucket's curve.
 
-Exploration. The first rounds run probe_lengths twice (default L = 0, 3, 0, 3), which times plain
+Exploration. The first rounds run probe_lengths twice (default L = 0, 2, 0, 2), which times plain
 decoding and a draft (a bucket's estimate keeps the lower of its first two samples, so one descheduled
-round does not condemn a length); plain decoding, the anchor of "never slower than regular", is timed
-twice in every batch bucket met. Afterwards, every explore_every rounds, one round tries a length beside
-L* (1 when L* = 0, else the next bucket up or down, alternating), so an early wrong estimate cannot lock
+round does not condemn a length). A drafting probe is skipped when it is hopeless: when even α_b = 1 for
+every sequence would not make any L > 0 beat L = 0 at the measured costs (a draft step as slow as a
+verify step). Plain decoding, the anchor of "never slower than regular", is timed twice in every batch
+bucket met. Afterwards, every explore_every rounds, one round tries a length beside L* (1 when L* = 0,
+unless hopeless, else the next bucket up or down, alternating), so an early wrong estimate cannot lock
 in L = 0 (or any L) for good; at the default 64 a probe costs regular decoding at most about 1% when
-drafting never pays. Unmeasured lengths are also explored by the argmax itself, through the optimistic extrapolation.
+drafting never pays. Unmeasured lengths are also explored by the argmax itself, through the optimistic
+extrapolation.
 `describe()` reports what was measured and decided.
 
 Heuristic (BASS, Algorithm 1; DESIGN.md §3), updated after every round from x_max, the most draft tokens
@@ -314,19 +318,29 @@ class DraftLengthPolicy:
         self._seqs: list[int] = list(seqs)  # the batch of the last decision
 
     # ---- the cost policy's decision ------------------------------------------------------------------
-    def rates(self, seqs: Sequence[int]) -> np.ndarray | None:
-        """Predicted tokens per second for L = 0 .. l_limit at this batch, or None before costs are known."""
+    def rates(self, seqs: Sequence[int], perfect: bool = False) -> np.ndarray | None:
+        """Predicted tokens per second for L = 0 .. l_limit at this batch, or None before costs are known.
+
+        perfect=True assumes every draft token is accepted (α_b = 1): an upper bound on what drafting buys.
+        """
         B, l_max = len(seqs), self.cfg.l_limit
         verify, draft = self.costs.verify_curve(B, l_max), self.costs.draft_step(B)
         if verify is None or draft is None:
             return None
         L = np.arange(l_max + 1)
-        return expected_tokens(self.acceptance.alphas(seqs), l_max) / np.maximum(verify + L * draft, 1e-12)
+        alphas = np.ones(B) if perfect else self.acceptance.alphas(seqs)
+        return expected_tokens(alphas, l_max) / np.maximum(verify + L * draft, 1e-12)
+
+    def _hopeless(self, seqs: Sequence[int]) -> bool:
+        """Even perfect acceptance would not pay for drafting at the measured costs: skip a probe."""
+        rate = self.rates(seqs, perfect=True)
+        return rate is not None and int(np.argmax(rate)) == 0
 
     def _cost_length(self, seqs: Sequence[int]) -> int:
         r, cfg = self.rounds, self.cfg
-        if r < 2 * len(cfg.probe_lengths):  # twice each: one slow round must not decide a length's fate
-            return cfg.probe_lengths[r % len(cfg.probe_lengths)]
+        if r < 2 * len(cfg.probe_lengths):  # twice each: one slow round must not decide a length's fate,
+            L = cfg.probe_lengths[r % len(cfg.probe_lengths)]  # unless the first showed drafting cannot pay
+            return 0 if r >= len(cfg.probe_lengths) and L > 0 and self._hopeless(seqs) else L
         if self.costs.samples(0, len(seqs)) < 2:
             # plain decoding is the anchor of "never slower than regular": time it twice at every batch
             # bucket, so one descheduled round cannot make it look slow for good
@@ -338,7 +352,7 @@ class DraftLengthPolicy:
         if cfg.explore_every and r % cfg.explore_every == 0:
             self.probes += 1
             if self.choice == 0:
-                return 1
+                return 0 if self._hopeless(seqs) else 1
             self._flip = not self._flip
             i = L_BUCKETS.index(_bucket(self.choice, L_BUCKETS))
             return L_BUCKETS[min(i + 1, len(L_BUCKETS) - 1)] if self._flip else L_BUCKETS[max(i - 1, 0)]
