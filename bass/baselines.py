@@ -27,12 +27,15 @@ def single_sequence(target: torch.nn.Module, attn: Callable, new_drafter: Callab
     to the batch it was started with.
     """
     r = 0
+    # the cost policy's measurements (costs at B = 1, pooled acceptance) carry over between sequences;
+    # the paper's heuristic starts afresh at l0 for each, as before
+    shared = DraftLengthPolicy(dl_cfg, [s.seq for s in live], cache.suffix_len.device)
     for row, seq in enumerate(live):
         if seq.finished:
             continue
         # earlier rows are finished, so row `row` can move to the front of the same storage
         state = DecodeState([seq], cache.compact([row]))
-        policy = DraftLengthPolicy(dl_cfg, [seq.seq])
+        policy = shared if dl_cfg.policy == "cost" else DraftLengthPolicy(dl_cfg, [seq.seq])
         for report in speculative_decode(target, attn, new_drafter(seq), policy, state, stop, rng, t0=t0,
                                          time_budget_s=time_budget_s, cancel=cancel, first_round=r):
             r = report.index + 1

@@ -33,7 +33,7 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="torch", choices=BACKENDS)
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
-    p.add_argument("--draft-policy", default="heuristic", choices=DRAFT_LENGTH_POLICIES)
+    p.add_argument("--draft-policy", default="cost", choices=DRAFT_LENGTH_POLICIES)
     p.add_argument("--draft-l0", type=int, default=7, help="initial (or fixed) draft length")
     p.add_argument("--layer-skip-layers", type=int, default=None)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 METHODS = ("bass", "regular", "single")
 DRAFTERS = ("ngram", "model", "layer-skip")
 BACKENDS = ("torch", "pad", "split", "ragged")
-DRAFT_LENGTH_POLICIES = ("heuristic", "fixed", "per-sequence")
+DRAFT_LENGTH_POLICIES = ("cost", "heuristic", "fixed", "per-sequence")
 
 # HumanEval completion style: a function body ends where the next top-level statement starts.
 HUMANEVAL_STOPS = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
@@ -52,13 +52,28 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class DraftLengthConfig:
-    """The draft-length policy and the constants of the paper's heuristic (DESIGN.md §3)."""
+    """The draft-length policy, the constants of the paper's heuristic (DESIGN.md §3) and the cost policy's (§7).
 
-    policy: str = "heuristic"
+    policy: "cost" (default) picks the L in 0 .. l_limit that maximises expected tokens per second from
+    online acceptance and timing estimates (bass/draft_length.py); "heuristic" is the paper's rule,
+    "fixed" always drafts l0, "per-sequence" runs the heuristic on each sequence's own count.
+    "cost" decides from measured timings, so sampled output (temperature > 0) is exact in distribution
+    but not bit-reproducible per seed: use "heuristic" or "fixed" where that matters.
+    """
+
+    policy: str = "cost"
     l0: int = 7
     l_incre: int = 2
     l_mod: int = 10
     l_limit: int = 32
+    # --- the cost policy ---
+    alpha_prior: float = 0.5  # acceptance assumed before anything is observed (pooled prior mean)
+    prior_strength: float = 4.0  # pseudo-trials: how strongly a sequence's estimate leans on the batch's
+    alpha_decay: float = 0.95  # per observed round, old acceptance counts are discounted (tracks drift)
+    cost_ema: float = 0.2  # weight of a new timing sample in the per-bucket cost averages
+    verify_growth: float = 0.05  # assumed relative verify cost per extra draft token, until measured
+    probe_lengths: tuple[int, ...] = (0, 2)  # the first rounds' lengths: measure plain decoding and a draft
+    explore_every: int = 64  # every so many rounds, try a length beside the chosen one (0 = never)
 
     def __post_init__(self) -> None:
         if self.policy not in DRAFT_LENGTH_POLICIES:
@@ -67,6 +82,16 @@ class DraftLengthConfig:
             raise ValueError(f"need 1 <= l0 <= l_limit, got l0={self.l0}, l_limit={self.l_limit}")
         if self.l_incre < 1 or self.l_mod < 1:
             raise ValueError(f"l_incre and l_mod must be >= 1, got {self.l_incre}, {self.l_mod}")
+        if not 0.0 <= self.alpha_prior <= 1.0 or self.prior_strength <= 0:
+            raise ValueError(f"need 0 <= alpha_prior <= 1 and prior_strength > 0, got {self.alpha_prior}, "
+                             f"{self.prior_strength}")
+        if not 0.0 < self.alpha_decay <= 1.0 or not 0.0 < self.cost_ema <= 1.0:
+            raise ValueError(f"alpha_decay and cost_ema must be in (0, 1], got {self.alpha_decay}, {self.cost_ema}")
+        if self.verify_growth < 0 or self.explore_every < 0:
+            raise ValueError(f"verify_growth and explore_every must be >= 0, got {self.verify_growth}, "
+                             f"{self.explore_every}")
+        if not all(isinstance(n, int) and 0 <= n <= self.l_limit for n in self.probe_lengths):
+            raise ValueError(f"probe_lengths must be integers in 0 .. l_limit, got {self.probe_lengths!r}")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,66 @@
-"""Draft-length policies: the paper's heuristic (shared by the batch), a fixed length, a per-sequence variant.
+"""Draft-length policies: cost-aware (the default), the paper's heuristic, a fixed length, a per-sequence variant.
 
-The heuristic (BASS, Algorithm 1; DESIGN.md §3), updated after every round from x_max, the most draft
-tokens any live sequence accepted, with s = 0 initially:
+Cost-aware policy (DESIGN.md §7)
+--------------------------------
+Model. Sequence b accepts each draft position, given that it reached it, with probability α_b
+(Leviathan et al.'s i.i.d. assumption), so with L draft tokens it emits a_b + 1 tokens where
+P(a_b >= i) = α_b^i, and
+
+    E[tokens_b | L] = Σ_{i=0..L} α_b^i = (1 − α_b^(L+1)) / (1 − α_b)          (= L + 1 at α_b = 1)
+
+A round with draft length L at batch B costs c_verify(L, B) + L · c_draft(B): the verify term is the
+whole round except drafting (target forward, acceptance, the host copy, bookkeeping), so at L = 0 it is
+exactly one step of regular decoding. Each round we pick
+
+    L* = argmax_{L in 0..l_limit}  Σ_b E[tokens_b | L]  /  (c_verify(L, B) + L · c_draft(B))
+
+ties going to the shorter L. L = 0 is plain decoding, so as long as the estimates are right BASS is never
+slower than regular decoding. One L for the batch: the batched verify is padded to the longest draft, so
+its cost depends on max_b l_b, while E[tokens_b] only grows with l_b; given L, l_b = L for every b is
+optimal, and a per-sequence choice would buy nothing.
+
+Acceptance estimate. We count "asked" positions, not proposed ones: a drafter may return fewer tokens
+than asked (an n-gram match runs out), and a position that was not proposed ends the round exactly like
+a rejection (the target's token is emitted, nothing after it). A round with l_b > 0 asked and a_b
+accepted is a_b successes and, if a_b < l_b, one failure; positions after the first failure are never
+tested, so accepted / proposed would be biased low (it counts them as failures). Per sequence we keep
+discounted counts (S_b, T_b) ← (γ S_b + a_b, γ T_b + a_b + [a_b < l_b]), γ = alpha_decay, and the same
+pooled over the batch, and shrink toward the pool (empirical Bayes, a Beta prior of strength m):
+
+    ᾱ = (S + m · alpha_prior) / (T + m),        α_b = (S_b + m · ᾱ) / (T_b + m)
+
+so a sequence with little evidence borrows the batch's rate. The model's weak point is position
+dependence: real acceptance is not constant along the draft (n-gram drafts are all-or-nothing-ish, model
+drafts drift); the counts estimate the average conditional rate over the positions actually reached,
+which is what the geometric sum needs near the L we run at; the discount lets it follow the text.
+
+Costs. Every round is timed: its draft part (propose) and its whole (start of drafting to the end of the
+round's bookkeeping). On the CPU with time.perf_counter; on CUDA the host clock around asynchronous
+launches says nothing, so the draft part is bracketed by two torch.cuda.Events, read (non-blocking,
+`query()`) after the round's own host synchronisation, a round later at worst; no sync is added. The
+whole round is host time, which the per-round sync makes meaningful. Estimates are EMAs (weight
+cost_ema) per (L bucket, batch bucket) for c_verify and per batch bucket for c_draft (draft time / L);
+the first sample of a bucket may carry one-off costs (CUDA graph capture, allocator), so the second
+sample replaces it when lower, and later samples are clipped to 4x the estimate. Between measured L
+buckets c_verify is interpolated linearly; beyond them it is extrapolated with the last measured slope
+(never negative). A batch bucket with one measured length borrows the shape of the nearest bucket with
+two (scaled to its point), else assumes the prior slope verify_growth · c; one with none borrows the
+nearest bucket's curve.
+
+Exploration. The first rounds run probe_lengths twice (default L = 0, 2, 0, 2), which times plain
+decoding and a draft (a bucket's estimate keeps the lower of its first two samples, so one descheduled
+round does not condemn a length). A drafting probe is skipped when it is hopeless: when even α_b = 1 for
+every sequence would not make any L > 0 beat L = 0 at the measured costs (a draft step as slow as a
+verify step). Plain decoding, the anchor of "never slower than regular", is timed twice in every batch
+bucket met. Afterwards, every explore_every rounds, one round tries a length beside L* (1 when L* = 0,
+unless hopeless, else the next bucket up or down, alternating), so an early wrong estimate cannot lock
+in L = 0 (or any L) for good; at the default 64 a probe costs regular decoding at most about 1% when
+drafting never pays. Unmeasured lengths are also explored by the argmax itself, through the optimistic
+extrapolation.
+`describe()` reports what was measured and decided.
+
+Heuristic (BASS, Algorithm 1; DESIGN.md §3), updated after every round from x_max, the most draft tokens
+any live sequence accepted, with s = 0 initially:
 
     if x_max == L:  L <- min(L + l_incre, l_limit);               s <- 0
     else:           L <- max(1, x_max, L - ceil(L / l_mod) - s);  s <- 1
@@ -13,10 +72,26 @@ same rule on each sequence's own accepted count (x = a_b), useful when proposals
 
 from __future__ import annotations
 
+import bisect
 import math
+import time
+from collections import deque
 from collections.abc import Sequence
 
+import numpy as np
+import torch
+
 from bass.config import DraftLengthConfig
+
+# Cost buckets. Lengths: exact up to 8, then coarser (the verify cost is smooth in L there).
+L_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32)
+B_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def _bucket(n: int, buckets: tuple[int, ...]) -> int:
+    """The smallest bucket >= n (the largest bucket for anything beyond)."""
+    i = bisect.bisect_left(buckets, n)
+    return buckets[min(i, len(buckets) - 1)]
 
 
 def heuristic_step(L: int, s: int, x_max: int, cfg: DraftLengthConfig) -> tuple[int, int]:
@@ -26,26 +101,308 @@ def heuristic_step(L: int, s: int, x_max: int, cfg: DraftLengthConfig) -> tuple[
     return max(1, x_max, L - math.ceil(L / cfg.l_mod) - s), 1
 
 
-class DraftLengthPolicy:
-    """Draft lengths for the live sequences, keyed by their stable sequence index."""
+# ---- the objective ---------------------------------------------------------------------------------
+def expected_tokens(alphas: Sequence[float] | np.ndarray, l_max: int) -> np.ndarray:
+    """[l_max + 1]: Σ_b Σ_{i=0..L} α_b^i, the batch's expected tokens per round for L = 0 .. l_max."""
+    a = np.asarray(alphas, dtype=np.float64).reshape(-1, 1)
+    return np.cumsum(a ** np.arange(l_max + 1), axis=1).sum(0)
 
-    def __init__(self, cfg: DraftLengthConfig, seqs: Sequence[int]):
+
+def best_length(alphas: Sequence[float] | np.ndarray, verify_cost: Sequence[float] | np.ndarray,
+                draft_cost: float) -> int:
+    """L* = argmax_L expected_tokens(L) / (verify_cost[L] + L * draft_cost), L = 0 .. len(verify_cost) - 1.
+
+    Ties go to the shorter length (np.argmax returns the first maximum).
+    """
+    v = np.asarray(verify_cost, dtype=np.float64)
+    L = np.arange(len(v))
+    rate = expected_tokens(alphas, len(v) - 1) / np.maximum(v + L * draft_cost, 1e-12)
+    return int(np.argmax(rate))
+
+
+# ---- estimators ------------------------------------------------------------------------------------
+class AcceptanceEstimator:
+    """Per-sequence acceptance α_b from discounted (successes, trials), shrunk to the batch's pooled rate."""
+
+    def __init__(self, cfg: DraftLengthConfig):
+        self.cfg = cfg
+        self.succ: dict[int, float] = {}
+        self.trials: dict[int, float] = {}
+        self.pool_succ = self.pool_trials = 0.0
+
+    def observe(self, seqs: Sequence[int], asked: Sequence[int], accepted: Sequence[int]) -> None:
+        """One round: sequence seqs[i] was asked for asked[i] positions and accepted accepted[i]."""
+        g = self.cfg.alpha_decay
+        drafted = [(q, n, a) for q, n, a in zip(seqs, asked, accepted, strict=True) if n > 0]
+        if not drafted:
+            return
+        self.pool_succ *= g
+        self.pool_trials *= g
+        for q, n, a in drafted:
+            t = a + (a < n)  # a successes, then the first failure unless all asked positions were taken
+            self.succ[q] = g * self.succ.get(q, 0.0) + a
+            self.trials[q] = g * self.trials.get(q, 0.0) + t
+            self.pool_succ += a
+            self.pool_trials += t
+
+    def pooled(self) -> float:
+        """ᾱ, the batch's rate under the prior."""
+        m = self.cfg.prior_strength
+        return (self.pool_succ + m * self.cfg.alpha_prior) / (self.pool_trials + m)
+
+    def alphas(self, seqs: Sequence[int]) -> np.ndarray:
+        """α_b for each of `seqs`."""
+        m, pool = self.cfg.prior_strength, self.pooled()
+        return np.array([(self.succ.get(q, 0.0) + m * pool) / (self.trials.get(q, 0.0) + m) for q in seqs])
+
+
+class _Ema:
+    """A timing average robust to the one-off first sample of a bucket (graph capture, allocator warm-up)."""
+
+    __slots__ = ("value", "n")
+
+    def __init__(self) -> None:
+        self.value, self.n = 0.0, 0
+
+    def add(self, x: float, w: float) -> None:
+        """One sample x (seconds), weight w once the estimate has settled."""
+        if self.n == 0:
+            self.value = x
+        elif self.n == 1:
+            self.value = min(self.value, x)  # a slow first sample is usually warm-up
+        else:
+            self.value += w * (min(x, 4 * self.value) - self.value)
+        self.n += 1
+
+
+class CostModel:
+    """c_verify(L, B) per (L bucket, batch bucket) and c_draft(B) per batch bucket, in seconds."""
+
+    def __init__(self, cfg: DraftLengthConfig):
+        self.cfg = cfg
+        self.verify_: dict[int, dict[int, _Ema]] = {}  # B bucket -> L bucket -> EMA
+        self.draft_: dict[int, _Ema] = {}  # B bucket -> EMA of seconds per draft step
+
+    def observe(self, L: int, B: int, draft_s: float, round_s: float) -> None:
+        """One timed round: draft length L, batch B, its draft part and its whole, in seconds."""
+        bb, w = _bucket(B, B_BUCKETS), self.cfg.cost_ema
+        self.verify_.setdefault(bb, {}).setdefault(_bucket(L, L_BUCKETS), _Ema()).add(max(0.0, round_s - draft_s), w)
+        if L > 0:
+            self.draft_.setdefault(bb, _Ema()).add(max(0.0, draft_s) / L, w)
+
+    @staticmethod
+    def _nearest(table: dict, bb: int):
+        """The entry of the batch bucket closest to bb (in log2), or None if there is none."""
+        if not table:
+            return None
+        return table[min(table, key=lambda k: (abs(math.log2(k) - math.log2(bb)), k))]
+
+    def _row_curve(self, row: dict[int, _Ema], l_max: int) -> np.ndarray:
+        """Piecewise-linear c_verify over 0 .. l_max from one batch bucket's measured L buckets (>= 2)."""
+        xs = sorted(row)
+        ys = [row[x].value for x in xs]
+        Ls = np.arange(l_max + 1, dtype=np.float64)
+        curve = np.interp(Ls, xs, ys)  # a measurement stands for its bucket's top length
+        slope_hi = max(0.0, (ys[-1] - ys[-2]) / (xs[-1] - xs[-2]))  # never negative: noise must not
+        slope_lo = max(0.0, (ys[1] - ys[0]) / (xs[1] - xs[0]))  # make long drafts look free
+        hi, lo = Ls > xs[-1], Ls < xs[0]
+        curve[hi] = ys[-1] + slope_hi * (Ls[hi] - xs[-1])
+        curve[lo] = np.maximum(ys[0] - slope_lo * (xs[0] - Ls[lo]), 0.5 * ys[0])
+        return curve
+
+    def verify_curve(self, B: int, l_max: int) -> np.ndarray | None:
+        """[l_max + 1] predicted c_verify(L, B), or None before any measurement.
+
+        A batch bucket with one measured length borrows the shape of the nearest bucket with two or more
+        (scaled to its own point), else assumes the prior growth; one with none borrows the nearest's.
+        """
+        bb = _bucket(B, B_BUCKETS)
+        row = self.verify_.get(bb) or self._nearest(self.verify_, bb)
+        if not row:
+            return None
+        if len(row) >= 2:
+            return self._row_curve(row, l_max)
+        (x, e), = row.items()
+        shaped = {b: r for b, r in self.verify_.items() if len(r) >= 2}
+        if shaped:
+            other = self._row_curve(self._nearest(shaped, bb), l_max)
+            return other * (e.value / other[min(x, l_max)])
+        return e.value * (1 + self.cfg.verify_growth * (np.arange(l_max + 1) - x)).clip(min=0.5)
+
+    def samples(self, L: int, B: int) -> int:
+        """How many rounds were timed in the (L, B) bucket."""
+        e = self.verify_.get(_bucket(B, B_BUCKETS), {}).get(_bucket(L, L_BUCKETS))
+        return 0 if e is None else e.n
+
+    def draft_step(self, B: int) -> float | None:
+        """Predicted c_draft(B), or None before any drafting round was timed."""
+        e = self._nearest(self.draft_, _bucket(B, B_BUCKETS))
+        return None if e is None else e.value
+
+    def describe(self) -> dict:
+        """Measured costs in milliseconds: {"verify_ms": {B: {L: ms}}, "draft_step_ms": {B: ms}}."""
+        return {"verify_ms": {b: {L: round(e.value * 1e3, 4) for L, e in sorted(r.items())}
+                              for b, r in sorted(self.verify_.items())},
+                "draft_step_ms": {b: round(e.value * 1e3, 4) for b, e in sorted(self.draft_.items())}}
+
+
+class RoundClock:
+    """Times each round's draft part and whole without adding a host synchronisation.
+
+    CPU: time.perf_counter. CUDA: the draft part between two events, read once `query()` says they are
+    done, which the round's own sync guarantees by its end (so at worst a round later).
+    """
+
+    def __init__(self, device: torch.device | str = "cpu"):
+        self.cuda = torch.device(device).type == "cuda"
+        self._pending: deque = deque()
+        self._t0 = self._t1 = None
+        self._ev0 = self._ev1 = None
+
+    def start(self) -> None:
+        """A round starts drafting."""
+        self._t0 = time.perf_counter()
+        if self.cuda:
+            self._ev0 = torch.cuda.Event(enable_timing=True)
+            self._ev0.record()
+
+    def drafted(self) -> None:
+        """The round's proposals are made: the draft part ends here."""
+        if self._t0 is None:  # no round being timed (regular decoding never starts one): record nothing
+            return
+        if self.cuda:
+            self._ev1 = torch.cuda.Event(enable_timing=True)
+            self._ev1.record()
+        else:
+            self._t1 = time.perf_counter()
+
+    def stop(self, key) -> list[tuple]:
+        """End the round tagged `key`; return [(key, draft_s, round_s)] for every round whose timing is ready."""
+        if self._t0 is None:
+            return []
+        end = time.perf_counter()
+        t0, t1, self._t0, self._t1 = self._t0, self._t1, None, None
+        round_s = end - t0
+        if not self.cuda:
+            return [(key, (t1 if t1 is not None else t0) - t0, round_s)]
+        self._pending.append((key, self._ev0, self._ev1 or self._ev0, round_s))
+        self._ev1 = None
+        ready = []
+        while self._pending and self._pending[0][2].query():  # non-blocking: done events only
+            k, e0, e1, r = self._pending.popleft()
+            ready.append((k, e0.elapsed_time(e1) / 1e3, r))
+        return ready
+
+
+class DraftLengthPolicy:
+    """Draft lengths for the live sequences, keyed by their stable sequence index.
+
+    The round loop calls `lengths` when a round starts drafting, `drafted` when its proposals are made,
+    and `update` when the round is over; only the "cost" policy uses the timing marks.
+    """
+
+    def __init__(self, cfg: DraftLengthConfig, seqs: Sequence[int], device: torch.device | str = "cpu", *,
+                 clock: RoundClock | None = None):
         self.cfg = cfg
         self._shared = (cfg.l0, 0)
         self._own = {q: (cfg.l0, 0) for q in seqs}
+        # the cost policy's state
+        self.acceptance = AcceptanceEstimator(cfg)
+        self.costs = CostModel(cfg)
+        self.clock = clock or RoundClock(device)
+        self.rounds = 0  # rounds started by `lengths`
+        self.choice = 0  # the last argmax L*
+        self.last = 0  # the length handed out last (a probe or L*)
+        self.probes = 0
+        self._flip = False
+        self._seqs: list[int] = list(seqs)  # the batch of the last decision
 
+    # ---- the cost policy's decision ------------------------------------------------------------------
+    def rates(self, seqs: Sequence[int], perfect: bool = False) -> np.ndarray | None:
+        """Predicted tokens per second for L = 0 .. l_limit at this batch, or None before costs are known.
+
+        perfect=True assumes every draft token is accepted (α_b = 1): an upper bound on what drafting buys.
+        """
+        B, l_max = len(seqs), self.cfg.l_limit
+        verify, draft = self.costs.verify_curve(B, l_max), self.costs.draft_step(B)
+        if verify is None or draft is None:
+            return None
+        L = np.arange(l_max + 1)
+        alphas = np.ones(B) if perfect else self.acceptance.alphas(seqs)
+        return expected_tokens(alphas, l_max) / np.maximum(verify + L * draft, 1e-12)
+
+    def _hopeless(self, seqs: Sequence[int]) -> bool:
+        """Even perfect acceptance would not pay for drafting at the measured costs: skip a probe."""
+        rate = self.rates(seqs, perfect=True)
+        return rate is not None and int(np.argmax(rate)) == 0
+
+    def _cost_length(self, seqs: Sequence[int]) -> int:
+        r, cfg = self.rounds, self.cfg
+        if r < 2 * len(cfg.probe_lengths):  # twice each: one slow round must not decide a length's fate,
+            L = cfg.probe_lengths[r % len(cfg.probe_lengths)]  # unless the first showed drafting cannot pay
+            return 0 if r >= len(cfg.probe_lengths) and L > 0 and self._hopeless(seqs) else L
+        if self.costs.samples(0, len(seqs)) < 2:
+            # plain decoding is the anchor of "never slower than regular": time it twice at every batch
+            # bucket, so one descheduled round cannot make it look slow for good
+            return 0
+        rate = self.rates(seqs)
+        if rate is None:  # costs at this batch never measured (e.g. probes disabled): measure
+            return cfg.probe_lengths[-1] if cfg.probe_lengths else min(cfg.l0, cfg.l_limit)
+        self.choice = int(np.argmax(rate))
+        if cfg.explore_every and r % cfg.explore_every == 0:
+            self.probes += 1
+            if self.choice == 0:
+                return 0 if self._hopeless(seqs) else 1
+            self._flip = not self._flip
+            i = L_BUCKETS.index(_bucket(self.choice, L_BUCKETS))
+            return L_BUCKETS[min(i + 1, len(L_BUCKETS) - 1)] if self._flip else L_BUCKETS[max(i - 1, 0)]
+        return self.choice
+
+    # ---- the interface of the round loop -------------------------------------------------------------
     def lengths(self, seqs: Sequence[int]) -> list[int]:
-        """The draft length each of `seqs` gets this round."""
+        """The draft length each of `seqs` gets this round (for "cost", this also starts the round's clock)."""
+        if self.cfg.policy == "cost":
+            self.last = min(self._cost_length(seqs), self.cfg.l_limit)
+            self._seqs = list(seqs)
+            self.rounds += 1
+            self.clock.start()
+            return [self.last] * len(seqs)
         if self.cfg.policy == "per-sequence":
             return [self._own[q][0] for q in seqs]
         return [self.cfg.l0 if self.cfg.policy == "fixed" else self._shared[0]] * len(seqs)
 
-    def update(self, seqs: Sequence[int], accepted: Sequence[int]) -> None:
-        """Feed back how many draft tokens each live sequence accepted this round."""
+    def drafted(self) -> None:
+        """The round's proposals are made (timing mark; "cost" only)."""
+        if self.cfg.policy == "cost":
+            self.clock.drafted()
+
+    def update(self, seqs: Sequence[int], accepted: Sequence[int], asked: Sequence[int] | None = None) -> None:
+        """Feed back how many draft tokens each live sequence accepted this round, of `asked` (its l_b)."""
         if not seqs or self.cfg.policy == "fixed":
             return
-        if self.cfg.policy == "per-sequence":
+        if self.cfg.policy == "cost":
+            asked = list(asked) if asked is not None else [self.last] * len(seqs)
+            self.acceptance.observe(seqs, asked, accepted)
+            for (L, B), draft_s, round_s in self.clock.stop((max(asked), len(seqs))):
+                self.costs.observe(L, B, draft_s, round_s)
+        elif self.cfg.policy == "per-sequence":
             for q, a in zip(seqs, accepted, strict=True):
                 self._own[q] = heuristic_step(*self._own[q], a, self.cfg)
         else:
             self._shared = heuristic_step(*self._shared, max(accepted), self.cfg)
+
+    def describe(self, seqs: Sequence[int] | None = None) -> dict:
+        """What the policy measured and decided, for logs and benchmarks (times in ms)."""
+        out: dict = {"policy": self.cfg.policy}
+        if self.cfg.policy != "cost":
+            out["L"] = self._shared[0] if self.cfg.policy == "heuristic" else self.cfg.l0
+            return out
+        seqs = list(seqs) if seqs is not None else self._seqs
+        out.update(L=self.choice, rounds=self.rounds, probes=self.probes,
+                   alpha_pooled=round(self.acceptance.pooled(), 4),
+                   alpha={q: round(float(a), 4) for q, a in zip(seqs, self.acceptance.alphas(seqs), strict=True)},
+                   **self.costs.describe())
+        rate = self.rates(seqs) if seqs else None
+        if rate is not None:  # predicted speed of L* over plain decoding, at the current estimates
+            out["predicted_speedup"] = round(float(rate[self.choice] / rate[0]), 4)
+        return out

@@ -82,6 +82,7 @@ class Engine:
         if self.device.type == "cuda" and self.config.cuda_graphs:
             self.use_static_shapes(capture=True)
         self._lock = threading.Lock()  # one generation at a time on this engine's models
+        self.last_policy: DraftLengthPolicy | None = None  # the last BASS run's, for its describe()
 
     def _load_draft(self, spec: str | None, load: dict) -> LoadedModel | None:
         """The draft of `spec`: None, "auto" (what ships for the target), a trained draft file, or a model."""
@@ -262,7 +263,8 @@ class Engine:
         else:
             if len(rows) < len(seqs):
                 drafter.select(rows)
-            policy = DraftLengthPolicy(dl_cfg, [s.seq for s in live])
+            policy = DraftLengthPolicy(dl_cfg, [s.seq for s in live], self.device)
+            self.last_policy = policy  # its describe() says what the draft-length policy measured
             reports = speculative_decode(self._target_fwd, attn, drafter, policy, DecodeState(live, cache),
                                          stop, rng, first_round=1, **loop) if live else iter(())
         draft_lengths: list[int] = []

@@ -2,12 +2,14 @@
 
 One round, for the B live sequences:
 
-  1. the policy gives each sequence a draft length l_b (shared by the batch for the paper's heuristic);
+  1. the policy gives each sequence a draft length l_b (shared by the batch for the cost policy and the
+     paper's heuristic; 0 = a plain decoding step);
   2. the drafter proposes up to l_b tokens per sequence (one batched draft forward per draft step);
   3. one batched target forward scores [last emitted token, d_1 .. d_l] of every sequence (q_len = l_b + 1);
   4. each sequence accepts its own a_b drafts and emits a_b + 1 tokens (greedy or lossless sampling);
-  5. both caches roll back per sequence to the accepted length; the draft-length policy is updated;
-  6. sequences that hit EOS, a stop string, their token limit, the time budget or a cancel leave the batch.
+  5. both caches roll back per sequence to the accepted length;
+  6. sequences that hit EOS, a stop string, their token limit, the time budget or a cancel leave the batch;
+     the draft-length policy learns the round's acceptance (and, for the cost policy, its timing).
 
 With `NoDrafter` every proposal is empty, q_len = 1, and the same loop is regular batched decoding.
 The only host synchronisation in a round is reading the accepted counts and tokens (step 4).
@@ -24,7 +26,7 @@ import torch
 
 from bass.cache import KVCache
 from bass.draft_length import DraftLengthPolicy
-from bass.drafters import Drafter
+from bass.drafters import Drafter, Proposal
 from bass.events import SequenceUpdate
 from bass.sampling import SequenceRNG, process_logits, verify_greedy, verify_sampled
 from bass.sequences import Sequence, StopRule
@@ -78,7 +80,10 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
         L = max(lengths, default=0)
         u = rng.uniforms([s.key for s in state.live], 2 * L + 1, device)  # [B, 2L+1]
 
-        proposal = drafter.propose(hist, lengths, params, u[:, :L], state.cache)  # 2. draft
+        # 2. draft (nothing to run when the policy chose plain decoding: L = 0)
+        proposal = drafter.propose(hist, lengths, params, u[:, :L], state.cache) if L else \
+            Proposal.empty(len(seqs), device)
+        policy.drafted()  # timing mark: the cost policy weighs draft time against verify time
         drafts, dlen = proposal.tokens, proposal.lengths
         last = torch.tensor([h[-1] for h in hist], dtype=torch.long, device=device)[:, None]
         logits = target(torch.cat([last, drafts], 1), state.cache, (dlen + 1).to(torch.int32), attn)  # 3.
@@ -110,7 +115,6 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
         keep = torch.tensor([len(s.history) - 1 - s.prompt_len for s in state.live], device=device)
         state.cache.truncate(keep)
         drafter.commit([len(s.history) for s in state.live])
-        policy.update(seqs, accepted)
 
         # 6. finished sequences leave the batch
         rows = [i for i, s in enumerate(state.live) if not s.finished]
@@ -119,5 +123,6 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
             if rows:
                 state.cache = state.cache.compact(rows)
                 drafter.select(rows)
+        policy.update(seqs, accepted, lengths)  # after all of the round's work, which its clock covers
         yield RoundReport(r, now, L, updates)
         r += 1

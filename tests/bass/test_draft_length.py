@@ -27,7 +27,7 @@ def test_heuristic_limits():
 
 
 def test_policies():
-    shared = DraftLengthPolicy(DraftLengthConfig(), [0, 1, 2])
+    shared = DraftLengthPolicy(DraftLengthConfig(policy="heuristic"), [0, 1, 2])
     shared.update([0, 1, 2], [1, 7, 0])
     assert shared.lengths([0, 2]) == [9, 9]
     fixed = DraftLengthPolicy(DraftLengthConfig(policy="fixed", l0=4), [0, 1])

@@ -14,7 +14,7 @@ import torch
 import transformers
 from scipy.stats import chisquare
 
-from bass.config import SamplingParams
+from bass.config import DraftLengthConfig, SamplingParams
 from bass.sampling import process_logits
 
 PROMPT = "def add(a, b):\n    return a"
@@ -45,14 +45,17 @@ def _chi_square_pvalue(samples, expected_probs):
 @pytest.mark.parametrize("params", [SamplingParams(temperature=1.0), SamplingParams(temperature=0.7, top_p=0.9)],
                          ids=["t1", "t0.7-p0.9"])
 @pytest.mark.parametrize("drafter", ["model", "ngram", "layer-skip"])
-def test_second_token_follows_the_target(tiny_engine, tiny_dir, params, drafter):
+@pytest.mark.parametrize("policy", [DraftLengthConfig(policy="heuristic"), DraftLengthConfig(probe_lengths=(1,))],
+                         ids=["heuristic", "cost"])
+def test_second_token_follows_the_target(tiny_engine, tiny_dir, params, drafter, policy):
     # head_scale 6: peaked but not degenerate distributions; the draft is another random model (bad on purpose)
     engine = tiny_engine("llama", draft_seed=7, head_scale=6.0)
     expected = _expected_second_token(tiny_dir("llama", 0, 6.0), engine.tokenizer, params)
     samples, proposed, accepted = [], 0, 0
     for seed in range(50):
         p = SamplingParams(temperature=params.temperature, top_p=params.top_p, max_new_tokens=3, seed=seed)
-        r = engine.generate(PROMPT, k=64, params=p, method="bass", drafter=drafter)
+        # the round must draft: the cost policy's default first probe is plain decoding, so probe L=1 here
+        r = engine.generate(PROMPT, k=64, params=p, method="bass", drafter=drafter, draft_length=policy)
         samples += [c.token_ids[1] for c in r.candidates if len(c.token_ids) > 1]
         proposed, accepted = proposed + r.stats.proposed, accepted + r.stats.accepted
     assert proposed > 0 and accepted < proposed  # the rule was exercised: some drafts rejected

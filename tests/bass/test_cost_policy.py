@@ -1,0 +1,309 @@
+"""The cost-aware draft-length policy (DESIGN.md §7): its argmax, its estimators, and the engine with it."""
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from bass.config import DraftLengthConfig, SamplingParams
+from bass.draft_length import (
+    AcceptanceEstimator,
+    CostModel,
+    DraftLengthPolicy,
+    RoundClock,
+    best_length,
+    expected_tokens,
+)
+from bass.drafters import Drafter, Proposal
+
+PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print(", "class Stack:\n    def", "x = [1, 2, 3]\n"]
+
+
+# ---- the objective, by hand -------------------------------------------------------------------------
+def test_expected_tokens_is_the_geometric_sum():
+    got = expected_tokens([0.5, 1.0, 0.0], 3)
+    # α = 0.5: 1, 1.5, 1.75, 1.875; α = 1: L + 1; α = 0: 1
+    assert np.allclose(got, [3, 1.5 + 2 + 1, 1.75 + 3 + 1, 1.875 + 4 + 1])
+
+
+def test_best_length_hand_cases():
+    flat = np.ones(9)  # verify cost independent of L (a weight-bound GPU step)
+    # useless draft: every L gives B tokens, any cost makes L = 0 the best (and ties go to 0 too)
+    assert best_length([0.0] * 8, flat, 0.01) == 0
+    assert best_length([0.0] * 8, flat, 0.0) == 0
+    # α 0.5, draft a quarter of a verify: rates 1, 1.5/1.25 = 1.2, 1.75/1.5 = 1.167, ... -> L = 1
+    assert best_length([0.5], flat[:5], 0.25) == 1
+    # α 0.9, draft half a verify: 1, 0.95... 1.9/1.5 = 1.267, 2.71/2 = 1.355, 3.439/2.5 = 1.376, 4.095/3 = 1.365
+    assert best_length([0.9], flat, 0.5) == 3
+    # α 0.9, draft as costly as a verify: 1.9 / 2 < 1 -> plain decoding
+    assert best_length([0.9], flat, 1.0) == 0
+    # α 0.9 and a nearly free draft: the longest allowed draft
+    assert best_length([0.9], flat, 0.01) == 8
+    # verify cost growing fast with L (compute-bound CPU) shortens it:
+    # 1.9 / 1.51 = 1.258, 2.71 / 2.02 = 1.342, 3.439 / 2.53 = 1.359, 4.095 / 3.04 = 1.347
+    steep = 1 + 0.5 * np.arange(9)
+    assert best_length([0.9], steep, 0.01) == 3
+    # a batch: the sum decides; sequences with α = 0 add 1 token at every L, which favours shorter drafts:
+    # alone 4.095 / 2.2 = 1.861 < 4.686 / 2.5 = 1.874 > 5.217 / 2.8 = 1.863 -> 5;
+    # with two α = 0: (2 * 3.439 + 2) / 1.9 = 4.673 > (2 * 2.71 + 2) / 1.6 = 4.638, (2 * 4.095 + 2) / 2.2 = 4.632
+    assert best_length([0.9], flat, 0.3) == 5
+    assert best_length([0.9, 0.9, 0.0, 0.0], flat, 0.3) == 3
+
+
+# ---- estimators ---------------------------------------------------------------------------------------
+def _geometric(rng, alpha, asked, supply=1.0):
+    """Accepted count of one round: positions are proposed with prob `supply` each, accepted with `alpha`."""
+    a = 0
+    while a < asked and rng.random() < supply and rng.random() < alpha:
+        a += 1
+    return a
+
+
+def test_acceptance_estimate_converges_per_sequence():
+    rng = np.random.default_rng(0)
+    est = AcceptanceEstimator(DraftLengthConfig(alpha_decay=0.995))
+    truth = [0.2, 0.6, 0.9]
+    for _ in range(3000):
+        est.observe([0, 1, 2], [4, 4, 4], [_geometric(rng, a, 4) for a in truth])
+    assert np.allclose(est.alphas([0, 1, 2]), truth, atol=0.04)
+    # accepted / proposed would be biased low (it counts never-tested positions as failures)
+    assert est.alphas([0])[0] > 0.15
+
+
+def test_short_proposals_count_as_rejections():
+    """A drafter that runs out (n-gram) ends a round like a rejection: the estimate is α · supply,
+    and it predicts the tokens per round that were actually emitted."""
+    rng = np.random.default_rng(1)
+    est = AcceptanceEstimator(DraftLengthConfig(alpha_decay=1.0))
+    emitted = []
+    for _ in range(4000):
+        a = _geometric(rng, 0.9, 6, supply=0.7)
+        est.observe([0], [6], [a])
+        emitted.append(a + 1)
+    alpha = est.alphas([0])[0]
+    assert alpha == pytest.approx(0.63, abs=0.02)
+    assert expected_tokens([alpha], 6)[6] == pytest.approx(np.mean(emitted), rel=0.03)
+
+
+def test_acceptance_prior_and_pooling():
+    cfg = DraftLengthConfig(alpha_prior=0.5, prior_strength=4.0)
+    est = AcceptanceEstimator(cfg)
+    assert est.alphas([0, 1]).tolist() == [0.5, 0.5]  # nothing observed: the prior
+    est.observe([0, 1], [3, 0], [0, 0])  # only sequence 0 drafted: one failure
+    pool = (0 + 4 * 0.5) / (1 + 4)
+    assert est.pooled() == pytest.approx(pool)
+    assert est.alphas([0, 1]).tolist() == pytest.approx([(0 + 4 * pool) / (1 + 4), pool])
+
+
+def test_cost_model_converges_and_ignores_a_warm_up_sample():
+    rng = np.random.default_rng(2)
+    cm = CostModel(DraftLengthConfig())
+    true_v = lambda L: 2e-3 * (1 + 0.1 * L)  # noqa: E731
+    cm.observe(4, 8, 0.5, 3.0)  # the first round at L=4 paid for a graph capture: seconds
+    for _ in range(300):
+        for L in (0, 2, 4):
+            d = L * 0.3e-3 * rng.uniform(0.9, 1.1)
+            cm.observe(L, 8, d, true_v(L) * rng.uniform(0.9, 1.1) + d)
+    curve = cm.verify_curve(8, 8)
+    assert curve[[0, 2, 4]] == pytest.approx([true_v(0), true_v(2), true_v(4)], rel=0.08)
+    assert curve[8] == pytest.approx(true_v(8), rel=0.1)  # extrapolated with the measured slope
+    assert cm.draft_step(8) == pytest.approx(0.3e-3, rel=0.08)
+    assert cm.draft_step(6) == cm.draft_step(8)  # 6 shares batch bucket 8
+    assert cm.verify_curve(1, 8) is not None  # an unmeasured batch bucket borrows the nearest one's
+
+
+def test_cost_model_cold_extrapolation():
+    cm = CostModel(DraftLengthConfig(verify_growth=0.05))
+    assert cm.verify_curve(4, 4) is None and cm.draft_step(4) is None
+    cm.observe(0, 4, 0.0, 1.0)
+    assert cm.verify_curve(4, 4).tolist() == pytest.approx([1.0, 1.05, 1.1, 1.15, 1.2])  # the prior growth
+    cm.observe(0, 8, 0.0, 2.0)
+    cm.observe(4, 8, 0.0, 4.0)
+    cm.observe(2, 2, 0.0, 6.0)  # batch 2 measured at L=2 only, batch 8 at two lengths: its shape, scaled
+    assert cm.verify_curve(2, 4).tolist() == pytest.approx([4.0, 5.0, 6.0, 7.0, 8.0])
+
+
+# ---- the policy, with injected costs and acceptance ---------------------------------------------------
+class FakeClock(RoundClock):
+    """Returns costs from a formula instead of measuring: c_verify(L) + L c_draft."""
+
+    def __init__(self, verify, draft):
+        super().__init__("cpu")
+        self.verify, self.draft, self.started = verify, draft, False
+
+    def start(self):
+        self.started = True
+
+    def drafted(self):
+        pass
+
+    def stop(self, key):
+        if not self.started:
+            return []
+        self.started = False
+        L, B = key
+        return [(key, L * self.draft, self.verify(L) + L * self.draft)]
+
+
+@pytest.mark.parametrize("alphas,verify,draft,expected", [
+    ([0.9] * 8, lambda L: 1.0 + 0.01 * L, 0.02, "long"),  # high α, cheap draft
+    ([0.02] * 8, lambda L: 1.0 + 0.01 * L, 0.02, 0),  # α ≈ 0: plain decoding
+    ([0.8] * 8, lambda L: 1.0 + 0.01 * L, 0.6, "short"),  # costly draft
+])
+def test_policy_picks_the_argmax_of_the_formula(alphas, verify, draft, expected):
+    rng = np.random.default_rng(3)
+    cfg = DraftLengthConfig(l_limit=16, alpha_decay=0.99)
+    seqs = list(range(len(alphas)))
+    policy = DraftLengthPolicy(cfg, seqs, clock=FakeClock(verify, draft))
+    chosen = []
+    for _ in range(400):
+        lengths = policy.lengths(seqs)
+        policy.drafted()
+        policy.update(seqs, [_geometric(rng, a, n) for a, n in zip(alphas, lengths)], lengths)
+        chosen.append(lengths[0])
+    # exactly the argmax of the formula at the policy's own estimates
+    est = policy.acceptance.alphas(seqs)
+    assert policy.choice == best_length(est, policy.costs.verify_curve(len(seqs), 16), policy.costs.draft_step(8))
+    # and the estimates found the truth, so it is the argmax at the true values
+    L_true = best_length(alphas, [verify(L) for L in range(17)], draft)
+    assert policy.choice == L_true
+    if expected == "long":
+        assert L_true >= 10
+    elif expected == "short":
+        assert 1 <= L_true <= 3
+    else:
+        assert L_true == 0
+        # it settled: once a few rounds have outweighed the prior, only the rare exploration rounds draft
+        assert sum(n > 0 for n in chosen[50:]) <= 400 // cfg.explore_every
+    d = policy.describe(seqs)
+    assert d["L"] == policy.choice and set(d) >= {"verify_ms", "draft_step_ms", "alpha_pooled", "predicted_speedup"}
+
+
+def test_hopeless_probes_are_skipped():
+    """A draft step slower than a verify step cannot pay even at α = 1: no second probe, no exploration."""
+    seqs = [0, 1]
+    policy = DraftLengthPolicy(DraftLengthConfig(explore_every=4), seqs, clock=FakeClock(lambda L: 1.0, 1.2))
+    chosen = []
+    for _ in range(20):
+        lengths = policy.lengths(seqs)
+        policy.update(seqs, lengths, lengths)  # even with every draft accepted
+        chosen.append(lengths[0])
+    assert chosen == [0, 2] + [0] * 18
+
+
+def test_exploration_recovers_from_a_wrong_early_estimate():
+    """Early rounds see a useless draft, later the draft becomes good: the rare probe finds it."""
+    rng = np.random.default_rng(4)
+    cfg = DraftLengthConfig(explore_every=8, alpha_decay=0.9)
+    seqs = [0, 1, 2, 3]
+    policy = DraftLengthPolicy(cfg, seqs, clock=FakeClock(lambda L: 1.0 + 0.01 * L, 0.05))
+    for r in range(300):
+        alpha = 0.0 if r < 30 else 0.9
+        lengths = policy.lengths(seqs)
+        policy.update(seqs, [_geometric(rng, alpha, n) for n in lengths], lengths)
+        if r == 29:
+            assert policy.choice == 0
+    assert policy.choice >= 5
+
+
+def test_cuda_clock_reads_events_only_when_done(monkeypatch):
+    """The CUDA path never waits: a round's events are read once query() says they completed."""
+    done = {"ok": False}
+
+    class FakeEvent:
+        def __init__(self, enable_timing):
+            self.t = None
+
+        def record(self):
+            self.t = time.perf_counter()
+
+        def query(self):
+            return done["ok"]
+
+        def elapsed_time(self, other):
+            assert done["ok"], "read before completion: that would synchronise"
+            return (other.t - self.t) * 1e3
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    clock = RoundClock("cpu")
+    clock.cuda = True
+    clock.start()
+    clock.drafted()
+    assert clock.stop("r0") == []  # not done yet: kept for later
+    done["ok"] = True
+    clock.start()
+    clock.drafted()
+    got = clock.stop("r1")
+    assert [k for k, _, _ in got] == ["r0", "r1"] and all(d >= 0 and r >= d for _, d, r in got)
+
+
+# ---- end to end on the tiny models --------------------------------------------------------------------
+class ScriptDrafter(Drafter):
+    """Proposes the true continuation (good) or certainly-wrong tokens (useless), costing `delay_s` a step."""
+
+    name = "script"
+
+    def __init__(self, scripts, good, delay_s=0.0):
+        self.scripts, self.good, self.delay_s = scripts, good, delay_s
+        self.rows = list(range(len(scripts)))
+
+    def prefill(self, prompts, samples, capacity):
+        self.prompt_lens = [len(p) for p in prompts for _ in range(samples)]
+
+    def propose(self, histories, lengths, params, u, target_cache):
+        time.sleep(self.delay_s * max(lengths))
+        tokens = torch.zeros(len(histories), max(lengths), dtype=torch.long)
+        for b, (h, n) in enumerate(zip(histories, lengths)):
+            row = self.rows[b]
+            if self.good:
+                done = len(h) - self.prompt_lens[row]
+                cont = self.scripts[row][done:done + n]
+                tokens[b, :len(cont)] = torch.tensor(cont, dtype=torch.long)
+            else:
+                want = self.scripts[row][len(h) - self.prompt_lens[row]:][:n]
+                tokens[b, :len(want)] = (torch.tensor(want, dtype=torch.long) + 1) % 300  # never the target's
+        return Proposal(tokens, torch.tensor(lengths), None)
+
+    def select(self, rows):
+        self.rows = [self.rows[r] for r in rows]
+
+
+def test_cost_policy_greedy_equals_regular_and_regular_is_untouched(tiny_engine):
+    engine = tiny_engine("llama", draft_seed=1)
+    params = SamplingParams(max_new_tokens=24)
+    regular = engine.generate(PROMPTS, k=2, params=params, method="regular")
+    assert engine.last_policy.rounds == 0 and engine.last_policy.costs.describe()["verify_ms"] == {}
+    assert set(regular.stats.draft_lengths) == {0}
+    for drafter in ("ngram", "layer-skip", "model"):
+        bass = engine.generate(PROMPTS, k=2, params=params, method="bass", drafter=drafter,
+                               draft_length=DraftLengthConfig(policy="cost"))
+        assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates], drafter
+        assert engine.last_policy.describe()["rounds"] == len(bass.stats.draft_lengths)
+
+
+def test_useless_costly_drafter_settles_at_plain_decoding(tiny_engine):
+    engine = tiny_engine("llama")
+    params = SamplingParams(max_new_tokens=120)
+    regular = engine.generate(PROMPTS[:2], k=2, params=params, method="regular")
+    scripts = [list(c.token_ids) + [0] * 40 for c in regular.candidates]
+    bass = engine.generate(PROMPTS[:2], k=2, params=params, method="bass",
+                           drafter=ScriptDrafter(scripts, good=False, delay_s=0.02))
+    assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates]
+    lengths = bass.stats.draft_lengths
+    drafting = sum(n > 0 for n in lengths)
+    # the probes at L=2, then only rare explorations (a little slack: this CPU is shared, timings are noisy)
+    assert drafting <= 2 + 2 * (len(lengths) // 64 + 1)
+    assert bass.stats.rounds <= regular.stats.rounds + 4 * drafting  # ~ regular decoding's steps
+    assert engine.last_policy.choice == 0
+
+
+def test_good_free_drafter_drafts_long(tiny_engine):
+    engine = tiny_engine("llama")
+    params = SamplingParams(max_new_tokens=120)
+    regular = engine.generate(PROMPTS[:2], k=2, params=params, method="regular")
+    scripts = [list(c.token_ids) for c in regular.candidates]
+    bass = engine.generate(PROMPTS[:2], k=2, params=params, method="bass", drafter=ScriptDrafter(scripts, True))
+    assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates]
+    assert bass.stats.rounds < regular.stats.rounds / 3
+    assert engine.last_policy.describe()["alpha_pooled"] > 0.8
