@@ -1,4 +1,5 @@
-"""The embedded target's shipped draft: loaded by default, exact under greedy decoding, and refused with a rebuild hint when its file is missing or corrupt."""
+"""The embedded target's shipped draft: loaded by default, exact under greedy decoding, and refused
+with a rebuild hint when its file is missing or corrupt."""
 
 import shutil
 
