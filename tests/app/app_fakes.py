@@ -37,6 +37,10 @@ class FakeEngine:
     def available_backends(self) -> list[str]:
         return ["torch", "pad"]
 
+    @property
+    def default_drafter(self) -> str:
+        return "ngram"  # no draft model in the fake, as Engine.default_drafter says then
+
     def available_drafters(self) -> list[str]:
         return ["ngram", "layer-skip"]
 
