@@ -100,14 +100,15 @@ def browser(tmp_path):
 
 
 def _wait(driver, condition, timeout: float, what: str):
-    from selenium.common.exceptions import TimeoutException
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
     from urllib3.exceptions import ReadTimeoutError
 
     try:
-        # A poll that times out (the machine is overloaded for a moment) is retried, not fatal.
+        # A poll that times out (the machine is overloaded for a moment) or reads an element the page has just
+        # re-rendered (a live card, a dropdown list) is retried, not fatal.
         return WebDriverWait(driver, timeout, poll_frequency=0.5,
-                             ignored_exceptions=(ReadTimeoutError,)).until(condition)
+                             ignored_exceptions=(ReadTimeoutError, StaleElementReferenceException)).until(condition)
     except TimeoutException:
         FAILURE_SHOT.parent.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(FAILURE_SHOT))

@@ -173,7 +173,9 @@ def test_bad_configuration_raises_clear_errors(tiny_dir, tmp_path):
     with pytest.raises(ValueError, match="temperature"):
         SamplingParams(temperature=-1)
     with pytest.raises(ValueError, match="draft"):
-        EngineConfig(drafter="model")
+        EngineConfig(drafter="model", draft=None)
+    with pytest.raises(ValueError, match="no draft ships"):  # "auto" finds none for a tiny target
+        Engine(EngineConfig(target=str(tiny_dir("llama", 0)), drafter="model"))
     with pytest.raises(ValueError, match="target"):
         Engine(EngineConfig(target="/no/such/model/folder"))
     other = str(make_model(tmp_path / "other", "gemma3", vocab=320))  # another tokenizer
