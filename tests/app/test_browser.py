@@ -143,11 +143,25 @@ def _open(driver, url: str) -> None:
     _wait(driver, lambda d: d.find_elements("css selector", "#bass-generate"), 60, "the page")
 
 
+def _click(browser, selector: str) -> None:
+    """Click once nothing covers the element (Gradio's loading overlay lies over it for a moment)."""
+    from selenium.common.exceptions import ElementClickInterceptedException
+
+    def attempt(d):
+        try:
+            d.find_element("css selector", selector).click()
+            return True
+        except ElementClickInterceptedException:
+            return False
+
+    _wait(browser, attempt, 60, f"{selector} to be clickable")
+
+
 def test_empty_prompt_shows_readable_error(app_url, browser):
     _open(browser, app_url)
     prompt = browser.find_element("css selector", "#bass-prompt textarea")
     assert prompt.get_attribute("value") == ""
-    browser.find_element("css selector", "#bass-generate").click()
+    _click(browser, "#bass-generate")
     box = _wait(browser, lambda d: d.find_elements("css selector", "#bass-status .bass-error"), 60, "an error box")
     text = box[0].text
     assert "The prompt is empty." in text and "HumanEval" in text
