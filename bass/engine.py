@@ -69,7 +69,7 @@ class Engine:
         self.dtype = resolve_dtype(self.config.dtype, self.device)
         load = dict(device=self.device, dtype=self.dtype, progress=progress)
         self.target = target or _load("target", self.config.target, load)
-        self.draft = draft or self._load_draft(self.config.draft, load)
+        self.draft = draft or self.load_draft(self.config.draft, load)
         if self.draft is not None:
             check_same_vocab(self.target, self.draft)
         if self.config.drafter == "model" and self.draft is None:
@@ -84,7 +84,7 @@ class Engine:
         self._lock = threading.Lock()  # one generation at a time on this engine's models
         self.last_policy: DraftLengthPolicy | None = None  # the last BASS run's, for its describe()
 
-    def _load_draft(self, spec: str | None, load: dict) -> LoadedModel | None:
+    def load_draft(self, spec: str | None, load: dict) -> LoadedModel | None:
         """The draft of `spec`: None, "auto" (what ships for the target), a trained draft file, or a model."""
         if spec is None:
             return None

@@ -76,7 +76,7 @@ def main() -> None:
     drafters: dict[str, object] = {"ngram": "ngram", "layer-skip": "layer-skip"}
     for pair in a.drafts:
         name, spec = pair.split("=", 1)
-        loaded = engine._load_draft(spec, {"progress": None, "device": engine.device, "dtype": engine.dtype})
+        loaded = engine.load_draft(spec, {"progress": None, "device": engine.device, "dtype": engine.dtype})
         if loaded is None:
             print(f"note: no draft for {name}={spec}; skipped")
             continue
