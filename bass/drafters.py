@@ -4,6 +4,8 @@
   tokens (n from ngram_max down to ngram_min) in prompt + generated text; nothing if none matches.
   Deterministic, so its draft distribution is one-hot.
 - `ModelDrafter`: a separate small model with its own KV cache (the paper's setting).
+- `FeatureDrafter`: a feature draft (`bass.models.feature_draft`, EAGLE-style) that reads the target's own
+  hidden states of the verified positions, and its own predicted ones while it drafts.
 - `LayerSkipDrafter`: the target's first N layers + final norm + LM head (self-speculative). It reads
   and writes the target's own cache for those layers, so no KV is recomputed or stored twice.
 - `NoDrafter`: proposes nothing, which turns the round loop into regular decoding.
@@ -23,6 +25,8 @@ import torch
 
 from bass.cache import CacheArena, KVCache
 from bass.config import SamplingParams
+from bass.models.feature_draft import FeatureDraft
+from bass.models.layers import last_rows
 from bass.sampling import process_logits, sample_from
 
 
@@ -45,8 +49,10 @@ class Drafter:
     name = "base"
     proposes = True
 
-    def prefill(self, prompts: Sequence[Sequence[int]], samples: int, capacity: int) -> None:
-        """Start a request of len(prompts) prompts x `samples` sequences (after the target's prefill)."""
+    def prefill(self, prompts: Sequence[Sequence[int]], samples: int, capacity: int,
+                features: torch.Tensor | None = None) -> None:
+        """Start a request of len(prompts) prompts x `samples` sequences (after the target's prefill, whose
+        final normed hidden states of the prompts are `features` [G, T, H])."""
 
     def propose(self, histories: Sequence[Sequence[int]], lengths: Sequence[int], params: SamplingParams,
                 u: torch.Tensor, target_cache: KVCache) -> Proposal:
@@ -138,7 +144,7 @@ class ModelDrafter(Drafter):
         self.prompt_lens: list[int] = []
 
     @torch.inference_mode()
-    def prefill(self, prompts, samples, capacity):
+    def prefill(self, prompts, samples, capacity, features=None):
         device = next(self.model.parameters()).device
         lens = [len(p) for p in prompts]
         cache = self.model.new_cache(len(prompts), max(lens))
@@ -182,6 +188,96 @@ class ModelDrafter(Drafter):
         self.prompt_lens = [self.prompt_lens[r] for r in rows]
 
 
+class FeatureDrafter(Drafter):
+    """Drafts with a `FeatureDraft`, fed the target's hidden states f_t (module docstring of
+    `bass.models.feature_draft`).
+
+    Per sequence, entries 0 .. fed-1 of the draft cache hold (f_t, x_{t+1}) with the target's true f_t.
+    The target's features of the next `n_pending` positions are known but not fed yet (`pending`): the
+    prompt's last one after prefill, then after each verify those of the accepted positions. A proposal
+    feeds them, then drafts on its own predictions f̂; `commit` drops the f̂ entries (the target's true
+    features of the accepted tokens replace them next round) and queues the verify pass's features.
+    """
+
+    name = "model"
+
+    def __init__(self, draft: torch.nn.Module, target: torch.nn.Module, attn: Callable, *,
+                 forward: Callable | None = None, arena: CacheArena | None = None):
+        self.draft, self.target, self.attn = draft, target, attn  # target: what the loop calls (reads .hidden)
+        self.forward = forward or draft  # a GraphedModel on CUDA
+        self.arena = arena or CacheArena(persistent=False)
+        self.cache: KVCache | None = None
+        self.fed: list[int] = []
+        self.prompt_entries: list[int] = []  # entries of each sequence in the shared prompt prefix
+        self.pending: torch.Tensor | None = None  # [B, P, H] target features not yet fed
+        self.n_pending: list[int] = []
+
+    @torch.inference_mode()
+    def prefill(self, prompts, samples, capacity, features=None):
+        if features is None:
+            raise ValueError("the feature draft needs the target's hidden states of the prompts")
+        device = features.device
+        lens = [len(p) for p in prompts]
+        T = max(lens) - 1  # the prompt's last feature waits for the first sampled token
+        cache = self.draft.new_cache(len(prompts), max(T, 1))
+        if T > 0:
+            tokens = torch.zeros(len(prompts), T, dtype=torch.long)
+            for g, p in enumerate(prompts):
+                tokens[g, :len(p) - 1] = torch.tensor(p[1:], dtype=torch.long)
+            self.draft(tokens.to(device), cache, torch.tensor(lens, device=device) - 1, self.attn,
+                       features=features[:, :T], last_only=True)
+        self.cache = self.arena.fork(cache, samples, capacity)
+        self.prompt_entries = [n - 1 for n in lens for _ in range(samples)]
+        self.fed = list(self.prompt_entries)
+        last = features[torch.arange(len(lens), device=device), torch.tensor(lens, device=device) - 1]  # [G, H]
+        self.pending = last.repeat_interleave(samples, 0)[:, None]  # [B, 1, H]
+        self.n_pending = [1] * len(self.fed)
+
+    @torch.inference_mode()
+    def propose(self, histories, lengths, params, u, target_cache):
+        device = self.cache.suffix_len.device
+        n = self.n_pending
+        tokens = [h[f + 1:f + 1 + c] for h, f, c in zip(histories, self.fed, n, strict=True)]
+        fed = {"features": self.pending[:, :max(n)]}
+
+        def forward(tok, q_len, last_only):
+            logits = self.forward(tok, self.cache, q_len, self.attn, features=fed["features"], last_only=last_only)
+            fed["features"] = last_rows(self.forward.hidden, q_len)  # f̂ of the last entry: the next step's input
+            return logits
+
+        proposal = draft_autoregressively(forward, tokens, lengths, params, u, device)
+        self.fed = [f + c for f, c in zip(self.fed, n, strict=True)]  # the cache also holds the f̂ entries
+        self.n_pending = [0] * len(n)
+        return proposal
+
+    def commit(self, history_lens):
+        # verify columns 0 .. c_b-1 are the accepted positions: the target's true features to feed next
+        new = [n - 1 - f - p for n, f, p in zip(history_lens, self.fed, self.n_pending, strict=True)]
+        self.pending = _append_rows(self.pending, self.n_pending, self.target.hidden, new)
+        self.n_pending = [p + c for p, c in zip(self.n_pending, new, strict=True)]
+        suffix = [f - p for f, p in zip(self.fed, self.prompt_entries, strict=True)]
+        self.cache.truncate(torch.tensor(suffix, device=self.cache.suffix_len.device))
+
+    def select(self, rows):
+        rows = list(rows)
+        self.cache = self.cache.compact(rows)
+        self.pending = self.pending[torch.tensor(rows, device=self.pending.device)]
+        self.fed, self.n_pending, self.prompt_entries = ([v[r] for r in rows] for v in
+                                                         (self.fed, self.n_pending, self.prompt_entries))
+
+
+def _append_rows(old: torch.Tensor, n_old: Sequence[int], new: torch.Tensor, n_new: Sequence[int]) -> torch.Tensor:
+    """Row b: old[b, :n_old[b]] followed by new[b, :n_new[b]], as one [B, max(n_old + n_new), H] tensor
+    (a gather: a fresh tensor, so `new` may be a CUDA graph's output buffer that the next replay overwrites)."""
+    P = old.shape[1]
+    width = max(1, max(a + c for a, c in zip(n_old, n_new, strict=True)))
+    idx = [[j if j < a else P + j - a if j < a + c else 0 for j in range(width)]
+           for a, c in zip(n_old, n_new, strict=True)]
+    src = torch.cat([old, new.to(old.dtype)], 1)  # [B, P + W, H]
+    index = torch.tensor(idx, device=old.device)[:, :, None].expand(-1, -1, old.shape[2])
+    return src.gather(1, index)
+
+
 class LayerSkipDrafter(Drafter):
     name = "layer-skip"
 
@@ -223,6 +319,8 @@ def build_drafter(name: str, target: torch.nn.Module, draft: torch.nn.Module | N
         if draft is None:
             raise ValueError("drafter='model' needs a draft model: set EngineConfig.draft (e.g. a small model "
                              "of the target's family)")
+        if isinstance(draft, FeatureDraft):
+            return FeatureDrafter(draft, target, attn, forward=draft_forward, arena=draft_arena)
         return ModelDrafter(draft, attn, target.config.vocab_size, forward=draft_forward, arena=draft_arena)
     if name == "layer-skip":
         n = layer_skip_layers or max(1, target.config.num_layers // 2)

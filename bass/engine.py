@@ -105,6 +105,11 @@ class Engine:
         return _load("draft", spec, load)
 
     @property
+    def target_forward(self) -> Callable:
+        """What the round loop calls for the target: the model, or its `GraphedModel` (CUDA graphs)."""
+        return self._target_fwd
+
+    @property
     def default_drafter(self) -> str:
         """What drafter="auto" means here: the trained draft when one is loaded, else n-gram lookup."""
         return "model" if self.draft is not None else "ngram"
@@ -210,13 +215,14 @@ class Engine:
         for g, p in enumerate(ids):
             tokens[g, :len(p)] = torch.tensor(p, dtype=torch.long)
         logits = model(tokens.to(self.device), cache, torch.tensor(lens, device=self.device), attn, last_only=True)
+        features = model.hidden  # [G, T, H]: what a feature draft starts from
         cache = self._arena.fork(cache, k, capacity)
         seqs = [Seq(seq=g * k + s, prompt_index=g, sample_index=s, prompt_len=lens[g], history=list(ids[g]))
                 for g in range(G) for s in range(k)]
         u = rng.uniforms([s.key for s in seqs], 1, self.device)[:, 0]
         probs = process_logits(logits[:, 0].repeat_interleave(k, 0), params)
         first = sample_from(probs, u).tolist()
-        return seqs, cache, first
+        return seqs, cache, first, features
 
     def _drafter(self, name: str, attn: Callable) -> Drafter:
         c = self.config
@@ -230,12 +236,12 @@ class Engine:
         rng = SequenceRNG(params.seed, keys)
         stop = StopRule(self.tokenizer, self.eos_ids, params)
         capacity = params.max_new_tokens + 2
-        seqs, cache, first = self._prefill(ids, k, params, rng, capacity, attn)
+        seqs, cache, first, features = self._prefill(ids, k, params, rng, capacity, attn)
         name = "none" if method == "regular" else drafter_name
         drafter = None
         if method != "single":
             drafter = name if isinstance(name, Drafter) else self._drafter(name, attn)
-            drafter.prefill(ids, k, capacity)
+            drafter.prefill(ids, k, capacity, features)
         prefill_s = time.perf_counter() - t_start
         yield GenerationEvent("prefill", 0, prefill_s, 0, (), tuple("" for _ in seqs))
 
@@ -256,7 +262,8 @@ class Engine:
         if method == "single":
             def new_drafter(seq: Seq) -> Drafter:
                 d = self._drafter(name, attn)
-                d.prefill([ids[seq.prompt_index]], 1, capacity)
+                g = seq.prompt_index
+                d.prefill([ids[g]], 1, capacity, features[g:g + 1])
                 return d
             reports = baselines.single_sequence(self._target_fwd, attn, new_drafter, live, cache, stop, rng,
                                                 dl_cfg, **loop)

@@ -33,11 +33,14 @@ class _Graph:
     graph: torch.cuda.CUDAGraph | None
     tokens: torch.Tensor  # [Bb, Tb] static input
     q_len: torch.Tensor  # [Bb] static input
+    features: torch.Tensor | None  # [Bb, Tb, H] static input of a feature draft
     out: torch.Tensor  # [Bb, Tb or 1, V] static output
+    hidden: torch.Tensor | None  # [Bb, Tb, H] static output: the model's `hidden` after the forward
 
 
 class GraphedModel:
-    """Drop-in for `model(tokens, cache, q_len, attn, num_layers=, last_only=)` that replays CUDA graphs.
+    """Drop-in for `model(tokens, cache, q_len, attn, num_layers=, last_only=, features=)` that replays CUDA
+    graphs. `features` is a feature draft's second input; `hidden` is the model's `hidden` of the last call.
 
     With `use_graphs=False` it runs the same padding and bucketing eagerly: the CPU twin that tests the
     logic of the GPU path.
@@ -49,46 +52,59 @@ class GraphedModel:
         self._graphs: dict[tuple, _Graph] = {}
         self._version = arena.version
         self._pool = None
+        self.hidden: torch.Tensor | None = None
 
     def __call__(self, tokens: torch.Tensor, cache: KVCache, q_len: torch.Tensor, attn: Callable, *,
-                 num_layers: int | None = None, last_only: bool = False) -> torch.Tensor:
+                 num_layers: int | None = None, last_only: bool = False,
+                 features: torch.Tensor | None = None) -> torch.Tensor:
         B, T = tokens.shape
         base = self.arena.base
         Bb, Tb = bucket(B, BATCH_BUCKETS), bucket(T, WIDTH_BUCKETS)
+        extra = {} if features is None else {"features": features}
         if base is None or Bb is None or Tb is None or Bb > base.batch or cache.suffix_k.data_ptr() != \
                 base.suffix_k.data_ptr():
-            return self.model(tokens, cache, q_len, attn, num_layers=num_layers, last_only=last_only)
+            out = self.model(tokens, cache, q_len, attn, num_layers=num_layers, last_only=last_only, **extra)
+            self.hidden = self.model.hidden
+            return out
         if self._version != self.arena.version:  # the storage moved: every captured pointer is stale
             self._graphs.clear()
             self._pool = None  # graphs of a new storage must not capture into the released pool
             self._version = self.arena.version
         G = cache.prefix_k.shape[1]
-        key = (Bb, Tb, G, num_layers, last_only, attn)
+        key = (Bb, Tb, G, num_layers, last_only, attn, features is not None)
         g = self._graphs.get(key)
         padded = KVCache(cache.prefix_k, cache.prefix_v, cache.prefix_len, base.seq_group[:Bb],
                          base.suffix_k[:, :Bb], base.suffix_v[:, :Bb], base.suffix_len[:Bb])
         if g is None:
-            g = self._capture(padded, Bb, Tb, attn, num_layers, last_only)
+            g = self._capture(padded, Bb, Tb, attn, num_layers, last_only, features)
             self._graphs[key] = g
         g.tokens.zero_()
         g.tokens[:B, :T] = tokens
         g.q_len.zero_()
         g.q_len[:B] = q_len
+        if features is not None:
+            g.features[:B, :T] = features  # padding rows keep stale values: they are never read back
         if g.graph is not None:
             g.graph.replay()
         else:
-            g.out = self.model(g.tokens, padded, g.q_len, attn, num_layers=num_layers, last_only=last_only)
+            extra = {} if features is None else {"features": g.features}
+            g.out = self.model(g.tokens, padded, g.q_len, attn, num_layers=num_layers, last_only=last_only, **extra)
+            g.hidden = self.model.hidden
+        self.hidden = None if g.hidden is None else g.hidden[:B, :T]
         return g.out[:B] if last_only else g.out[:B, :T]
 
-    def _capture(self, cache: KVCache, Bb: int, Tb: int, attn: Callable, num_layers, last_only) -> _Graph:
+    def _capture(self, cache: KVCache, Bb: int, Tb: int, attn: Callable, num_layers, last_only,
+                 features: torch.Tensor | None) -> _Graph:
         device = cache.suffix_k.device
         tokens = torch.zeros(Bb, Tb, dtype=torch.long, device=device)
         q_len = torch.zeros(Bb, dtype=torch.int32, device=device)  # q_len 0: warm-up writes only scratch rows
+        static = None if features is None else features.new_zeros(Bb, Tb, features.shape[-1])
+        extra = {} if static is None else {"features": static}
         if not self.use_graphs:
-            return _Graph(None, tokens, q_len, torch.empty(0))
+            return _Graph(None, tokens, q_len, static, torch.empty(0), None)
 
         def run():
-            return self.model(tokens, cache, q_len, attn, num_layers=num_layers, last_only=last_only)
+            return self.model(tokens, cache, q_len, attn, num_layers=num_layers, last_only=last_only, **extra)
 
         stream = torch.cuda.Stream(device)
         stream.wait_stream(torch.cuda.current_stream(device))
@@ -101,4 +117,4 @@ class GraphedModel:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self._pool):
             out = run()
-        return _Graph(graph, tokens, q_len, out)
+        return _Graph(graph, tokens, q_len, static, out, self.model.hidden)

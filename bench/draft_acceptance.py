@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bass import DraftLengthConfig, Engine, EngineConfig, SamplingParams  # noqa: E402
 from bass.config import HUMANEVAL_STOPS  # noqa: E402
-from bass.drafters import ModelDrafter  # noqa: E402
+from bass.drafters import build_drafter  # noqa: E402
 from bass.models.loader import LoadedModel  # noqa: E402
 from sandbox.humaneval import load_humaneval  # noqa: E402
 
@@ -104,7 +104,8 @@ def main() -> None:
 
 
 def _model_drafter(engine: Engine, loaded: LoadedModel):
-    """A factory of ModelDrafters over `loaded` (one per request: a drafter serves one batch)."""
+    """A factory of drafters over `loaded` (one per request: a drafter serves one batch): a `FeatureDrafter`
+    for a feature draft, else a `ModelDrafter`."""
     from bass.attention import get_backend
     from bass.cache import CacheArena
     from bass.graphs import GraphedModel
@@ -112,7 +113,8 @@ def _model_drafter(engine: Engine, loaded: LoadedModel):
     arena = CacheArena(persistent=engine.device.type == "cuda")
     forward = GraphedModel(loaded.model, arena, use_graphs=True) if engine.device.type == "cuda" else None
     attn = get_backend(engine.config.backend, engine.device)
-    return lambda: ModelDrafter(loaded.model, attn, engine.target.config.vocab_size, forward=forward, arena=arena)
+    return lambda: build_drafter("model", engine.target_forward, loaded.model, attn, draft_forward=forward,
+                                 draft_arena=arena)
 
 
 if __name__ == "__main__":

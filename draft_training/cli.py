@@ -5,8 +5,9 @@
     python -m draft_training completions --target X.gguf --work runs/draft # GPU: the target's completions
     python -m draft_training train --target X.gguf --work runs/draft --loss distill --out draft.safetensors
 
-`all` trains both losses for the same wall-clock budget, keeps the one whose top-1 agreement with the
-target on held-out files is higher, and writes it to `--out` (default: the shipped file's path).
+`all` trains each of `--losses` (next-token, distill, feature: the last is the EAGLE-style feature draft)
+for the same wall-clock budget, keeps the one whose top-1 agreement with the target on held-out files is
+highest, and writes it to `--out` (default: the shipped file's path).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import torch
 
 from bass.models.draft import DRAFT_FILE
-from draft_training.config import LOSSES, CorpusConfig, DraftShape, TrainConfig
+from draft_training.config import LOSSES, CorpusConfig, DraftShape, TrainConfig, default_shape
 
 
 def main(argv: list[str]) -> int:
@@ -80,9 +81,11 @@ def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -
     from draft_training.export import export_draft
     from draft_training.train import teacher_from, train
 
-    shape = DraftShape(hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads,
-                       num_kv_heads=args.kv_heads, head_dim=args.hidden // args.heads,
-                       intermediate_size=args.intermediate)
+    base = default_shape(loss)
+    hidden, heads = args.hidden or base.hidden_size, args.heads or base.num_heads
+    shape = DraftShape(hidden_size=hidden, num_layers=args.layers or base.num_layers, num_heads=heads,
+                       num_kv_heads=args.kv_heads or base.num_kv_heads, head_dim=hidden // heads,
+                       intermediate_size=args.intermediate or base.intermediate_size)
     cfg = TrainConfig(loss=loss, minutes=minutes, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
                       seed=args.seed, max_steps=args.max_steps, eval_every=args.eval_every)
     teacher = teacher_from(loaded.model)
@@ -112,8 +115,11 @@ def _all(args, work: Path) -> int:
     loaded = _load_target(args.target)
     if not (work / "completions.bin").exists() and args.samples > 0:
         _completions(args, work, loaded)
+    losses = args.losses.split(",")
+    if unknown := set(losses) - set(LOSSES):
+        raise ValueError(f"unknown losses {sorted(unknown)}: choose from {LOSSES}")
     runs = {loss: _train_one(args, work, loaded, loss, args.minutes, work / f"draft-{loss}.safetensors")
-            for loss in LOSSES}
+            for loss in losses}
     best = max(runs, key=lambda loss: runs[loss]["final"].get("agree", 0.0))
     out = Path(args.out or DRAFT_FILE)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -140,16 +146,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=160)
     p.add_argument("--limit-prompts", type=int, default=None)
     p.add_argument("--loss", choices=LOSSES, default=t.loss)
+    p.add_argument("--losses", default=",".join(LOSSES), help="all: the losses to train and choose from")
     p.add_argument("--minutes", type=float, default=t.minutes, help="wall-clock budget of each training run")
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--batch-size", type=int, default=t.batch_size)
     p.add_argument("--seq-len", type=int, default=t.seq_len)
     p.add_argument("--lr", type=float, default=t.lr)
     p.add_argument("--eval-every", type=int, default=t.eval_every)
-    s = DraftShape()
-    p.add_argument("--hidden", type=int, default=s.hidden_size)
-    p.add_argument("--layers", type=int, default=s.num_layers)
-    p.add_argument("--heads", type=int, default=s.num_heads)
-    p.add_argument("--kv-heads", type=int, default=s.num_kv_heads)
-    p.add_argument("--intermediate", type=int, default=s.intermediate_size)
+    # the draft's shape: by default the loss's own (config.default_shape)
+    for flag in ("--hidden", "--layers", "--heads", "--kv-heads", "--intermediate"):
+        p.add_argument(flag, type=int, default=None)
     return p

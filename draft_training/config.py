@@ -1,8 +1,10 @@
 """The pipeline's settings: frozen dataclasses with validated fields; `python -m draft_training` fills them in.
 
-`DraftShape` is the shipped draft's architecture. The default (width 384, 6 blocks, 6 query / 2 key-value
+`DraftShape` is a draft's architecture. The standalone default (width 384, 6 blocks, 6 query / 2 key-value
 heads of 64, SwiGLU 896) keeps the file under 20 MB in bf16: 8.56 M block parameters + 2 x 384 x 1536
 projections = 9.74 M parameters, 19.5 MB; its token tables are derived from the target (bass.models.draft).
+`FEATURE_SHAPE`, the feature draft's (loss "feature"; width 512, 2 blocks, 8 / 4 heads of 64, SwiGLU 1536):
+6.3 M block parameters + W_fc 512 x 3072 + W_out 1536 x 512 = 8.7 M parameters, 17.3 MB.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 
 from bass.models.config import ModelConfig
 
-LOSSES = ("next-token", "distill")
+LOSSES = ("next-token", "distill", "feature")
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,15 @@ class DraftShape:
                            pad_token_id=target.pad_token_id)
 
 
+FEATURE_SHAPE = DraftShape(hidden_size=512, num_layers=2, num_heads=8, num_kv_heads=4, head_dim=64,
+                           intermediate_size=1536)
+
+
+def default_shape(loss: str) -> DraftShape:
+    """The draft architecture a loss trains by default: the feature draft for "feature", else the standalone."""
+    return FEATURE_SHAPE if loss == "feature" else DraftShape()
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """One training run. The step count follows from the wall-clock budget: the first steps are timed, then
@@ -79,6 +90,8 @@ class TrainConfig:
     seed: int = 0
     max_steps: int | None = None  # a hard cap (tests, quick runs)
     eval_every: int = 100
+    feature_weight: float = 0.5  # loss "feature": weight of the smooth-L1 feature regression beside the KL
+    second_step_weight: float = 0.5  # loss "feature": weight of the loss at draft step 2 (fed its own f̂)
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:

@@ -1,7 +1,8 @@
 """Stage 4: write a trained draft as the shipped file (`bass.models.draft` reads it).
 
-bf16 safetensors of the student's own parameters (blocks, final norm, `derive.in_proj` / `derive.out_proj`)
-with metadata: the draft's config.json, the target's shapes and embedding fingerprint, and the recipe.
+bf16 safetensors of the student's own parameters (blocks, final norm, `derive.in_proj` / `derive.out_proj`;
+a feature draft's `fc` / `out_proj`) with metadata: the draft's config.json and kind, the target's shapes
+and embedding fingerprint, and the recipe.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from pathlib import Path
 import torch
 
 from bass.models.draft import file_sha256, fingerprint
-from draft_training.model import Student, Teacher, student_state_dict
+from draft_training.model import FeatureStudent, Student, Teacher, student_state_dict
 
 
-def export_draft(student: Student, teacher: Teacher, path: Path, recipe: dict) -> str:
+def export_draft(student: Student | FeatureStudent, teacher: Teacher, path: Path, recipe: dict) -> str:
     """Write the draft file to `path`; return its sha256 (the engine checks it at load)."""
     from safetensors.torch import save_file
 
@@ -23,7 +24,8 @@ def export_draft(student: Student, teacher: Teacher, path: Path, recipe: dict) -
     target = {"vocab_size": teacher.config.vocab_size, "hidden_size": teacher.config.hidden_size,
               "fingerprint": fingerprint(teacher.embed_tokens.weight)}
     meta = {"config": json.dumps(student.config.to_hf()), "target": json.dumps(target),
-            "recipe": json.dumps(recipe, default=str)}
+            "recipe": json.dumps(recipe, default=str),
+            "kind": "feature" if isinstance(student, FeatureStudent) else "standalone"}
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(state, str(path), metadata=meta)
     return file_sha256(path)

@@ -134,12 +134,38 @@ class Student(CausalLM):
         return up @ self._tables[1].T.to(up.dtype)
 
 
+class FeatureStudent(CausalLM):
+    """The feature draft (`bass.models.feature_draft`, parameter names as `FeatureDraft`), cache-free:
+
+    f̂_{t+1} = W_out Body(W_fc [f_t ; E x_{t+1}])_t      logits = W_head f̂_{t+1}
+
+    f_t are the teacher's final normed hidden states; E and W_head its own frozen tables.
+    """
+
+    def __init__(self, config: ModelConfig, embedding: torch.Tensor, head: torch.Tensor) -> None:
+        super().__init__(config)
+        H = embedding.shape[1]
+        self.fc = nn.Linear(2 * H, config.hidden_size, bias=False)
+        self.out_proj = nn.Linear(config.hidden_size, H, bias=False)
+        self._tables = (embedding, head)  # frozen and not part of the state dict
+
+    def features(self, f: torch.Tensor, next_tokens: torch.Tensor) -> torch.Tensor:
+        """Predicted features f̂ [B, T, H] of entries (f [B, T, H] at positions 0 .. T-1, next_tokens [B, T])."""
+        dtype = self.fc.weight.dtype
+        x = torch.cat([f.to(dtype), F.embedding(next_tokens, self._tables[0]).to(dtype)], -1)
+        return self.out_proj(self.body(self.fc(x)))
+
+    def logits(self, f_hat: torch.Tensor) -> torch.Tensor:
+        """Logits [..., V] of predicted features [..., H] through the teacher's head."""
+        return f_hat @ self._tables[1].T.to(f_hat.dtype)
+
+
 def use_autograd_kernels() -> None:
     """Training needs autograd: switch the engine's fused Triton norm/rope/activation kernels (inference-only,
     CUDA) back to their torch forms for this process."""
     layers.FUSED_KERNELS = False
 
 
-def student_state_dict(student: Student) -> dict[str, torch.Tensor]:
+def student_state_dict(student: Student | FeatureStudent) -> dict[str, torch.Tensor]:
     """What the shipped file holds: the student's own parameters (blocks, final norm, the two projections)."""
     return {name: t.detach() for name, t in student.state_dict().items()}

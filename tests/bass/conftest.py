@@ -5,10 +5,28 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # the `tiny` model factory
 
+import torch  # noqa: E402
 from tiny import make_model  # noqa: E402
 
 from bass.config import EngineConfig  # noqa: E402
 from bass.engine import Engine  # noqa: E402
+from bass.models.config import ModelConfig  # noqa: E402
+from bass.models.feature_draft import FeatureDraft  # noqa: E402
+from bass.models.loader import LoadedModel, load_model  # noqa: E402
+
+
+def random_feature_draft(target: LoadedModel, seed: int) -> LoadedModel:
+    """A random feature draft (width 32, 2 blocks) over `target`'s own embedding and head."""
+    cfg = target.config
+    config = ModelConfig(family="qwen2", vocab_size=cfg.vocab_size, hidden_size=32, intermediate_size=64,
+                         num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8, rope_theta=cfg.rope_theta,
+                         rms_norm_eps=cfg.rms_norm_eps, tie_word_embeddings=False, qkv_bias=True,
+                         max_position_embeddings=cfg.max_position_embeddings, eos_token_ids=cfg.eos_token_ids)
+    m = target.model
+    torch.manual_seed(seed)
+    draft = FeatureDraft(config, m.embed_tokens.weight, m.embed_tokens.weight if m.lm_head is None
+                         else m.lm_head.weight).to(m.embed_tokens.weight.dtype)
+    return LoadedModel(draft.eval().requires_grad_(False), target.tokenizer, config, f"{target.name}-feature")
 
 
 @pytest.fixture(scope="session")
@@ -30,12 +48,19 @@ def tiny_engine(tiny_dir):
     """engine(family, draft_seed=None, ...) -> Engine over a tiny model, cached per arguments."""
     made = {}
 
-    def get(family: str = "llama", draft_seed: int | None = None, head_scale: float = 30.0, **cfg) -> Engine:
-        key = (family, draft_seed, head_scale, tuple(sorted(cfg.items())))
+    def get(family: str = "llama", draft_seed: int | None = None, head_scale: float = 30.0,
+            feature_seed: int | None = None, **cfg) -> Engine:
+        """`draft_seed`: another tiny model as draft; `feature_seed`: a random feature draft."""
+        key = (family, draft_seed, head_scale, feature_seed, tuple(sorted(cfg.items())))
         if key not in made:
             target = str(tiny_dir(family, 0, head_scale))
             draft = str(tiny_dir(family, draft_seed, head_scale)) if draft_seed is not None else None
-            made[key] = Engine(EngineConfig(target=target, draft=draft, **cfg))
+            if feature_seed is None:
+                made[key] = Engine(EngineConfig(target=target, draft=draft, **cfg))
+            else:
+                loaded = load_model(target)
+                made[key] = Engine(EngineConfig(target=target, draft=None, **cfg), target=loaded,
+                                   draft=random_feature_draft(loaded, feature_seed))
         return made[key]
 
     return get

@@ -248,7 +248,7 @@ class ScriptDrafter(Drafter):
         self.scripts, self.good, self.delay_s = scripts, good, delay_s
         self.rows = list(range(len(scripts)))
 
-    def prefill(self, prompts, samples, capacity):
+    def prefill(self, prompts, samples, capacity, features=None):
         self.prompt_lens = [len(p) for p in prompts for _ in range(samples)]
 
     def propose(self, histories, lengths, params, u, target_cache):

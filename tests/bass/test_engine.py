@@ -76,7 +76,7 @@ class ScriptedDrafter(Drafter):
         self.rows = list(range(len(scripts)))
         self.prompt_lens = None
 
-    def prefill(self, prompts, samples, capacity):
+    def prefill(self, prompts, samples, capacity, features=None):
         self.prompt_lens = [len(p) for p in prompts for _ in range(samples)]
 
     def propose(self, histories, lengths, params, u, target_cache):

@@ -1,0 +1,72 @@
+"""A feature draft (EAGLE-style, Li et al. 2024): a small decoder that reads the target's own hidden states.
+
+A standalone draft must rebuild, from tokens alone, what the target already computed. This one reuses it.
+Entry t of its cache pairs the target's final (normed) hidden state f_t at position t with the token
+x_{t+1} that followed, and predicts the next hidden state:
+
+    z_t      = W_fc [f_t ; E x_{t+1}]                     [d]     (E: the target's token embedding)
+    z'       = Blocks(z)_t                                        (causal, over the draft's own KV cache)
+    f̂_{t+1} = W_out RMSNorm(z'_t)                          [H]
+    logits   = W_head f̂_{t+1}                              [V]     (the target's LM head: q(x_{t+2}))
+
+While drafting, the target's f for the newest positions is not known yet, so step i feeds the draft's own
+prediction f̂ back in place of f. After each verify, the target's true features of the accepted positions
+replace those guesses (`bass.drafters.FeatureDrafter`). The head and embedding are the target's tensors,
+so the draft proposes over the target's whole vocabulary (sampling stays lossless) and its own file holds
+only W_fc, the blocks and W_out: with d = 512, 2 blocks, about 8 M parameters (17 MB in bf16).
+
+Like every decoder here, `forward` leaves its output features in `self.hidden` ([B, T, H]): the next draft
+step's input, and what `GraphedModel` hands back after a graph replay.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bass.cache import KVCache
+from bass.models.config import ModelConfig
+from bass.models.layers import AttentionFn, RMSNorm, last_rows, rope_cos_sin, rope_inv_freq
+from bass.models.llama import Block
+
+
+class FeatureDraft(nn.Module):
+    """The draft of the module docstring; `embedding` and `head` are the target's [V, H] tables (not copied)."""
+
+    def __init__(self, config: ModelConfig, embedding: torch.Tensor, head: torch.Tensor) -> None:
+        super().__init__()
+        H, d = embedding.shape[1], config.hidden_size
+        self.config, self.target_hidden = config, H
+        self.fc = nn.Linear(2 * H, d, bias=False)
+        self.layers = nn.ModuleList(Block(config, i) for i in range(config.num_layers))
+        self.norm = RMSNorm(d, config.rms_norm_eps)
+        self.out_proj = nn.Linear(d, H, bias=False)
+        self._tables = (embedding, head)  # the target's own tensors: neither parameters nor in the state dict
+        self.hidden: torch.Tensor | None = None
+
+    def new_cache(self, batch: int, capacity: int) -> KVCache:
+        """An empty KV cache for `batch` sequences of up to `capacity` entries."""
+        w = self.fc.weight
+        return KVCache.allocate(self.config.num_layers, batch, capacity, self.config.num_kv_heads,
+                                self.config.head_dim, dtype=w.dtype, device=w.device)
+
+    def forward(self, tokens: torch.Tensor, cache: KVCache, q_len: torch.Tensor, attn: AttentionFn, *,
+                features: torch.Tensor, num_layers: int | None = None, last_only: bool = False) -> torch.Tensor:
+        """Logits [B, T or 1, V] (float32) of x_{t+2} for entries (features [B, T, H], tokens [B, T]) =
+        (f_t, x_{t+1}), continuing each sequence in `cache`; rows past q_len[b] are padding (as the target's
+        forward). Leaves the predicted features f̂ [B, T, H] in `self.hidden`."""
+        emb, head = self._tables
+        B, T = tokens.shape
+        kv_len = cache.suffix_len + q_len.to(cache.suffix_len.dtype)
+        x = self.fc(torch.cat([features.to(emb.dtype), F.embedding(tokens, emb)], -1))  # [B, T, d]
+        inv_freq = rope_inv_freq(self.config, self.config.rope_theta, tokens.device)
+        cos, sin = rope_cos_sin(cache.positions(T), inv_freq, x.dtype)  # [B, T, 1, D]
+        for block in self.layers[:num_layers]:
+            x = block(x, cos, sin, cache, q_len, kv_len, attn)
+        cache.advance(q_len)
+        f_hat = self.out_proj(self.norm(x))  # [B, T, H]
+        self.hidden = f_hat
+        if last_only:
+            f_hat = last_rows(f_hat, q_len)  # [B, 1, H]
+        return F.linear(f_hat, head).float()
