@@ -111,13 +111,15 @@ def stream_with_verdicts(engine, prompt, *, k: int, params: SamplingParams, meth
 def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, method: str,
                   limit: int | None = None, params: SamplingParams | None = None,
                   log: Callable[[str], None] | None = None, engine=None, stop_at_first_pass: bool = False,
-                  budgets: Sequence[float] | None = None) -> dict:
+                  budgets: Sequence[float] | None = None, warmup: bool = False) -> dict:
     """Generate and check every problem (the first `limit`); return {"config", "summary", "problems"}.
 
     Candidates are tested as they finish (`stream_with_verdicts`); `stop_at_first_pass` cancels the
     siblings of the first passing one. With `budgets`, each problem runs once at the largest (which is
     then the budget) and the report gains "by_budget": {budget_key(b): {"summary", "problems"}} derived
-    for every b (`bass.budgets`); "summary" / "problems" stay those of the largest.
+    for every b (`bass.budgets`); "summary" / "problems" stay those of the largest. `warmup` first runs one
+    untimed generation of the longest prompt (CUDA graphs captured, KV arenas sized once), so no problem's
+    budget is spent on compilation.
     """
     if budgets:
         budgets = sorted(budgets)
@@ -134,6 +136,9 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
     engine = engine or Engine(cfg)
     params = replace(params or SamplingParams(), time_budget_s=budget_s, stop=HUMANEVAL_STOPS)
     problems = load_humaneval()[:limit]
+    if warmup and problems:
+        longest = max(problems, key=lambda p: len(engine.encode(p.prompt)[0]))
+        engine.generate(longest.prompt, k=k, params=replace(params, time_budget_s=None), method=method)
     rows, by_budget = [], {budget_key(b): [] for b in budgets or ()}
     for i, prob in enumerate(problems):
 

@@ -1,7 +1,10 @@
 """Pass@First and Pass@All against the time budget, per method, from `python -m bass eval humaneval
 --budgets ... --methods ... --out F.json`, beside the paper's figures (7.8B model on an A100).
 
-    python bench/plot_budget.py F.json [OUT.png]
+    python bench/plot_budget.py F.json [G.json ...] [OUT.png]
+
+Several files (e.g. one run per method, to keep each within a device call's time limit) are merged:
+their methods side by side, which needs the same budgets in each.
 """
 
 from __future__ import annotations
@@ -50,9 +53,21 @@ def plot(report: dict, path: str | Path) -> None:
     plt.close(fig)
 
 
+def merge(reports: list[dict]) -> dict:
+    """One report with the methods of all of `reports` (the first's device line and budgets)."""
+    budgets = reports[0]["budgets"]
+    for r in reports[1:]:
+        if r["budgets"] != budgets:
+            raise ValueError(f"cannot merge runs with budgets {budgets} and {r['budgets']}: use the same --budgets")
+    return {**reports[0], "methods": {m: v for r in reports for m, v in r["methods"].items()},
+            "seconds": sum(r.get("seconds", 0.0) for r in reports)}
+
+
 def main(argv: list[str]) -> None:
-    report = json.loads(Path(argv[0]).read_text())
-    out = Path(argv[1]) if len(argv) > 1 else Path(argv[0]).with_suffix(".png")
+    inputs = [a for a in argv if a.endswith(".json")]
+    report = merge([json.loads(Path(p).read_text()) for p in inputs])
+    pngs = [a for a in argv if a.endswith(".png")]
+    out = Path(pngs[0]) if pngs else Path(inputs[0]).with_suffix(".png")
     plot(report, out)
     print(format_budget_table(report["methods"], report["budgets"]))
 

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import plot_budget as pb
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))  # the tiny model factory
 from tiny import make_model  # noqa: E402
@@ -35,6 +36,10 @@ def test_eval_with_budgets_and_methods_then_plot(tmp_path, capsys):
         [["bass", "1e-09"], ["bass", "60"], ["regular", "1e-09"], ["regular", "60"]]
     got = pb.curves(report)
     assert [b for b, _ in got["bass"]["pass_at_all"]] == [1e-9, 60.0]
+    parts = [{**report, "methods": {m: r}} for m, r in report["methods"].items()]  # one run per method
+    assert pb.merge(parts)["methods"] == report["methods"]
+    with pytest.raises(ValueError, match="same --budgets"):
+        pb.merge([parts[0], {**parts[1], "budgets": [1.0]}])
     pb.plot(report, tmp_path / "budgets.png")
     assert (tmp_path / "budgets.png").stat().st_size > 1000
 
