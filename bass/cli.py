@@ -3,6 +3,7 @@
     python -m bass generate --prompt-file F | --prompts-file F.jsonl  [-k 8] [--method bass] [--json] ...
     python -m bass generate --prompt-file F --tests-file T [--stop-at-first-pass]   (test as they finish)
     python -m bass eval humaneval --k 8 --budget-s 60 --method bass [--limit 20] [--stop-at-first-pass] [--json]
+    python -m bass eval humaneval --k 8 --budgets 0.25,0.5,1.0 --methods bass,regular,single [--out F.json]
 """
 
 from __future__ import annotations
@@ -156,18 +157,58 @@ def _ttfp(result, passed) -> float | None:
 
 
 def cmd_eval(a: argparse.Namespace) -> int:
-    from bass.eval import run_humaneval
+    from bass.eval import format_report, run_humaneval
 
-    report = run_humaneval(engine_config(a), k=a.k, budget_s=a.budget_s, method=a.method, limit=a.limit,
-                           params=sampling_params(a), log=None if a.json else _progress_line,
-                           stop_at_first_pass=a.stop_at_first_pass)
-    if a.json:
-        print(json.dumps(report))
-    else:
-        from bass.eval import format_report
+    if a.budgets is None and a.budget_s is None:
+        raise ValueError("give --budget-s SECONDS, or --budgets 0.25,0.5,1.0 (one run at the largest, the "
+                         "others derived from finish times)")
+    budgets = None
+    if a.budgets is not None:
+        from bass.budgets import parse_budgets
 
-        print(format_report(report))
+        budgets = parse_budgets(a.budgets)
+    methods = [m.strip() for m in a.methods.split(",")] if a.methods else [a.method]
+    bad = [m for m in methods if m not in METHODS]
+    if bad or not methods:
+        raise ValueError(f"--methods takes a comma-separated subset of {','.join(METHODS)}; got {a.methods!r}")
+    if a.methods is None and budgets is None:  # the single-method report, as before
+        report = run_humaneval(engine_config(a), k=a.k, budget_s=a.budget_s, method=a.method, limit=a.limit,
+                               params=sampling_params(a), log=None if a.json else _progress_line,
+                               stop_at_first_pass=a.stop_at_first_pass)
+        _emit(a, report, lambda: format_report(report))
+        return 0
+    import time
+
+    from bass.engine import Engine, device_line
+
+    cfg = engine_config(a)
+    engine = Engine(cfg, progress=None if a.json else _progress)  # one load serves every method
+    reports, t0 = {}, time.perf_counter()
+    for m in methods:
+        reports[m] = run_humaneval(cfg, k=a.k, budget_s=None if budgets else a.budget_s, budgets=budgets,
+                                   method=m, limit=a.limit, params=sampling_params(a), engine=engine, warmup=True,
+                                   log=None if a.json else _progress_line, stop_at_first_pass=a.stop_at_first_pass)
+    out = {"budgets": list(budgets or (a.budget_s,)), "methods": reports, "device": device_line(engine.device),
+           "seconds": time.perf_counter() - t0}
+
+    def text() -> str:
+        from bass.budgets import format_budget_table
+
+        lines = [format_report(r) for r in reports.values()]
+        if budgets:
+            lines.append(format_budget_table(reports, budgets))
+        return "\n".join(lines + [f"{out['device']}; {out['seconds']:.0f} s"])
+
+    _emit(a, out, text)
     return 0
+
+
+def _emit(a: argparse.Namespace, report: dict, text) -> None:
+    """Print the report (JSON with --json, else a table) and write its JSON to --out when given."""
+    if a.out:
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(report, indent=1))
+    print(json.dumps(report) if a.json else text())
 
 
 def _progress(msg: str, frac: float) -> None:
@@ -199,7 +240,13 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("suite", choices=["humaneval"])
     add_engine_flags(e)
     add_sampling_flags(e)
-    e.add_argument("--budget-s", type=float, required=True, help="wall-clock budget per problem, seconds")
+    e.add_argument("--budget-s", type=float, default=None, help="wall-clock budget per problem, seconds "
+                   "(prefill included)")
+    e.add_argument("--budgets", default=None, help="comma-separated budgets, e.g. 0.25,0.5,1.0: each problem runs "
+                   "once at the largest; Pass@First / Pass@All / time to first pass at every budget")
+    e.add_argument("--methods", default=None, help="comma-separated methods in one run (one model load), e.g. "
+                   "bass,regular,single; replaces --method")
+    e.add_argument("--out", default=None, help="also write the JSON report to this file")
     e.add_argument("--limit", type=int, default=None, help="only the first N problems")
     e.add_argument("--stop-at-first-pass", action="store_true",
                    help="per problem, cancel the other sequences once one passes (the race Pass@First measures)")

@@ -18,7 +18,8 @@ HUMANEVAL_STOPS = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
 class SamplingParams:
     """How each sequence is sampled and when it stops.
 
-    temperature 0 means greedy. top_k 0 and top_p 1 disable those filters. Both the target's and the
+    temperature 0 means greedy. top_k 0 and top_p 1 disable those filters. `time_budget_s` is wall-clock
+    seconds per request, prefill included: no round starts once it has passed. Both the target's and the
     draft's distributions are processed the same way before the acceptance test (DESIGN.md §1).
     """
 

@@ -46,6 +46,23 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def device_line(device: torch.device) -> str:
+    """What a result was measured on: the GPU's or CPU's name, the torch version and the date."""
+    import datetime
+    import platform
+
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    else:
+        try:
+            lines = Path("/proc/cpuinfo").read_text().splitlines()
+            name = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+        except (OSError, StopIteration):
+            name = platform.processor() or platform.machine()
+        name = f"CPU {name}"
+    return f"{name}, torch {torch.__version__}, {datetime.date.today().isoformat()}"
+
+
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     if dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
@@ -224,6 +241,12 @@ class Engine:
         first = sample_from(probs, u).tolist()
         return seqs, cache, first, features
 
+    def new_drafter(self, name: str, backend: str | None = None) -> Drafter:
+        """A fresh drafter `name` over this engine's models, to pass as `stream(..., drafter=...)` (one batch)."""
+        if name not in self.available_drafters():
+            raise ValueError(f"drafter {name!r} is not available here; choose one of {self.available_drafters()}")
+        return self._drafter(name, get_backend(backend or self.config.backend, self.device))
+
     def _drafter(self, name: str, attn: Callable) -> Drafter:
         c = self.config
         return build_drafter(name, self._target_fwd, self.draft.model if self.draft else None, attn,
@@ -258,7 +281,9 @@ class Engine:
         live = [s for s in seqs if not s.finished]
         rows = [i for i, s in enumerate(seqs) if not s.finished]
         cache = cache.compact(rows) if len(rows) < len(seqs) else cache
-        loop = dict(t0=t0, time_budget_s=params.time_budget_s, cancel=cancel)
+        # the budget covers the whole request: the loop's clock starts after the prefill, so it gets what is left
+        budget = None if params.time_budget_s is None else params.time_budget_s - prefill_s
+        loop = dict(t0=t0, time_budget_s=budget, cancel=cancel)
         if method == "single":
             def new_drafter(seq: Seq) -> Drafter:
                 d = self._drafter(name, attn)
@@ -278,7 +303,7 @@ class Engine:
         for report in reports:
             draft_lengths.append(report.draft_length)
             yield GenerationEvent("round", report.index, report.time_s, report.draft_length,
-                                  tuple(report.updates), tuple(s.text for s in seqs))
+                                  tuple(report.updates), tuple(s.text for s in seqs), started_s=report.started_s)
         now = time.perf_counter() - t0
         shown = getattr(drafter_name, "name", drafter_name)
         result = self._result(seqs, method, None if method == "regular" else shown, backend,

@@ -12,6 +12,9 @@ tests in the sandbox. Per problem (DESIGN.md §2):
 Each sequence is tested the moment it finishes, while the others keep decoding (`bass.verdicts`);
 with `stop_at_first_pass` the first passing one cancels its siblings, which then count as unfinished
 (so Pass@All and pass@k measure the race, not the whole batch).
+
+With several budgets (`budgets=`), each problem runs once at the largest and the metrics at the others
+are derived from the candidates' finish times (`bass.budgets`: exact, since a budget only truncates).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from bass.budgets import budget_key, counted_finish_times, record_round_starts
 from bass.config import HUMANEVAL_STOPS, EngineConfig, SamplingParams
 from bass.events import FINISHED_IN_TIME, Candidate, GenerationResult
 from bass.metrics import (
@@ -35,9 +39,13 @@ TTFP = "time_to_first_pass_s"
 
 
 def problem_row(task_id: str, candidates: Sequence[Candidate], passed: Sequence[bool | None],
-                prefill_s: float = 0.0) -> dict:
-    """The per-problem metrics from the candidates and whether each one passed its tests (None: untested)."""
-    times = [c.finish_time_or_none for c in candidates]
+                prefill_s: float = 0.0, finish_times: Sequence[float | None] | None = None) -> dict:
+    """The per-problem metrics from the candidates and whether each one passed its tests (None: untested).
+
+    `finish_times` (None: a candidate that does not count) replaces the candidates' own, e.g. those that
+    count at a smaller budget (`bass.budgets.counted_finish_times`).
+    """
+    times = list(finish_times) if finish_times is not None else [c.finish_time_or_none for c in candidates]
     ok = [bool(p) and t is not None for p, t in zip(passed, times, strict=True)]
     n, c = len(candidates), sum(ok)
     return {"task_id": task_id, "n": n, "finished": sum(t is not None for t in times), "passed": c,
@@ -69,13 +77,16 @@ def summarize(rows: Sequence[dict]) -> dict:
 
 def stream_with_verdicts(engine, prompt, *, k: int, params: SamplingParams, method: str, check: Checker,
                          passed: Callable[[object], bool], stop_at_first_pass: bool = False, chat: bool = False,
-                         cancel=None, worker: VerdictWorker | None = None
+                         cancel=None, worker: VerdictWorker | None = None,
+                         round_starts: dict[int, float | None] | None = None
                          ) -> tuple[GenerationResult, dict[int, Verdict]]:
     """Generate k candidates, testing each in the background the moment it finishes by itself.
 
     Sequences cut by the budget or a cancel are not tested. With `stop_at_first_pass` the first passing
     verdict cancels the sequences still decoding. Returns the result and the verdicts by sequence.
     `worker` replaces the one built from `check`, `passed` and `stop_at_first_pass` (tests observe it).
+    `round_starts`, when given, receives for each finished sequence the budget check's reading before its
+    last round (`bass.budgets.record_round_starts`).
     """
     worker = worker or VerdictWorker(check, passed, stop_at_first_pass=stop_at_first_pass)
     result = None
@@ -85,6 +96,8 @@ def stream_with_verdicts(engine, prompt, *, k: int, params: SamplingParams, meth
             for u in event.updates:
                 if u.finished and u.finish_reason in FINISHED_IN_TIME:
                     worker.submit(u.seq, event.texts[u.seq])
+            if round_starts is not None:
+                record_round_starts(event, round_starts)
             worker.poll()
             if event.kind == "done":
                 result = event.result
@@ -95,14 +108,27 @@ def stream_with_verdicts(engine, prompt, *, k: int, params: SamplingParams, meth
     return result, worker.verdicts
 
 
-def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float, method: str, limit: int | None = None,
-                  params: SamplingParams | None = None, log: Callable[[str], None] | None = None,
-                  engine=None, stop_at_first_pass: bool = False) -> dict:
+def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, method: str,
+                  limit: int | None = None, params: SamplingParams | None = None,
+                  log: Callable[[str], None] | None = None, engine=None, stop_at_first_pass: bool = False,
+                  budgets: Sequence[float] | None = None, warmup: bool = False) -> dict:
     """Generate and check every problem (the first `limit`); return {"config", "summary", "problems"}.
 
     Candidates are tested as they finish (`stream_with_verdicts`); `stop_at_first_pass` cancels the
-    siblings of the first passing one.
+    siblings of the first passing one. With `budgets`, each problem runs once at the largest (which is
+    then the budget) and the report gains "by_budget": {budget_key(b): {"summary", "problems"}} derived
+    for every b (`bass.budgets`); "summary" / "problems" stay those of the largest. `warmup` first runs one
+    untimed generation of the longest prompt (CUDA graphs captured, KV arenas sized once), so no problem's
+    budget is spent on compilation.
     """
+    if budgets:
+        budgets = sorted(budgets)
+        if budget_s is not None and budget_s != budgets[-1]:
+            raise ValueError(f"budget_s={budget_s} and budgets={budgets}: the run uses the largest budget; "
+                             "give only budgets")
+        budget_s = budgets[-1]
+    if budget_s is None:
+        raise ValueError("give budget_s (seconds per problem) or budgets")
     from bass.engine import Engine
     from sandbox import load_humaneval
     from sandbox import run_humaneval as check
@@ -110,16 +136,25 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float, method: str, li
     engine = engine or Engine(cfg)
     params = replace(params or SamplingParams(), time_budget_s=budget_s, stop=HUMANEVAL_STOPS)
     problems = load_humaneval()[:limit]
-    rows = []
+    if warmup and problems:
+        longest = max(problems, key=lambda p: len(engine.encode(p.prompt)[0]))
+        engine.generate(longest.prompt, k=k, params=replace(params, time_budget_s=None), method=method)
+    rows, by_budget = [], {budget_key(b): [] for b in budgets or ()}
     for i, prob in enumerate(problems):
 
         def test(items, prob=prob) -> list[bool]:
             return [o.all_passed for o in check([prob] * len(items), [text for _, text in items])]
 
+        starts: dict[int, float | None] = {}
         result, verdicts = stream_with_verdicts(engine, prob.prompt, k=k, params=params, method=method,
-                                                check=test, passed=bool, stop_at_first_pass=stop_at_first_pass)
+                                                check=test, passed=bool, stop_at_first_pass=stop_at_first_pass,
+                                                round_starts=starts)
         passed = [verdicts[i].passed if i in verdicts else None for i in range(len(result.candidates))]
-        rows.append(problem_row(prob.task_id, result.candidates, passed, result.stats.prefill_s))
+        prefill_s = result.stats.prefill_s
+        rows.append(problem_row(prob.task_id, result.candidates, passed, prefill_s))
+        for b in budgets or ():
+            times = counted_finish_times(result.candidates, starts, prefill_s, b)
+            by_budget[budget_key(b)].append(problem_row(prob.task_id, result.candidates, passed, prefill_s, times))
         if log:
             r = rows[-1]
             log(f"[{i + 1}/{len(problems)}] {prob.task_id}: {r['passed']}/{r['n']} pass, "
@@ -128,8 +163,10 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float, method: str, li
     return {"config": {"target": cfg.target, "draft": cfg.draft, "drafter": cfg.drafter, "backend": cfg.backend,
                        "method": method, "k": k, "budget_s": budget_s, "temperature": params.temperature,
                        "top_p": params.top_p, "max_new_tokens": params.max_new_tokens, "device": str(engine.device),
-                       "stop_at_first_pass": stop_at_first_pass},
-            "summary": summarize(rows), "problems": rows}
+                       "stop_at_first_pass": stop_at_first_pass, "budgets": list(budgets or ())},
+            "summary": summarize(rows), "problems": rows,
+            **({"by_budget": {b: {"summary": summarize(r), "problems": r} for b, r in by_budget.items()}}
+               if budgets else {})}
 
 
 def format_report(report: dict) -> str:

@@ -145,3 +145,7 @@ class GenerationEvent:
     updates: tuple[SequenceUpdate, ...] = ()
     texts: tuple[str, ...] = ()  # full text so far of every sequence, by seq index
     result: GenerationResult | None = field(default=None)
+    # "round": seconds since decoding started, read by the time-budget check just before this round began
+    # (the round ran because started_s < time_budget_s - prefill_s); None for the prefill's first tokens,
+    # which no budget check precedes
+    started_s: float | None = None

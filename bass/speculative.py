@@ -40,6 +40,7 @@ class RoundReport:
     time_s: float  # since decoding started
     draft_length: int  # the longest draft proposed this round
     updates: list[SequenceUpdate]
+    started_s: float | None = None  # the decode clock the budget check read before this round
 
 
 @dataclass
@@ -54,12 +55,17 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
                        state: DecodeState, stop: StopRule, rng: SequenceRNG, *, t0: float,
                        time_budget_s: float | None = None, cancel: threading.Event | None = None,
                        first_round: int = 0) -> Iterator[RoundReport]:
-    """Run rounds until every live sequence has finished; yield one report per round."""
+    """Run rounds until every live sequence has finished; yield one report per round.
+
+    `time_budget_s` is on the decode clock (seconds since `t0`): a round starts iff the clock read just
+    before it is below the budget, and every report carries that reading (`started_s`), so a
+    caller can tell afterwards which rounds a smaller budget would have run (`bass.budgets`).
+    """
     params = stop.params
     device = state.cache.suffix_len.device
     r = first_round
     while state.live:
-        now = time.perf_counter() - t0
+        now = started = time.perf_counter() - t0
         halt = "cancelled" if cancel is not None and cancel.is_set() else None
         if halt is None and time_budget_s is not None and now >= time_budget_s:
             halt = "budget"
@@ -69,7 +75,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
                 s.finish_reason, s.finish_time_s = halt, now
                 updates.append(SequenceUpdate(s.seq, (), "", 0, 0, True, halt))
             state.live = []
-            yield RoundReport(r, now, 0, updates)
+            yield RoundReport(r, now, 0, updates, started)
             return
 
         seqs, hist = [s.seq for s in state.live], [s.history for s in state.live]
@@ -124,5 +130,5 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
                 state.cache = state.cache.compact(rows)
                 drafter.select(rows)
         policy.update(seqs, accepted, lengths)  # after all of the round's work, which its clock covers
-        yield RoundReport(r, now, L, updates)
+        yield RoundReport(r, now, L, updates, started)
         r += 1

@@ -1,14 +1,23 @@
-"""Where one BASS (or regular) round's time goes on the GPU: CUDA events around every target and draft
-forward, the rest of the wall time, and torch.profiler's top operators. Used by `bench/gpu_bench.py`."""
+"""Where one BASS (or regular) round's time goes: torch.profiler's top operators, and a split of the wall
+time. `profile_round` (`bench/gpu_bench.py`): CUDA events around every target and draft forward, GPU
+time without host syncs. `round_breakdown` (`bench/real_bench.py --profile`, CPU or GPU): the device is
+synchronised around the drafter's proposal and the target's verify, so wall time splits exactly into
+
+    round = drafter (propose, host and device) + verify (target forward) + host bookkeeping (the rest:
+            sampling and acceptance, the round's host copy, stop strings, cache rollback, Python)
+
+The syncs cost a little themselves: the split is for profiling runs only, never for timed rows."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 
 import torch
 
 from bass.config import SamplingParams
+from bass.drafters import Drafter
 
 
 class _Timed:
@@ -64,18 +73,124 @@ def profile_round(engine, prompt: list[int], k: int, params: SamplingParams, n: 
             torch.cuda.synchronize()
     finally:
         engine._target_fwd, engine._draft_fwd = saved
-    ka = prof.key_averages()
-    tables = [ka.table(sort_by="self_cpu_time_total", row_limit=20)]
-    for key in ("self_device_time_total", "self_cuda_time_total"):
-        try:
-            tables.append(ka.table(sort_by=key, row_limit=20))
-            break
-        except (AttributeError, KeyError, ValueError):
-            continue
-    (out / f"profile_{method}.txt").write_text("\n\n".join(tables))
+    (out / f"profile_{method}.txt").write_text(profiler_tables(prof))
     info.setdefault("profile", {})[method] = summary
     r = max(rounds, 1)
     print(f"    profile {method} k={k}, {n} tokens: {wall / r:.2f} ms/round over {rounds} rounds = verify "
           f"{summary['verify_ms'] / r:.2f} (GPU) + draft {summary['draft_ms'] / r:.2f} (GPU, "
           f"{summary['draft_steps'] / r:.1f} steps) + other {summary['other_ms'] / r:.2f} (sampling, cache, "
           f"syncs, Python)", flush=True)
+
+
+def profiler_tables(prof, rows: int = 20) -> str:
+    """torch.profiler's top operators by self CPU time, and by self device time where a GPU ran."""
+    ka = prof.key_averages()
+    tables = ["top ops by self CPU time\n" + ka.table(sort_by="self_cpu_time_total", row_limit=rows)]
+    if torch.cuda.is_available():
+        for key in ("self_device_time_total", "self_cuda_time_total"):
+            try:
+                tables.append("top ops by self CUDA time\n" + ka.table(sort_by=key, row_limit=rows))
+                break
+            except (AttributeError, KeyError, ValueError):
+                continue
+    return "\n\n".join(tables)
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+class _SyncTimed:
+    """A target forward with the device synchronised around each call; its wall time adds to `spent`
+    unless `paused()` (calls made from inside the drafter, e.g. layer-skip's, are the drafter's time)."""
+
+    def __init__(self, fn, spent: dict, paused):
+        self.__dict__.update(fn=fn, spent=spent, paused=paused)
+
+    def __call__(self, *args, **kwargs):
+        if self.paused():
+            return self.fn(*args, **kwargs)
+        _sync()
+        t = time.perf_counter()
+        with torch.profiler.record_function("verify (target forward)"):
+            out = self.fn(*args, **kwargs)
+        _sync()
+        self.spent["verify"] += time.perf_counter() - t
+        return out
+
+    def __getattr__(self, name: str):
+        return getattr(self.fn, name)
+
+
+class _TimedDrafter(Drafter):
+    """A drafter whose proposals are timed with the device synchronised around them."""
+
+    def __init__(self, inner: Drafter, spent: dict):
+        self.inner, self.spent, self.inside = inner, spent, False
+        self.proposes, self.name = inner.proposes, getattr(inner, "name", type(inner).__name__)
+
+    def prefill(self, prompts, samples, capacity):
+        self.inner.prefill(prompts, samples, capacity)
+
+    def propose(self, *args):
+        _sync()
+        t, self.inside = time.perf_counter(), True
+        try:
+            with torch.profiler.record_function("drafter propose"):
+                out = self.inner.propose(*args)
+            _sync()
+        finally:
+            self.inside = False
+        self.spent["draft"] += time.perf_counter() - t
+        return out
+
+    def commit(self, history_lens):
+        self.inner.commit(history_lens)
+
+    def select(self, rows):
+        self.inner.select(rows)
+
+
+def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method: str, drafter: str | None,
+                    out: Path, label: str, **stream_kwargs) -> dict:
+    """Mean wall ms per round split into drafter, verify and host bookkeeping (module docstring) over one
+    generation, after a warm-up one; then torch.profiler's tables of a third into `out/profile_<label>.txt`."""
+    from torch.profiler import ProfilerActivity, profile
+
+    spent = {"draft": 0.0, "verify": 0.0}
+    saved = engine._target_fwd  # the drafter is built below, so layer-skip drafts through the wrapper too
+    timed_drafter: list[_TimedDrafter] = []
+
+    def paused() -> bool:
+        return bool(timed_drafter) and timed_drafter[-1].inside
+
+    def run():
+        kw = dict(k=k, params=params, method=method, **stream_kwargs)
+        if method == "bass":
+            timed_drafter.append(_TimedDrafter(engine.new_drafter(drafter), spent))
+            kw["drafter"] = timed_drafter[-1]
+        return engine.generate(prompt, **kw)
+
+    engine._target_fwd = _SyncTimed(saved, spent, paused)
+    try:
+        run()  # warm-up: graphs captured, caches sized
+        spent.update(draft=0.0, verify=0.0)
+        st = run().stats
+        draft_s, verify_s = spent["draft"], spent["verify"]  # before the profiled run adds to them
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+        with profile(activities=activities) as prof:
+            run()
+            _sync()
+    finally:
+        engine._target_fwd = saved
+    (out / f"profile_{label}.txt").write_text(profiler_tables(prof))
+    rounds = max(1, len(st.draft_lengths))
+    wall, draft, verify = (1e3 * x / rounds for x in (st.decode_s, draft_s, verify_s))
+    summary = dict(label=label, method=method, drafter=drafter, k=k, rounds=rounds, wall_ms_per_round=wall,
+                   draft_ms_per_round=draft, verify_ms_per_round=verify, host_ms_per_round=wall - draft - verify,
+                   mean_draft_length=sum(st.draft_lengths) / rounds, tokens_per_round=st.tokens_per_round)
+    print(f"    profile {label} k={k}: {wall:.2f} ms/round over {rounds} rounds = drafter {draft:.2f} + verify "
+          f"{verify:.2f} + host bookkeeping {wall - draft - verify:.2f} (mean L {summary['mean_draft_length']:.1f}, "
+          f"{st.tokens_per_round:.2f} tokens/round)", flush=True)
+    return summary

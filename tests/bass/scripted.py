@@ -13,8 +13,9 @@ class ScriptedEngine:
 
     Round r ends at `r * round_s` seconds of decoding; the prefill takes `prefill_s`. A cancel is seen at
     the start of a round, as the real engine does: every live sequence ends "cancelled" with its partial
-    text. `settle()` runs after each round event is consumed, so a test can let the tester catch up and
-    make the round at which a cancel lands exact.
+    text. So is the time budget, with the engine's rule: round r starts iff its start (r - 1) * round_s
+    < time_budget_s - prefill_s, else every live sequence ends "budget". `settle()` runs after each round
+    event is consumed, so a test can let the tester catch up and make the round at which a cancel lands exact.
     """
 
     device = "cpu"
@@ -33,20 +34,24 @@ class ScriptedEngine:
             r += 1
             self.now = t = r * self.round_s
             updates = []
-            halt = cancel is not None and cancel.is_set()
+            started = (r - 1) * self.round_s
+            budget = params.time_budget_s if params is not None else None
+            halt = "cancelled" if cancel is not None and cancel.is_set() else \
+                "budget" if budget is not None and started >= budget - self.prefill_s else None
             for i in range(k):
                 if reason[i] is not None:
                     continue
                 if halt:
-                    reason[i], fin_t[i] = "cancelled", t
-                    updates.append(SequenceUpdate(i, (), "", 0, 0, True, "cancelled"))
+                    reason[i], fin_t[i] = halt, t
+                    updates.append(SequenceUpdate(i, (), "", 0, 0, True, halt))
                     continue
                 pos[i] += 1
                 done = pos[i] >= len(self.texts[i])
                 if done:
                     reason[i], fin_t[i] = "stop", t
                 updates.append(SequenceUpdate(i, (7,), self.texts[i][pos[i] - 1], 2, 1, done, reason[i]))
-            yield GenerationEvent("round", r, t, 2, tuple(updates), tuple(x[:p] for x, p in zip(self.texts, pos)))
+            yield GenerationEvent("round", r, t, 2, tuple(updates), tuple(x[:p] for x, p in zip(self.texts, pos)),
+                                  started_s=started)
             self.settle()
         cands = tuple(Candidate(0, i, self.texts[i][:pos[i]], (7,) * pos[i], reason[i],
                                 SequenceStats(pos[i], pos[i], 2 * pos[i], pos[i], fin_t[i])) for i in range(k))

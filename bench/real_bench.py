@@ -1,0 +1,266 @@
+"""Real weights: regular decoding vs BASS with every drafter vs single-sequence speculative decoding.
+
+    PYTHONPATH=. python bench/real_bench.py --target embedded --prompts 8 --ks 1,8,32 --out bench/results/
+    PYTHONPATH=. python bench/real_bench.py --target tiny-folder --ks 2 --max-new-tokens 8 --prompts 1  (CPU)
+
+One model load (the target, and the trained draft by default: EngineConfig(draft="auto")); HumanEval
+prompts, each a batch of k samples of one prompt (the paper's setting). Rows, largest k first:
+
+  at every k   regular; BASS with each drafter the engine offers (`Engine.available_drafters()`, or
+               --drafters); single-sequence speculative decoding with the best drafter at that k;
+  at --policy-k  BASS with the best drafter under each draft-length policy (cost, the default, is the
+               drafter row itself; the paper's heuristic; fixed L for each --fixed-l), and BASS with the
+               best drafter with vs without the streaming verdict tester (`bass.verdicts`: each candidate
+               goes to the sandbox the moment it finishes), the two interleaved prompt by prompt.
+
+Every configuration runs one untimed warm-up generation first (CUDA graphs captured, caches sized);
+then --repeats passes over the prompts, and the row is the pass with the median ms/token/seq.
+Columns (DESIGN.md §2, over all sequences of all prompts of that pass):
+
+  ms/tok/seq  mean over sequences of (finish time since decoding began / generated tokens)
+  tok/s       generated tokens / decoding wall time (throughput)
+  x_reg       regular's ms/tok/seq at the same k / the row's (> 1: faster than regular decoding)
+  accept      accepted / proposed draft tokens;  tok/round: tokens per sequence per verify pass
+  mean L      mean draft length per round (0 for regular; the cost policy may choose 0 too)
+
+Writes real_bench.json (rows, device line, dates, arguments), real_bench.png (`bench/plot_real.py`),
+real_bench.txt, and with --profile profile_<label>.txt (torch.profiler tables of a few regular steps and
+a few BASS rounds at --policy-k) plus a per-round split (drafter / verify / host; `profile_round.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from plot_real import add_ratios, format_table, plot, row_label  # noqa: E402
+from profile_round import round_breakdown  # noqa: E402
+
+from bass.config import HUMANEVAL_STOPS, DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
+from bass.engine import Engine, device_line  # noqa: E402
+from bass.events import GenerationResult  # noqa: E402
+
+Runner = Callable[[int], GenerationResult]  # prompt index -> one generation of k samples of that prompt
+
+
+def aggregate(results: list[GenerationResult]) -> dict:
+    """One pass over the prompts -> the row's numbers (module docstring), summed over all sequences."""
+    seqs = [c.stats for r in results for c in r.candidates]
+    tokens, decode_s = sum(s.tokens for s in seqs), sum(r.stats.decode_s for r in results)
+    proposed, accepted = sum(s.proposed for s in seqs), sum(s.accepted for s in seqs)
+    rounds = sum(s.rounds for s in seqs)
+    lengths = [n for r in results for n in r.stats.draft_lengths]
+    per_seq = [1e3 * s.finish_time_s / s.tokens for s in seqs if s.tokens]
+    return dict(ms_per_token=sum(per_seq) / len(per_seq) if per_seq else 0.0,
+                throughput=tokens / decode_s if decode_s > 0 else 0.0,
+                acceptance=accepted / proposed if proposed else None,
+                tokens_per_round=(tokens - len(seqs)) / rounds if rounds else 0.0,
+                mean_draft_length=sum(lengths) / len(lengths) if lengths else 0.0,
+                prefill_ms=1e3 * sum(r.stats.prefill_s for r in results) / len(results),
+                tokens=tokens, sequences=len(seqs), rounds=len(lengths))
+
+
+def measure(runners: dict[str, Runner], n_prompts: int, repeats: int) -> dict[str, dict]:
+    """Warm each runner up once, then `repeats` passes over the prompts, the runners interleaved prompt by
+    prompt (so a pair compares under the same conditions); per runner the pass with the median ms/tok/seq,
+    with every pass's ms/tok/seq beside it."""
+    for run in runners.values():
+        run(0)
+    passes: dict[str, list[dict]] = {name: [] for name in runners}
+    for _ in range(repeats):
+        got: dict[str, list[GenerationResult]] = {name: [] for name in runners}
+        for i in range(n_prompts):
+            for name, run in runners.items():
+                got[name].append(run(i))
+        for name in runners:
+            passes[name].append(aggregate(got[name]))
+    out = {}
+    for name, ps in passes.items():
+        ms = [p["ms_per_token"] for p in ps]
+        median = sorted(ps, key=lambda p: p["ms_per_token"])[(len(ps) - 1) // 2]
+        out[name] = {**median, "ms_per_token_passes": ms, "ms_per_token_spread": max(ms) - min(ms),
+                     "ms_per_token_median": statistics.median(ms)}
+    return out
+
+
+class Bench:
+    """The engine, prompts and settings shared by every row of one run."""
+
+    def __init__(self, a: argparse.Namespace):
+        from sandbox import load_humaneval
+
+        self.a = a
+        self.engine = Engine(EngineConfig(target=a.target, draft=None if a.draft == "none" else a.draft,
+                                          drafter="auto", backend=a.backend, device=a.device))
+        self.problems = load_humaneval()[:a.prompts]
+        self.prompts = [p.prompt for p in self.problems]
+        self.params = SamplingParams(temperature=0.0 if a.greedy else a.temperature,
+                                     top_p=1.0 if a.greedy else a.top_p, max_new_tokens=a.max_new_tokens,
+                                     stop=HUMANEVAL_STOPS if a.stops else (), seed=a.seed)
+
+    def runner(self, method: str, k: int, drafter: str | None = None,
+               draft_length: DraftLengthConfig | None = None) -> Runner:
+        kw = dict(k=k, params=self.params, method=method, draft_length=draft_length)
+        if drafter is not None:
+            kw["drafter"] = drafter
+        return lambda i: self.engine.generate(self.prompts[i], **kw)
+
+    def verdict_runner(self, k: int, drafter: str) -> Runner:
+        """BASS whose finished candidates go to the sandbox in the background (`bass.eval`), as the app does."""
+        from bass.eval import stream_with_verdicts
+        from sandbox import run_humaneval
+
+        def run(i: int) -> GenerationResult:
+            prob = self.problems[i]
+
+            def check(items):
+                return [o.all_passed for o in run_humaneval([prob] * len(items), [text for _, text in items])]
+
+            result, _ = stream_with_verdicts(self.engine, prob.prompt, k=k, params=self.params, method="bass",
+                                             check=check, passed=bool)
+            return result
+        return run
+
+    def prime(self, k: int, drafters: list[str]) -> None:
+        """Size the persistent KV arenas for the longest prompt at the largest k before any graph is captured
+        (a later, larger request would reallocate them under captured graphs: see bench/gpu_bench.py)."""
+        longest = max(range(len(self.prompts)), key=lambda i: len(self.engine.encode(self.prompts[i])[0]))
+        for d in drafters:
+            for ev in self.engine.stream(self.prompts[longest], k=k, params=self.params, method="bass", drafter=d):
+                if ev.kind == "round":  # both prefills done: both arenas allocated
+                    break
+
+
+def row(method: str, k: int, drafter: str | None, policy: str | None, numbers: dict, **extra) -> dict:
+    return dict(method=method, k=k, drafter=drafter, policy=policy, **extra, **numbers)
+
+
+def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=print) -> list[dict]:
+    """Every row of the module docstring, largest k first."""
+    a, rows = b.a, []
+
+    def add(r: dict, t: float) -> None:
+        rows.append(r)
+        log(f"  {row_label(r)} k={r['k']}: {r['ms_per_token']:.2f} ms/token/seq, {r['throughput']:.0f} tok/s "
+            f"({time.perf_counter() - t:.1f} s)")
+
+    for k in ks:
+        t = time.perf_counter()
+        add(row("regular", k, None, None, measure({"r": b.runner("regular", k)}, len(b.prompts), a.repeats)["r"]), t)
+        bass_rows = []
+        for d in drafters:
+            t = time.perf_counter()
+            add(row("bass", k, d, "cost", measure({"r": b.runner("bass", k, d)}, len(b.prompts), a.repeats)["r"]), t)
+            bass_rows.append(rows[-1])
+        best = min(bass_rows, key=lambda r: r["ms_per_token"])["drafter"]
+        if k in a.single_ks:
+            t = time.perf_counter()
+            add(row("single", k, best, "cost", measure({"r": b.runner("single", k, best)}, len(b.prompts),
+                                                       a.repeats)["r"]), t)
+        if k != policy_k:
+            continue
+        policies = [("heuristic", DraftLengthConfig(policy="heuristic"))] + \
+            [(f"fixed L={n}", DraftLengthConfig(policy="fixed", l0=n)) for n in a.fixed_l]
+        for name, cfg in policies:
+            t = time.perf_counter()
+            add(row("bass", k, best, name, measure({"r": b.runner("bass", k, best, cfg)}, len(b.prompts),
+                                                   a.repeats)["r"]), t)
+        if not a.no_verdicts:
+            t = time.perf_counter()
+            pair = measure({"without": b.runner("bass", k, best), "with": b.verdict_runner(k, best)},
+                           len(b.prompts), a.repeats)
+            for name in ("without", "with"):
+                add(row("bass", k, best, "cost", pair[name], verdicts=name == "with", pair="verdicts"), t)
+    return rows
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", default="embedded", help="'embedded', a .gguf file, a folder (tests: a tiny model)")
+    p.add_argument("--draft", default="auto", help="'auto' (the trained draft that ships for the target), a "
+                   "model spec, a trained draft file, or 'none'")
+    p.add_argument("--drafters", default=None, help="comma-separated; default: every drafter the engine offers")
+    p.add_argument("--backend", default=None, help="default: ragged on CUDA, torch on the CPU")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--prompts", type=int, default=8, help="the first N HumanEval prompts")
+    p.add_argument("--ks", default="1,8,32")
+    p.add_argument("--single-ks", default=None, help="ks with a single-sequence row (default: every k)")
+    p.add_argument("--policy-k", type=int, default=8, help="k of the policy and verdict-tester rows")
+    p.add_argument("--fixed-l", default="4", help="fixed draft lengths compared at --policy-k")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--greedy", action="store_true", help="argmax decoding instead of T/top-p sampling")
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--top-p", type=float, default=0.95)
+    p.add_argument("--stops", action="store_true", help="stop at HumanEval's stop strings (default: every "
+                   "sequence runs to --max-new-tokens or EOS, so the methods do comparable work)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-verdicts", action="store_true", help="skip the with/without verdict-tester pair")
+    p.add_argument("--profile", action="store_true", help="also profile regular steps and BASS rounds at --policy-k")
+    p.add_argument("--out", default="bench/results/")
+    a = p.parse_args(argv)
+    a.ks = sorted({int(k) for k in a.ks.split(",")}, reverse=True)  # largest first: the arenas never regrow
+    a.single_ks = a.ks if a.single_ks is None else [int(k) for k in a.single_ks.split(",") if k]
+    a.fixed_l = [int(n) for n in a.fixed_l.split(",") if n]
+    if a.backend is None:
+        a.backend = "ragged" if torch.cuda.is_available() and a.device != "cpu" else "torch"
+    return a
+
+
+def main(argv: list[str] | None = None) -> dict:
+    a = parse_args(argv)
+    started = datetime.datetime.now().isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    b = Bench(a)
+    eng = b.engine
+    drafters = a.drafters.split(",") if a.drafters else eng.available_drafters()
+    policy_k = a.policy_k if a.policy_k in a.ks else a.ks[len(a.ks) // 2]
+    info = dict(device=device_line(eng.device), torch=torch.__version__, target=eng.target.name,
+                draft=eng.draft.name if eng.draft else None, drafters=drafters, backend=a.backend,
+                dtype=str(eng.dtype), prompts=len(b.prompts), max_new_tokens=a.max_new_tokens, policy_k=policy_k,
+                sampling="greedy" if a.greedy else f"T {a.temperature}, top-p {a.top_p}", repeats=a.repeats,
+                started=started, args={k: v for k, v in vars(a).items()}, load_s=time.perf_counter() - t0)
+    print(info["device"], f"| target {info['target']}, draft {info['draft']}, drafters {drafters}", flush=True)
+    b.prime(max(a.ks + [policy_k]), drafters)
+    rows = run_all(b, a.ks, drafters, policy_k, log=lambda s: print(s, flush=True))
+    add_ratios(rows)
+    if a.profile:
+        best = min((r for r in rows if r["method"] == "bass" and r["k"] == policy_k and r["policy"] == "cost"),
+                   key=lambda r: r["ms_per_token"])["drafter"]
+        few = dataclasses.replace(b.params, max_new_tokens=min(a.max_new_tokens, 32))
+        info["profile"] = [round_breakdown(eng, b.prompts[0], policy_k, few, m, best if m == "bass" else None,
+                                           out, f"{m}_k{policy_k}") for m in ("regular", "bass")]
+    info.update(finished=datetime.datetime.now().isoformat(timespec="seconds"), seconds=time.perf_counter() - t0)
+    results = dict(info=info, rows=rows)
+    (out / "real_bench.json").write_text(json.dumps(results, indent=1, default=str))
+    try:
+        plot(results, out / "real_bench.png")
+    except Exception as err:  # the numbers matter more than the picture
+        info["plot_error"] = f"{type(err).__name__}: {err}"
+    header = (f"{info['device']}\nreal weights: {info['target']} (draft {info['draft']}), {info['prompts']} HumanEval "
+              f"prompts x k, {a.max_new_tokens} new tokens, {info['sampling']}, median of {a.repeats} passes; "
+              f"total {info['seconds']:.0f} s")
+    prof = [f"profile {p['label']}: {p['wall_ms_per_round']:.2f} ms/round = drafter {p['draft_ms_per_round']:.2f}"
+            f" + verify {p['verify_ms_per_round']:.2f} + host {p['host_ms_per_round']:.2f}"
+            for p in info.get("profile", [])]
+    text = "\n".join([header, *prof, format_table(rows)])
+    (out / "real_bench.txt").write_text(text + "\n")
+    print(text)
+    return results
+
+
+if __name__ == "__main__":
+    main()

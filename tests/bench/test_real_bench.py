@@ -1,0 +1,98 @@
+"""bench/real_bench.py: its report arithmetic by hand, and its whole plumbing on tiny CPU models."""
+
+import json
+import sys
+from pathlib import Path
+
+import plot_real as pr
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))  # the tiny model factory
+from tiny import make_model  # noqa: E402
+
+
+def test_ratios_and_table_by_hand():
+    rows = [dict(method="regular", k=8, drafter=None, policy=None, ms_per_token=4.0, throughput=2000.0,
+                 acceptance=None, tokens_per_round=1.0, mean_draft_length=0.0),
+            dict(method="bass", k=8, drafter="model", policy="cost", ms_per_token=2.5, throughput=3000.0,
+                 acceptance=0.6, tokens_per_round=2.9, mean_draft_length=3.5),
+            dict(method="bass", k=1, drafter="model", policy="fixed L=4", ms_per_token=2.0, throughput=500.0,
+                 acceptance=0.7, tokens_per_round=3.1, mean_draft_length=4.0)]
+    pr.add_ratios(rows)
+    assert rows[0]["x_regular"] == 1.0 and rows[1]["x_regular"] == pytest.approx(1.6)
+    assert rows[1]["x_throughput"] == pytest.approx(1.5)
+    assert rows[2]["x_regular"] is None  # no regular row at k=1
+    lines = pr.format_table(rows).splitlines()
+    assert lines[2].split()[:5] == ["BASS", "model", "8", "2.50", "3000.0"] and lines[2].split()[5] == "1.60"
+    assert lines[3].split()[:4] == ["BASS", "model", "fixed", "L=4"] and lines[3].split()[7] == "-"
+
+
+def test_aggregate_over_prompts_by_hand():
+    import real_bench as rb
+
+    from bass.events import BatchStats, Candidate, GenerationResult, SequenceStats
+
+    def result(seq_stats, decode_s, lengths):
+        cands = tuple(Candidate(0, i, "", (), "length", s) for i, s in enumerate(seq_stats))
+        return GenerationResult(cands, BatchStats("bass", "ngram", "torch", len(cands), 0.1, decode_s, 0, 0, 0, 0,
+                                                  0.0, tuple(lengths)))
+
+    # prompt 1: two sequences of 10 tokens ending at 1 s and 2 s; prompt 2: one of 20 tokens ending at 1 s
+    a = result([SequenceStats(10, 4, 8, 5, 1.0), SequenceStats(10, 5, 10, 4, 2.0)], 2.0, [2, 2, 3, 3, 2])
+    b = result([SequenceStats(20, 10, 20, 10, 1.0)], 1.0, [2] * 10)
+    got = rb.aggregate([a, b])
+    assert got["ms_per_token"] == pytest.approx((100 + 200 + 50) / 3)  # mean over sequences
+    assert got["throughput"] == pytest.approx(40 / 3.0)
+    assert got["acceptance"] == pytest.approx(19 / 38)
+    assert got["tokens_per_round"] == pytest.approx((40 - 3) / 19)  # first token is the prefill's
+    assert got["mean_draft_length"] == pytest.approx(32 / 15)
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    import real_bench as rb
+
+    root = tmp_path_factory.mktemp("real")
+    target, draft = make_model(root / "target", seed=0), make_model(root / "draft", seed=1)
+    out = root / "out"
+    rb.main(["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "1",
+             "--max-new-tokens", "8", "--repeats", "1", "--policy-k", "2", "--fixed-l", "3", "--profile",
+             "--out", str(out)])
+    return out, json.loads((out / "real_bench.json").read_text())
+
+
+def test_dry_run_rows_and_ratios(dry_run):
+    out, res = dry_run
+    info, rows = res["info"], res["rows"]
+    assert info["drafters"] == ["ngram", "layer-skip", "model"]  # what the engine offered, not a fixed list
+    assert info["device"].startswith("CPU") and info["torch"] in info["device"] and info["started"] <= info["finished"]
+    labels = [pr.row_label(r) for r in rows]
+    bass = {r["drafter"]: r for r in rows if r["method"] == "bass" and r["policy"] == "cost" and not r.get("pair")}
+    assert set(bass) == {"ngram", "layer-skip", "model"} and labels[0] == "regular"
+    best = min(bass.values(), key=lambda r: r["ms_per_token"])["drafter"]
+    single = [r for r in rows if r["method"] == "single"]
+    assert len(single) == 1 and single[0]["drafter"] == best
+    assert sorted(r["policy"] for r in rows if r["method"] == "bass" and r["drafter"] == best and not r.get("pair")) \
+        == ["cost", "fixed L=3", "heuristic"]
+    pair = [r for r in rows if r.get("pair") == "verdicts"]
+    assert [r["verdicts"] for r in pair] == [False, True] and {r["drafter"] for r in pair} == {best}
+    regular = next(r for r in rows if r["method"] == "regular")
+    for r in rows:
+        assert r["k"] == 2 and r["sequences"] == 2 and 2 <= r["tokens"] <= 16
+        assert r["x_regular"] == pytest.approx(regular["ms_per_token"] / r["ms_per_token"])
+        assert r["ms_per_token"] == r["ms_per_token_passes"][0]  # one pass: the row is that pass
+    assert regular["acceptance"] is None and regular["mean_draft_length"] == 0.0
+    assert next(r for r in rows if r["policy"] == "fixed L=3")["mean_draft_length"] <= 3
+
+
+def test_dry_run_files_and_profile(dry_run):
+    out, res = dry_run
+    assert (out / "real_bench.png").stat().st_size > 1000 and "plot_error" not in res["info"]
+    text = (out / "real_bench.txt").read_text().splitlines()
+    assert text[-1].startswith("BASS") and text[-len(res["rows"]) - 1].startswith("method")  # the table is last
+    regular, bass = res["info"]["profile"]
+    assert regular["method"] == "regular" and regular["draft_ms_per_round"] == 0.0
+    assert regular["verify_ms_per_round"] > 0 and bass["verify_ms_per_round"] > 0
+    assert bass["verify_ms_per_round"] + bass["draft_ms_per_round"] <= bass["wall_ms_per_round"]
+    for p in (regular, bass):
+        assert "top ops by self CPU time" in (out / f"profile_{p['label']}.txt").read_text()
