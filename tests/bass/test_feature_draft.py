@@ -8,8 +8,9 @@ from bass.config import DraftLengthConfig, SamplingParams
 from bass.drafters import FeatureDrafter, _append_rows
 
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print("]
-POLICIES = [DraftLengthConfig(), DraftLengthConfig(policy="fixed", l0=3),
-            DraftLengthConfig(policy="heuristic")]
+# (policy, greedy): plain-decoding rounds (cost probes L=0), full drafts, growing drafts; both sampling modes
+CASES = [(DraftLengthConfig(), True), (DraftLengthConfig(policy="fixed", l0=3), False),
+         (DraftLengthConfig(policy="heuristic"), False)]
 
 
 class RecordingDrafter(FeatureDrafter):
@@ -53,8 +54,7 @@ def _from_scratch(engine, history: list[int]) -> torch.Tensor:
     return logits[0, -1]
 
 
-@pytest.mark.parametrize("policy", POLICIES, ids=["cost", "fixed3", "heuristic"])
-@pytest.mark.parametrize("greedy", [True, False], ids=["greedy", "sampled"])
+@pytest.mark.parametrize(("policy", "greedy"), CASES, ids=["cost-greedy", "fixed3-sampled", "heuristic-sampled"])
 def test_draft_cache_holds_the_targets_true_features(tiny_engine, policy, greedy):
     engine = tiny_engine("llama", feature_seed=3, backend="torch")
     drafter = RecordingDrafter(engine.draft.model, engine.target.model, get_backend("torch", engine.device))

@@ -16,11 +16,12 @@ from tiny import make_model  # noqa: E402
 
 from bass import Engine, EngineConfig, SamplingParams  # noqa: E402
 from bass.models.draft import read_draft_file  # noqa: E402
+from bass.models.feature_draft import FeatureDraft  # noqa: E402
 from bass.models.loader import load_model  # noqa: E402
 from draft_training.config import CorpusConfig, DraftShape, TrainConfig  # noqa: E402
 from draft_training.corpus import build_corpus, humaneval_signatures, load_tokens  # noqa: E402
 from draft_training.export import export_draft  # noqa: E402
-from draft_training.model import Student  # noqa: E402
+from draft_training.model import FeatureStudent, Student  # noqa: E402
 from draft_training.train import teacher_from, train  # noqa: E402
 from sandbox.humaneval import load_humaneval  # noqa: E402
 
@@ -111,6 +112,39 @@ def test_pipeline_loss_falls_and_export_loads_as_drafter(corpus, target_dir, tmp
     want = reloaded.logits(reloaded.hidden(x))
     cache = engine.draft.model.new_cache(1, 16)
     got = engine.draft.model(x, cache, torch.tensor([6]), _torch_attention(engine))
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+    params = SamplingParams(max_new_tokens=24)
+    bass = engine.generate("def add(a, b):", k=2, params=params, method="bass")
+    regular = engine.generate("def add(a, b):", k=2, params=params, method="regular")
+    assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates]
+    assert bass.stats.drafter == "model" and bass.stats.proposed > 0
+
+
+def test_feature_draft_trains_and_exports_as_a_feature_drafter(corpus, target_dir, tmp_path):
+    target = load_model(str(target_dir))
+    teacher = teacher_from(target.model)
+    cfg = TrainConfig(loss="feature", batch_size=4, micro_batch=2, seq_len=32, lr=3e-3, warmup_steps=2,
+                      max_steps=30, eval_every=10)
+    student, report = train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", SHAPE, cfg, log=lambda _: 0)
+    first, last = report.history[0], report.history[-1]
+    assert last["heldout_loss"] < first["heldout_loss"] and "agree_step2" in last
+
+    path = tmp_path / "feature.safetensors"
+    export_draft(student, teacher, path, {"test": True})
+    _, tensors, meta = read_draft_file(path, sha256=None)
+    assert meta["kind"] == "feature" and "fc.weight" in tensors
+
+    engine = Engine(EngineConfig(target=str(target_dir), draft=str(path), drafter="model"), target=target)
+    assert isinstance(engine.draft.model, FeatureDraft)
+    # the engine's draft computes the student's function: entries (f_t, x_{t+1}) -> logits of x_{t+2}
+    x = torch.tensor([[5, 17, 42, 7, 99, 3]])
+    reloaded = FeatureStudent(engine.draft.config, teacher.embed_tokens.weight, teacher.head)
+    reloaded.load_state_dict({k: v.float() for k, v in tensors.items()})
+    f = teacher.hidden(x)
+    want = reloaded.logits(reloaded.features(f[:, :-1], x[:, 1:]))
+    cache = engine.draft.model.new_cache(1, 16)
+    got = engine.draft.model(x[:, 1:], cache, torch.tensor([5]), _torch_attention(engine), features=f[:, :-1])
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
 
     params = SamplingParams(max_new_tokens=24)
