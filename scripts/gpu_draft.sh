@@ -7,6 +7,7 @@
 #   completions  the target's own completions of the corpus prompts
 #   train        the drafts of --losses (default all), the best one kept; results to $OUT
 #   accept       bench/draft_acceptance.py (--drafts NAME=SPEC ...)
+#   bench, eval  bench/real_bench.py and `python -m bass eval humaneval` on the assembled target
 set -euo pipefail
 V=/var/tmp
 export BASS_CACHE=$V/bass PYTHONPATH=$PWD:$V/site:${PYTHONPATH:-} PYTHONUNBUFFERED=1
@@ -36,5 +37,11 @@ case "$1" in
     # drafts as NAME=SPEC after the stage, e.g. feature=/var/tmp/draft/draft-feature.safetensors shipped=auto
     python3 bench/draft_acceptance.py --target $GGUF --out $OUT/draft_acceptance.json "${@:2}" 2>&1 \
       | grep -v Warning | tee $OUT/draft_acceptance.log ;;
+  bench)  # bench/real_bench.py on the real target (args after the stage, e.g. --ks 1,8,32 --profile)
+    python3 bench/real_bench.py --target $GGUF --backend ragged --out $OUT "${@:2}" 2>&1 | grep -v Warning \
+      | tee $OUT/real_bench.log ;;
+  eval)  # python -m bass eval humaneval on the real target (args after the stage, e.g. --budgets 0.25,0.5,1)
+    python3 -m bass eval humaneval --target $GGUF --backend ragged "${@:2}" 2>&1 | grep -v Warning \
+      | tee -a $OUT/eval.log ;;
   *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train" >&2; exit 2 ;;
 esac
