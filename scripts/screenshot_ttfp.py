@@ -1,10 +1,12 @@
 """Screenshots of time to first pass on a running app (issue 12's "done when"), in Debian's Chromium.
 
-    python scripts/screenshot_ttfp.py http://127.0.0.1:7860/ [--max-new 128] [--compare-max-new 64]
+    python scripts/screenshot_ttfp.py http://127.0.0.1:7860/ [--max-new 64] [--compare-max-new 64]
 
 Generate: HumanEval/0, k=4, no time budget; saves `app_ttfp_live.png` the moment the first PASS badge shows
-while another card still decodes, then `app_ttfp_done.png` (full page) with the summary's time to first
-pass. Compare: the three methods; saves `app_compare_ttfp.png`. Facts go to `app_ttfp.json`.
+while another card still decodes (the window is tall enough from the start, so the shot is taken at once,
+without a resize), then `app_ttfp_done.png` (full page) with the summary's time to first pass. Compare:
+the three methods (with "stop at the first pass" unless --compare-all, to spare a slow CPU); saves
+`app_compare_ttfp.png`. Facts go to `app_ttfp.json`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "app"))
 
-from test_browser import SHOTS, _full_page_screenshot, _open, _set_number  # noqa: E402
+from test_browser import SHOTS, _click, _full_page_screenshot, _open, _set_number  # noqa: E402
 
 
 def _driver():
@@ -51,19 +53,22 @@ def pick_humaneval0(driver) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("url")
-    ap.add_argument("--max-new", default="128")
+    ap.add_argument("--max-new", default="64")
     ap.add_argument("--compare-max-new", default="64")
+    ap.add_argument("--compare-all", action="store_true", help="let every candidate finish in the comparison")
     ap.add_argument("--timeout-s", type=float, default=900)
     a = ap.parse_args()
-    facts: dict = {}
+    facts: dict = {"max_new_tokens": a.max_new, "compare_max_new_tokens": a.compare_max_new,
+                   "compare_stop_at_first_pass": not a.compare_all}
     d = _driver()
     try:
+        d.set_window_size(1440, 3000)
         _open(d, a.url)
         pick_humaneval0(d)
         _set_number(d, "#bass-k input[type=number]", "4")
         _set_number(d, "#bass-max-new input[type=number]", a.max_new)
         _set_number(d, "#bass-budget input[type=number]", "0")
-        d.find_element("css selector", "#bass-generate").click()
+        _click(d, "#bass-generate")
         t0 = time.monotonic()
         live_saved = False
         while time.monotonic() - t0 < a.timeout_s:
@@ -71,9 +76,10 @@ def main() -> None:
             ranked = d.find_elements("css selector", "#bass-candidates .bass-ranked")
             if not live_saved and "PASS" in badges and "running" in badges:
                 facts["first_pass_badge_s"] = round(time.monotonic() - t0, 1)
+                d.save_screenshot(str(SHOTS / "app_ttfp_live.png"))
                 facts["badges_at_first_pass"] = badges
+                facts["badges_after_shot"] = _badges(d)  # still a running card: the shot shows the moment
                 facts["status_at_first_pass"] = d.find_element("css selector", "#bass-status").text
-                _full_page_screenshot(d, SHOTS / "app_ttfp_live.png")
                 live_saved = True
             if ranked or d.find_elements("css selector", "#bass-status .bass-error"):
                 break
@@ -87,7 +93,9 @@ def main() -> None:
 
         d.set_window_size(1440, 1800)
         _set_number(d, "#bass-max-new input[type=number]", a.compare_max_new)
-        d.find_element("css selector", "#bass-compare").click()
+        if not a.compare_all:
+            _click(d, "#bass-stop-first input")
+        _click(d, "#bass-compare")
         t1 = time.monotonic()
         while time.monotonic() - t1 < a.timeout_s:
             if d.find_elements("css selector", "#bass-compare-status .bass-ok, #bass-compare-status .bass-error"):
@@ -98,6 +106,7 @@ def main() -> None:
         facts["compare_status"] = d.find_element("css selector", "#bass-compare-status").text
         facts["compare_table"] = d.find_element("css selector", "#bass-compare-table").text
         facts["ttfp_bars"] = len(d.find_elements("css selector", "#bass-ttfp-plot g.mark-rect path"))
+        print(json.dumps(facts, indent=2), flush=True)
         _full_page_screenshot(d, SHOTS / "app_compare_ttfp.png")
     finally:
         (SHOTS / "app_ttfp.json").write_text(json.dumps(facts, indent=2) + "\n")
