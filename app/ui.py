@@ -84,7 +84,7 @@ def build_demo(session: EngineSession) -> gr.Blocks:
                 max_new = gr.Slider(16, 1024, value=128, step=16, label="Max new tokens", elem_id="bass-max-new")
                 with gr.Row():
                     budget = gr.Number(value=120, minimum=0, label="Time budget (s, 0 = none)", elem_id="bass-budget")
-                    seed = gr.Number(value=0, minimum=0, precision=0, label="Seed")
+                    seed = gr.Number(value=0, minimum=0, precision=0, label="Seed", elem_id="bass-seed")
                 stop_first = gr.Checkbox(False, label="Stop at the first pass", elem_id="bass-stop-first",
                                          info="once a candidate passes every test, the others stop (kept, untested)")
                 with gr.Row():

@@ -50,15 +50,29 @@ def pick_humaneval0(driver) -> None:
     time.sleep(1.0)
 
 
+def _set_seed(driver, seed: str) -> None:
+    """The Seed box (#bass-seed; found by its label on pages older than that id)."""
+    from selenium.webdriver.common.keys import Keys
+
+    box = driver.execute_script(
+        "return [...document.querySelectorAll('input[type=number]')]"
+        ".find(i => (i.closest('.block') || i.parentElement).textContent.includes('Seed'));")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(seed, Keys.TAB)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("url")
     ap.add_argument("--max-new", default="64")
     ap.add_argument("--compare-max-new", default="64")
     ap.add_argument("--compare-all", action="store_true", help="let every candidate finish in the comparison")
-    ap.add_argument("--timeout-s", type=float, default=900)
+    ap.add_argument("--seed", default="0")
+    ap.add_argument("--skip-compare", action="store_true")
+    ap.add_argument("--prefix", default="app_ttfp", help="file names of the Generate shots and the facts")
+    ap.add_argument("--timeout-s", type=float, default=900, help="per run, counted from the click (queue included)")
     a = ap.parse_args()
-    facts: dict = {"max_new_tokens": a.max_new, "compare_max_new_tokens": a.compare_max_new,
+    facts: dict = {"max_new_tokens": a.max_new, "seed": a.seed, "compare_max_new_tokens": a.compare_max_new,
                    "compare_stop_at_first_pass": not a.compare_all}
     d = _driver()
     try:
@@ -68,6 +82,7 @@ def main() -> None:
         _set_number(d, "#bass-k input[type=number]", "4")
         _set_number(d, "#bass-max-new input[type=number]", a.max_new)
         _set_number(d, "#bass-budget input[type=number]", "0")
+        _set_seed(d, a.seed)
         _click(d, "#bass-generate")
         t0 = time.monotonic()
         live_saved = False
@@ -76,7 +91,7 @@ def main() -> None:
             ranked = d.find_elements("css selector", "#bass-candidates .bass-ranked")
             if not live_saved and "PASS" in badges and "running" in badges:
                 facts["first_pass_badge_s"] = round(time.monotonic() - t0, 1)
-                d.save_screenshot(str(SHOTS / "app_ttfp_live.png"))
+                d.save_screenshot(str(SHOTS / f"{a.prefix}_live.png"))
                 facts["badges_at_first_pass"] = badges
                 facts["badges_after_shot"] = _badges(d)  # still a running card: the shot shows the moment
                 facts["status_at_first_pass"] = d.find_element("css selector", "#bass-status").text
@@ -88,9 +103,11 @@ def main() -> None:
         facts["summary"] = d.find_element("css selector", "#bass-summary").text
         facts["status"] = d.find_element("css selector", "#bass-status").text
         facts["cards"] = [c.text.splitlines()[0] for c in d.find_elements("css selector", ".bass-ranked")]
-        _full_page_screenshot(d, SHOTS / "app_ttfp_done.png")
+        _full_page_screenshot(d, SHOTS / f"{a.prefix}_done.png")
         print(json.dumps(facts, indent=2), flush=True)
 
+        if a.skip_compare:
+            return
         d.set_window_size(1440, 1800)
         _set_number(d, "#bass-max-new input[type=number]", a.compare_max_new)
         if not a.compare_all:
@@ -109,7 +126,7 @@ def main() -> None:
         print(json.dumps(facts, indent=2), flush=True)
         _full_page_screenshot(d, SHOTS / "app_compare_ttfp.png")
     finally:
-        (SHOTS / "app_ttfp.json").write_text(json.dumps(facts, indent=2) + "\n")
+        (SHOTS / f"{a.prefix}.json").write_text(json.dumps(facts, indent=2) + "\n")
         d.quit()
     print(json.dumps(facts, indent=2))
 
