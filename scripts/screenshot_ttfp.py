@@ -36,7 +36,9 @@ def _driver():
 
 
 def _badges(driver) -> list[str]:
-    return [b.text for b in driver.find_elements("css selector", "#bass-candidates .bass-card-head .bass-badge")]
+    # One script call reads them all: the cards are re-rendered between rounds, so element handles go stale.
+    return driver.execute_script("return [...document.querySelectorAll('#bass-candidates .bass-card-head "
+                                 ".bass-badge')].map(b => b.innerText.trim());")
 
 
 def pick_humaneval0(driver) -> None:

@@ -293,17 +293,16 @@ def test_pass_badge_appears_while_another_card_is_decoding(fake_app_url, browser
         return [b.text for b in d.find_elements("css selector", "#bass-candidates .bass-card-head .bass-badge")]
 
     seen = _wait(browser, lambda d: (lambda b: "PASS" in b and "running" in b and b)(badges(browser)),
-                 HELD_ROUND_S / 2, "a PASS badge while another card decodes")
+                 HELD_ROUND_S * 2 / 3, "a PASS badge while another card decodes")
     status = browser.find_element("css selector", "#bass-status").text
     assert seen[0] == "PASS" and seen.count("running") == 3, seen
     # The engine is still inside the round after sequence 0 finished: the verdict did not wait for it.
     assert f"round {ROUNDS_TO_FIRST_FINISH} ·" in status and "1 tested, 1 pass" in status, status
     browser.save_screenshot(str(SHOTS / "app_ttfp_live_scripted.png"))  # scripted engine: the live moment
-    _click(browser, "#bass-stop")  # ends the held round; the others keep their text, untested
     cards = _wait(browser, lambda d: (lambda c: len(c) == 4 and c)(
-        d.find_elements("css selector", "#bass-candidates .bass-ranked")), HELD_ROUND_S / 2, "the ranking")
-    assert [c.find_element("css selector", ".bass-badge").text for c in cards] == \
-        ["PASS"] + ["STOPPED · UNTESTED"] * 3
+        d.find_elements("css selector", "#bass-candidates .bass-ranked")), HELD_ROUND_S + 120, "the ranking")
+    ranked = [c.find_element("css selector", ".bass-badge").text for c in cards]
+    assert sorted(ranked) == ["FAIL", "PASS", "PASS", "PASS"] and ranked[0] == "PASS", ranked
     summary = browser.find_element("css selector", "#bass-summary").text
     assert "time to first pass" in summary and "none" not in summary.split("time to first pass")[1][:8]
 
