@@ -1,8 +1,8 @@
 """The real app around a scripted engine, for fast browser tests: `python tests/app/fake_app.py PORT`.
 
 Sequence 0 writes a correct HumanEval/0 body in ~1 s (round ROUNDS_TO_FIRST_FINISH); the round after it
-is held for HELD_ROUND_S, as a slow CPU round would be. Sequence 0's PASS badge must appear during that
-held round, while the other cards still decode; then the others finish in ~10 s.
+is held for HELD_ROUND_S, as a slow CPU round would be, or until Stop. Sequence 0's PASS badge must appear
+during that held round, while the other cards still decode.
 """
 
 from __future__ import annotations

@@ -299,10 +299,12 @@ def test_pass_badge_appears_while_another_card_is_decoding(fake_app_url, browser
     # The engine is still inside the round after sequence 0 finished: the verdict did not wait for it.
     assert f"round {ROUNDS_TO_FIRST_FINISH} ·" in status and "1 tested, 1 pass" in status, status
     browser.save_screenshot(str(SHOTS / "app_ttfp_live_scripted.png"))  # scripted engine: the live moment
+    _click(browser, "#bass-stop")  # reaches this browser's run: the held round ends, the others stay untested
     cards = _wait(browser, lambda d: (lambda c: len(c) == 4 and c)(
         d.find_elements("css selector", "#bass-candidates .bass-ranked")), HELD_ROUND_S + 120, "the ranking")
     ranked = [c.find_element("css selector", ".bass-badge").text for c in cards]
-    assert sorted(ranked) == ["FAIL", "PASS", "PASS", "PASS"] and ranked[0] == "PASS", ranked
+    assert ranked == ["PASS"] + ["STOPPED · UNTESTED"] * 3, ranked
+    assert "Stopped." in browser.find_element("css selector", "#bass-status").text
     summary = browser.find_element("css selector", "#bass-summary").text
     assert "time to first pass" in summary and "none" not in summary.split("time to first pass")[1][:8]
 
