@@ -2,12 +2,14 @@
 
 Each candidate goes to the sandbox the moment it finishes, in the background (`app.live_tests`), so
 its card turns PASS/FAIL while its siblings decode; with "stop at the first pass" the first passing
-candidate ends the others, which keep their partial text, untested.
+candidate ends the others, which keep their partial text, untested. The engine's stream is read on its
+own thread (`app.feed`): the page is redrawn when an engine event or a verdict arrives, whichever is
+first, so a verdict shows the moment it is known, not at the end of the round it landed in.
 
 `generate_views` is a plain generator of `GenerateView`s (no Gradio in it), so tests drive it with a
 fake engine. Every failure ends in a view whose status is a readable error box; nothing escapes as a
 traceback. Screen updates are throttled so a fast GPU does not flood the browser with one update per
-round; phase changes and the final view are always sent.
+round; phase changes, verdicts and the final view are sent at once.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from app import render
 from app.charts import LiveRun, empty_accept_frame, empty_speed_frame
 from app.checks import run_tests
 from app.export import generation_payload, write_generation
+from app.feed import Feed
 from app.live_tests import engine_cancel, reports_by_seq, start_tests, submit_finished
 from app.programs import build_program
 from app.ranking import TestReport, pass_summary, rank_candidates
@@ -102,31 +105,39 @@ def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
                                                  f"{method} on {engine.device}"),
                        candidates=render.live_cards_html(run))
     t0 = time.perf_counter()
-    last_sent = 0.0
-    worker = start_tests(s, tester)
-    stream = engine.stream(s.prompt, k=s.k, params=s.params, method=s.method, drafter=s.drafter,
-                           backend=s.backend, chat=s.chat, cancel=engine_cancel(cancel, worker))
+    feed = Feed()  # the engine runs on the feed's thread; this generator wakes on its events and on verdicts
+    worker = start_tests(s, tester, on_verdicts=feed.wake)
+    feed.start(_readable_errors(engine.stream(s.prompt, k=s.k, params=s.params, method=s.method,
+                                              drafter=s.drafter, backend=s.backend, chat=s.chat,
+                                              cancel=engine_cancel(cancel, worker, feed.abandon))))
     result = None
+    last_sent, unsent = 0.0, False
     try:
-        for event in _readable_errors(stream):
-            run.add(event)
-            submit_finished(worker, event)  # returns at once: the tests run on the worker's thread
-            if event.kind == "done":
-                result = event.result
-                break
+        while result is None:
+            got = feed.next(timeout_s=UPDATE_INTERVAL_S)
+            urgent = False
+            for event in got.events:
+                run.add(event)
+                submit_finished(worker, event)  # returns at once: the tests run on the worker's thread
+                urgent = urgent or event.kind == "prefill"
+                if event.kind == "done":
+                    result = event.result
+            if got.error is not None:
+                raise got.error  # after the events before it: the cards keep what was generated
+            if result is None and got.ended:
+                raise RuntimeError("the engine's stream ended without a result")
             new = worker.poll()
+            unsent = unsent or bool(got.events)
             now = time.perf_counter()
-            if event.kind == "prefill" or new or now - last_sent >= UPDATE_INTERVAL_S:
-                last_sent = now
+            if result is None and (urgent or new or (unsent and now - last_sent >= UPDATE_INTERVAL_S)):
+                last_sent, unsent = now, False
                 yield GenerateView(status=_decoding_status(run, s, method, worker),
                                    candidates=render.live_cards_html(run, worker.verdicts),
                                    speed=run.speed_frame(), accept=run.accept_frame())
     finally:
-        stream.close()  # releases the engine if the browser went away mid-stream
+        feed.close()  # the engine stops after its round if the browser went away; it is free on return
         if result is None:
             worker.close(timeout_s=0)
-    if result is None:
-        raise RuntimeError("the engine's stream ended without a result")
     programs = [build_program(s.prompt, c.text, s.style) for c in result.candidates]
     cancelled = cancel.is_set()  # the Stop button (a stop at the first pass is not the user's)
     worker.close(timeout_s=0)  # no more submissions; the worker finishes what is queued

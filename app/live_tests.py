@@ -2,8 +2,9 @@
 
 The loop that reads the engine's events (the Gradio worker thread) only hands finished candidates to a
 `bass.verdicts.VerdictWorker`, whose one background thread runs them through the sandbox (child
-processes on the CPU cores) and posts the reports back; the loop picks them up between rounds. So the
-engine never waits on a test, and a card turns PASS/FAIL while its siblings are still decoding.
+processes on the CPU cores) and posts the reports back, waking the page (`app.feed`) so that they are
+drawn at once, mid-round. So the engine never waits on a test, and a card turns PASS/FAIL while its
+siblings are still decoding.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from bass.verdicts import VerdictWorker, either
 TestRunner = Callable[[Sequence[str], str], list[TestReport]]
 
 
-def start_tests(s: RunSettings, tester: TestRunner) -> VerdictWorker[TestReport]:
-    """A worker that builds each finished candidate's program and runs it against the settings' tests."""
+def start_tests(s: RunSettings, tester: TestRunner,
+                on_verdicts: Callable[[], None] | None = None) -> VerdictWorker[TestReport]:
+    """A worker that builds each finished candidate's program and runs it against the settings' tests;
+    `on_verdicts` is called (on the worker's thread) whenever new verdicts are ready."""
 
     def check(items: Sequence[tuple[int, str]]) -> list[TestReport]:
         return tester([build_program(s.prompt, text, s.style) for _, text in items], s.tests)
@@ -31,12 +34,14 @@ def start_tests(s: RunSettings, tester: TestRunner) -> VerdictWorker[TestReport]
 
     # Without tests there is nothing to pass; candidates still run so that the ranking says whether they run.
     stop = s.stop_at_first_pass and bool(s.tests.strip())
-    return VerdictWorker(check, lambda r: r.passed, stop_at_first_pass=stop, on_error=crashed)
+    return VerdictWorker(check, lambda r: r.passed, stop_at_first_pass=stop, on_error=crashed,
+                         on_verdicts=on_verdicts)
 
 
-def engine_cancel(user_cancel: threading.Event, worker: VerdictWorker) -> threading.Event:
-    """The event the engine polls: the Stop button, or (with stop at the first pass) a passing candidate."""
-    return either(user_cancel, worker.first_pass)
+def engine_cancel(user_cancel: threading.Event, worker: VerdictWorker, *more: threading.Event) -> threading.Event:
+    """The event the engine polls: the Stop button, (with stop at the first pass) a passing candidate, or
+    any of `more` (the page's feed, abandoned when the browser goes away)."""
+    return either(user_cancel, worker.first_pass, *more)
 
 
 def submit_finished(worker: VerdictWorker, event: GenerationEvent) -> None:

@@ -84,7 +84,7 @@ def build_demo(session: EngineSession) -> gr.Blocks:
                 max_new = gr.Slider(16, 1024, value=128, step=16, label="Max new tokens", elem_id="bass-max-new")
                 with gr.Row():
                     budget = gr.Number(value=120, minimum=0, label="Time budget (s, 0 = none)", elem_id="bass-budget")
-                    seed = gr.Number(value=0, minimum=0, precision=0, label="Seed")
+                    seed = gr.Number(value=0, minimum=0, precision=0, label="Seed", elem_id="bass-seed")
                 stop_first = gr.Checkbox(False, label="Stop at the first pass", elem_id="bass-stop-first",
                                          info="once a candidate passes every test, the others stop (kept, untested)")
                 with gr.Row():
@@ -139,11 +139,13 @@ def build_demo(session: EngineSession) -> gr.Blocks:
                 return gr.skip(), gr.skip(), gr.skip()
             return chosen.prompt, chosen.editable_tests(), "auto"
 
-        def on_generate(*values, request: gr.Request = None) -> Iterator[tuple]:
+        # The request comes first: Gradio passes gr.Request only to positional parameters, and without it
+        # every run was registered under one shared key that the Stop button (which has the request) never used.
+        def on_generate(request: gr.Request, *values) -> Iterator[tuple]:
             yield from _stream(session, values, request, generate_views, _live,
                                lambda exc: error_view(exc.message, exc.hint))
 
-        def on_compare(*values, request: gr.Request = None) -> Iterator[tuple]:
+        def on_compare(request: gr.Request, *values) -> Iterator[tuple]:
             yield from _stream(session, values, request, compare_views, _cmp,
                                lambda exc: CompareView(status=render.error_html(exc.message, exc.hint),
                                                        error=exc.message))

@@ -5,8 +5,10 @@ calls `VerdictWorker.submit`, which puts the finished candidate on a queue and r
 lock the tester holds while it works). One background thread takes whatever has queued up and hands it,
 as one batch, to `check` (in the app and the eval: the sandbox, which runs the programs in child
 processes on the CPU cores, several at a time). Verdicts come back through a second queue that the
-consumer drains with `poll` between rounds. The engine thread never waits for a verdict; on a GPU the
-only shared resource is CPU time, and the testing thread spends it waiting on child processes.
+consumer drains with `poll`; `on_verdicts`, when given, is called (on the testing thread) each time new
+verdicts are ready, so a consumer waiting on something else (the app's page) can wake up and show them
+at once instead of at the next round. The engine thread never waits for a verdict; on a GPU the only
+shared resource is CPU time, and the testing thread spends it waiting on child processes.
 
 Stop at the first pass: when a verdict passes, the worker sets `first_pass`, an event the engine sees
 through `either(user_cancel, first_pass)`; the engine ends the run after its current round and the
@@ -60,12 +62,15 @@ class VerdictWorker(Generic[V]):
     """A background thread that tests finished candidates in batches; see the module docstring.
 
     `check` returns one verdict per (seq, text); `passed(verdict)` says whether it passed every test.
-    With `stop_at_first_pass`, the first passing verdict sets `first_pass`.
+    With `stop_at_first_pass`, the first passing verdict sets `first_pass`. `on_verdicts()` runs on the
+    testing thread after each batch of verdicts is ready to `poll` (it must return quickly).
     """
 
     def __init__(self, check: Checker, passed: Callable[[V], bool], *, stop_at_first_pass: bool = False,
-                 clock: Callable[[], float] = time.perf_counter, on_error: Callable[[Exception, int], V] | None = None):
+                 clock: Callable[[], float] = time.perf_counter, on_error: Callable[[Exception, int], V] | None = None,
+                 on_verdicts: Callable[[], None] | None = None):
         self._check, self._passed, self._clock, self._on_error = check, passed, clock, on_error
+        self._on_verdicts = on_verdicts
         self.stop_at_first_pass = stop_at_first_pass
         self.first_pass = threading.Event()
         self._todo: queue.Queue[tuple[int, str] | None] = queue.Queue()
@@ -157,6 +162,11 @@ class VerdictWorker(Generic[V]):
                 if ok and self.stop_at_first_pass:
                     self.first_pass.set()
             self._answered(len(items))
+            if self._on_verdicts is not None:
+                try:
+                    self._on_verdicts()
+                except Exception:  # a consumer's hook must not kill the testing thread
+                    log.exception("on_verdicts failed")
 
     def _answered(self, n: int) -> None:
         with self._idle:

@@ -1,10 +1,12 @@
 """Screenshots of time to first pass on a running app (issue 12's "done when"), in Debian's Chromium.
 
-    python scripts/screenshot_ttfp.py http://127.0.0.1:7860/ [--max-new 128] [--compare-max-new 64]
+    python scripts/screenshot_ttfp.py http://127.0.0.1:7860/ [--max-new 64] [--compare-max-new 64]
 
 Generate: HumanEval/0, k=4, no time budget; saves `app_ttfp_live.png` the moment the first PASS badge shows
-while another card still decodes, then `app_ttfp_done.png` (full page) with the summary's time to first
-pass. Compare: the three methods; saves `app_compare_ttfp.png`. Facts go to `app_ttfp.json`.
+while another card still decodes (the window is tall enough from the start, so the shot is taken at once,
+without a resize), then `app_ttfp_done.png` (full page) with the summary's time to first pass. Compare:
+the three methods (with "stop at the first pass" unless --compare-all, to spare a slow CPU); saves
+`app_compare_ttfp.png`. Facts go to `app_ttfp.json`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "app"))
 
-from test_browser import SHOTS, _full_page_screenshot, _open, _set_number  # noqa: E402
+from test_browser import SHOTS, _click, _full_page_screenshot, _open, _set_number  # noqa: E402
 
 
 def _driver():
@@ -34,7 +36,9 @@ def _driver():
 
 
 def _badges(driver) -> list[str]:
-    return [b.text for b in driver.find_elements("css selector", "#bass-candidates .bass-card-head .bass-badge")]
+    # One script call reads them all: the cards are re-rendered between rounds, so element handles go stale.
+    return driver.execute_script("return [...document.querySelectorAll('#bass-candidates .bass-card-head "
+                                 ".bass-badge')].map(b => b.innerText.trim());")
 
 
 def pick_humaneval0(driver) -> None:
@@ -48,22 +52,40 @@ def pick_humaneval0(driver) -> None:
     time.sleep(1.0)
 
 
+def _set_seed(driver, seed: str) -> None:
+    """The Seed box (#bass-seed; found by its label on pages older than that id)."""
+    from selenium.webdriver.common.keys import Keys
+
+    box = driver.execute_script(
+        "return [...document.querySelectorAll('input[type=number]')]"
+        ".find(i => (i.closest('.block') || i.parentElement).textContent.includes('Seed'));")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(seed, Keys.TAB)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("url")
-    ap.add_argument("--max-new", default="128")
+    ap.add_argument("--max-new", default="64")
     ap.add_argument("--compare-max-new", default="64")
-    ap.add_argument("--timeout-s", type=float, default=900)
+    ap.add_argument("--compare-all", action="store_true", help="let every candidate finish in the comparison")
+    ap.add_argument("--seed", default="0")
+    ap.add_argument("--skip-compare", action="store_true")
+    ap.add_argument("--prefix", default="app_ttfp", help="file names of the Generate shots and the facts")
+    ap.add_argument("--timeout-s", type=float, default=900, help="per run, counted from the click (queue included)")
     a = ap.parse_args()
-    facts: dict = {}
+    facts: dict = {"max_new_tokens": a.max_new, "seed": a.seed, "compare_max_new_tokens": a.compare_max_new,
+                   "compare_stop_at_first_pass": not a.compare_all}
     d = _driver()
     try:
+        d.set_window_size(1440, 3000)
         _open(d, a.url)
         pick_humaneval0(d)
         _set_number(d, "#bass-k input[type=number]", "4")
         _set_number(d, "#bass-max-new input[type=number]", a.max_new)
         _set_number(d, "#bass-budget input[type=number]", "0")
-        d.find_element("css selector", "#bass-generate").click()
+        _set_seed(d, a.seed)
+        _click(d, "#bass-generate")
         t0 = time.monotonic()
         live_saved = False
         while time.monotonic() - t0 < a.timeout_s:
@@ -71,9 +93,10 @@ def main() -> None:
             ranked = d.find_elements("css selector", "#bass-candidates .bass-ranked")
             if not live_saved and "PASS" in badges and "running" in badges:
                 facts["first_pass_badge_s"] = round(time.monotonic() - t0, 1)
+                d.save_screenshot(str(SHOTS / f"{a.prefix}_live.png"))
                 facts["badges_at_first_pass"] = badges
+                facts["badges_after_shot"] = _badges(d)  # still a running card: the shot shows the moment
                 facts["status_at_first_pass"] = d.find_element("css selector", "#bass-status").text
-                _full_page_screenshot(d, SHOTS / "app_ttfp_live.png")
                 live_saved = True
             if ranked or d.find_elements("css selector", "#bass-status .bass-error"):
                 break
@@ -82,12 +105,16 @@ def main() -> None:
         facts["summary"] = d.find_element("css selector", "#bass-summary").text
         facts["status"] = d.find_element("css selector", "#bass-status").text
         facts["cards"] = [c.text.splitlines()[0] for c in d.find_elements("css selector", ".bass-ranked")]
-        _full_page_screenshot(d, SHOTS / "app_ttfp_done.png")
+        _full_page_screenshot(d, SHOTS / f"{a.prefix}_done.png")
         print(json.dumps(facts, indent=2), flush=True)
 
+        if a.skip_compare:
+            return
         d.set_window_size(1440, 1800)
         _set_number(d, "#bass-max-new input[type=number]", a.compare_max_new)
-        d.find_element("css selector", "#bass-compare").click()
+        if not a.compare_all:
+            _click(d, "#bass-stop-first input")
+        _click(d, "#bass-compare")
         t1 = time.monotonic()
         while time.monotonic() - t1 < a.timeout_s:
             if d.find_elements("css selector", "#bass-compare-status .bass-ok, #bass-compare-status .bass-error"):
@@ -98,9 +125,10 @@ def main() -> None:
         facts["compare_status"] = d.find_element("css selector", "#bass-compare-status").text
         facts["compare_table"] = d.find_element("css selector", "#bass-compare-table").text
         facts["ttfp_bars"] = len(d.find_elements("css selector", "#bass-ttfp-plot g.mark-rect path"))
+        print(json.dumps(facts, indent=2), flush=True)
         _full_page_screenshot(d, SHOTS / "app_compare_ttfp.png")
     finally:
-        (SHOTS / "app_ttfp.json").write_text(json.dumps(facts, indent=2) + "\n")
+        (SHOTS / f"{a.prefix}.json").write_text(json.dumps(facts, indent=2) + "\n")
         d.quit()
     print(json.dumps(facts, indent=2))
 

@@ -20,15 +20,21 @@ class FakeEngine:
 
     `texts[i]` is sequence i's whole completion; chunk j of it counts as `accepted[i][j]` accepted draft
     tokens out of `proposed`, plus one, so the numbers are known in advance for the tests.
+
+    `pause_after_first_finish_s`: the round after the one in which a sequence first finishes lasts that
+    long, or until the cancel event is set (a slow CPU round). `paused` is True meanwhile, so a test can
+    check that a verdict reached the page in the middle of that round.
     """
 
     device = "cpu"
 
     def __init__(self, config: EngineConfig | None = None, progress=None, texts=None, chunk=8, proposed=4,
-                 round_s=0.0, fail_with: Exception | None = None):
+                 round_s=0.0, fail_with: Exception | None = None, pause_after_first_finish_s: float = 0.0):
         self.config = config or EngineConfig(target="fake")
         self.texts = texts
         self.chunk, self.proposed, self.round_s, self.fail_with = chunk, proposed, round_s, fail_with
+        self.pause_s = pause_after_first_finish_s
+        self.paused = False
         self.calls: list[dict] = []
         if progress:
             progress("fake weights", 0.5)
@@ -59,11 +65,15 @@ class FakeEngine:
         stats = [[0, 0, 0, 0, 0.0] for _ in range(k)]  # tokens, rounds, proposed, accepted, finish time
         proposed = 0 if method == "regular" else self.proposed
         r, t = 0, 0.0
+        paused_once = False
         while not all(done):
             r += 1
             t += max(self.round_s, 0.001)
             if self.round_s:
                 time.sleep(self.round_s)
+            if self.pause_s and any(done) and not paused_once:
+                paused_once = True
+                t += self._pause(cancel)
             updates = []
             for i in range(k):
                 if done[i]:
@@ -94,6 +104,18 @@ class FakeEngine:
                            sum(s[1] for s in stats), sum(s[2] for s in stats), sum(s[3] for s in stats),
                            sum(ms) / len(ms) if ms else 0.0, tuple([proposed] * r))
         yield GenerationEvent("done", r, t, 0, (), tuple(c.text for c in cands), GenerationResult(cands, batch))
+
+
+    def _pause(self, cancel: threading.Event | None) -> float:
+        """Hold this round for `pause_s` or until cancelled; returns how long it held."""
+        start = time.monotonic()
+        self.paused = True
+        try:
+            while time.monotonic() - start < self.pause_s and not (cancel is not None and cancel.is_set()):
+                time.sleep(0.01)
+        finally:
+            self.paused = False
+        return time.monotonic() - start
 
 
 def fake_session(**engine_kwargs) -> EngineSession:

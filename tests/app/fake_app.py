@@ -1,7 +1,8 @@
 """The real app around a scripted engine, for fast browser tests: `python tests/app/fake_app.py PORT`.
 
-Sequence 0 writes a correct HumanEval/0 body in ~1 s; the others need ~8 s more, so a PASS badge has
-time to appear on sequence 0's card while they still decode.
+Sequence 0 writes a correct HumanEval/0 body in ~1 s (round ROUNDS_TO_FIRST_FINISH); the round after it
+is held for HELD_ROUND_S, as a slow CPU round would be, or until Stop. Sequence 0's PASS badge must appear
+during that held round, while the other cards still decode.
 """
 
 from __future__ import annotations
@@ -17,9 +18,14 @@ from app_fakes import BAD, GOOD, fake_session  # noqa: E402
 from app.main import launch_kwargs  # noqa: E402
 from app.ui import build_demo  # noqa: E402
 
+CHUNK = 8
+ROUNDS_TO_FIRST_FINISH = -(-len(GOOD) // CHUNK)
+HELD_ROUND_S = 45.0
+
 
 def main(port: int) -> None:
-    session = fake_session(texts=[GOOD, GOOD * 8, BAD * 30, GOOD * 8], chunk=8, round_s=0.06)
+    session = fake_session(texts=[GOOD, GOOD * 8, BAD * 30, GOOD * 8], chunk=CHUNK, round_s=0.06,
+                           pause_after_first_finish_s=HELD_ROUND_S)
     demo = build_demo(session)
     demo.queue(default_concurrency_limit=1)
     demo.launch(**{**launch_kwargs({"PORT": str(port)}), "server_name": "127.0.0.1"})

@@ -274,6 +274,8 @@ def fake_app_url(tmp_path_factory) -> Iterator[str]:
 
 
 def test_pass_badge_appears_while_another_card_is_decoding(fake_app_url, browser):
+    """Sequence 0's PASS shows during the held round after it finished, not when that round ends."""
+    from fake_app import HELD_ROUND_S, ROUNDS_TO_FIRST_FINISH
     from selenium.webdriver.common.keys import Keys
 
     _open(browser, fake_app_url)
@@ -285,17 +287,24 @@ def test_pass_badge_appears_while_another_card_is_decoding(fake_app_url, browser
     picker.send_keys(Keys.ENTER)
     _wait(browser, lambda d: "def has_close_elements" in
           d.find_element("css selector", "#bass-prompt textarea").get_attribute("value"), 20, "the prompt")
-    browser.find_element("css selector", "#bass-generate").click()
+    _click(browser, "#bass-generate")
 
     def badges(d) -> list[str]:
         return [b.text for b in d.find_elements("css selector", "#bass-candidates .bass-card-head .bass-badge")]
 
-    seen = _wait(browser, lambda d: (lambda b: "PASS" in b and "running" in b and b)(badges(browser)), 60,
-                 "a PASS badge while another card decodes")
-    assert seen[0] == "PASS" and seen.count("running") >= 2, seen
+    seen = _wait(browser, lambda d: (lambda b: "PASS" in b and "running" in b and b)(badges(browser)),
+                 HELD_ROUND_S * 2 / 3, "a PASS badge while another card decodes")
+    status = browser.find_element("css selector", "#bass-status").text
+    assert seen[0] == "PASS" and seen.count("running") == 3, seen
+    # The engine is still inside the round after sequence 0 finished: the verdict did not wait for it.
+    assert f"round {ROUNDS_TO_FIRST_FINISH} ·" in status and "1 tested, 1 pass" in status, status
     browser.save_screenshot(str(SHOTS / "app_ttfp_live_scripted.png"))  # scripted engine: the live moment
-    _wait(browser, lambda d: len(d.find_elements("css selector", "#bass-candidates .bass-ranked")) == 4, 60,
-          "the ranking")
+    _click(browser, "#bass-stop")  # reaches this browser's run: the held round ends, the others stay untested
+    cards = _wait(browser, lambda d: (lambda c: len(c) == 4 and c)(
+        d.find_elements("css selector", "#bass-candidates .bass-ranked")), HELD_ROUND_S + 120, "the ranking")
+    ranked = [c.find_element("css selector", ".bass-badge").text for c in cards]
+    assert ranked == ["PASS"] + ["STOPPED · UNTESTED"] * 3, ranked
+    assert "Stopped." in browser.find_element("css selector", "#bass-status").text
     summary = browser.find_element("css selector", "#bass-summary").text
     assert "time to first pass" in summary and "none" not in summary.split("time to first pass")[1][:8]
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import re
 import threading
+from html import unescape
 
 import pytest
 from app_fakes import FakeEngine, fake_session
@@ -76,7 +78,16 @@ def test_time_to_first_pass_for_every_method_in_table_bars_headline_and_files():
     expected = round(0.01 + rounds * 0.001, 2)
     assert list(final.table[TTFP_COLUMN]) == [expected] * 3 and list(final.table["passing"]) == ["1/2"] * 3
     assert list(final.first_pass[TTFP_COLUMN]) == [expected] * 3
-    assert "first pass" in final.status and "tokens/round" in final.status and "acceptance" in final.status
+    # the headline names every method with its acceptance (none for regular: it drafts nothing),
+    # tokens/round and time to first pass, as the table has them
+    detail = unescape(re.search(r'bass-status-detail">([^<]*)<', final.status).group(1))
+    parts = dict(part.split(": ", 1) for part in detail.split(" · "))
+    assert list(parts) == ["BASS", "regular batched", "single-seq speculative"], detail
+    for _, row in final.table.iterrows():
+        text = parts[row["method"]]
+        assert f"{row['tokens/round']:.2f} tokens/round" in text and f"first pass {expected:.1f} s" in text, text
+        acc = row["acceptance"]
+        assert (f"acceptance {acc:.0%}" in text) if acc != "—" else ("no drafts" in text), text
     with open(final.json_path) as f:
         data = json.load(f)
     assert [r["time_to_first_pass_s"] for r in data["runs"].values()] == [pytest.approx(0.01 + rounds * 0.001)] * 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
@@ -163,6 +164,26 @@ def test_a_pass_badge_appears_while_a_sibling_is_still_decoding():
     assert "1 tested, 1 pass" in live[0].status
     final = views[-1]
     assert "time to first pass" in final.summary and "Done." in final.status
+
+
+def test_a_verdict_is_drawn_in_the_middle_of_a_long_round():
+    # After seq 0 finishes, the next round holds for up to 60 s (a slow CPU round): seq 0's PASS must reach
+    # the page while the engine is still inside that round, not when the round ends.
+    session = fake_session(texts=[GOOD, GOOD * 4], chunk=8, pause_after_first_finish_s=60)
+    engine = session.engine
+    cancel = threading.Event()
+    views = generate_views(session, settings(k=2), cancel)
+    t0 = time.monotonic()
+    live = next(v for v in views if "PASS" in badges(v.candidates))
+    assert engine.paused, "the PASS badge waited for the end of the round"
+    assert time.monotonic() - t0 < 30
+    assert badges(live.candidates) == ["PASS", "running"]
+    assert f"round {math.ceil(len(GOOD) / 8)} ·" in live.status and "1 tested, 1 pass" in live.status
+    cancel.set()  # the Stop button ends the held round; the ranking keeps both candidates
+    final = list(views)[-1]
+    assert "Stopped." in final.status
+    assert badges(final.candidates) == ["PASS", "STOPPED · UNTESTED"]
+    assert "time to first pass" in final.summary
 
 
 def test_stop_at_first_pass_cancels_the_others_and_keeps_their_text():

@@ -146,3 +146,17 @@ def test_cli_says_a_prompt_file_must_be_utf8(tmp_path, capsys):
     ok.write_text("assert True\n")
     assert main(["generate", "--prompt-file", str(ok), "--stop-at-first-pass"]) == 2
     assert "--stop-at-first-pass needs --tests-file" in capsys.readouterr().err
+
+
+
+def test_on_verdicts_runs_once_the_verdicts_can_be_polled():
+    got: list[list[int]] = []  # what a poll found at each call: the batch that triggered it
+    worker: VerdictWorker[bool] = VerdictWorker(
+        lambda items: ["P" in text for _, text in items], bool,
+        on_verdicts=lambda: got.append([v.seq for v in worker.poll()]))
+    worker.submit(2, "P")
+    assert worker.wait_idle(10)
+    worker.submit(0, "F")
+    worker.close(10)
+    assert got == [[2], [0]]
+    assert {s: v.passed for s, v in worker.verdicts.items()} == {2: True, 0: False}
