@@ -1,22 +1,22 @@
-"""The embedded target's shipped draft: a small Qwen2 decoder whose embedding and LM head come from the target.
+"""The embedded target's shipped draft, and draft files written by the training pipeline.
 
-The file `bass/models/drafts/qwen2.5-coder-1.5b.draft.safetensors` (bf16, sha256-checked at load) holds the
-draft's blocks and final norm, and two projections onto the target's hidden width H:
+The shipped file `bass/models/drafts/qwen2.5-coder-1.5b.draft.safetensors` (bf16, 17.3 MB, sha256-checked
+at load) is a feature draft (`bass.models.feature_draft`, EAGLE-style): two blocks of width 512, W_fc and
+W_out. It reads the target's hidden states and uses the target's own embedding and LM head as they are,
+so its proposals are distributions over the target's whole vocabulary and sampling stays lossless.
+
+The pipeline also writes "standalone" drafts: a small Qwen2 decoder with two projections onto the
+target's hidden width H, whose token tables are derived at load from the target's:
 
     in_proj  [d, H]      embed_tokens = E_target in_projᵀ      [V, d]
     out_proj [d, H]      lm_head      = W_target out_projᵀ     [V, d]
 
 so logits = h lm_headᵀ = (h out_proj) W_targetᵀ: the draft writes into the target's own output space at
-rank d. Deriving the two [V, d] tables at load (two GEMMs over the target's already loaded weights, a few
-seconds on a CPU) spends the 20 MB size budget on layers instead of on 2 x 151,936 x d embedding rows,
-and its proposals are distributions over the target's whole vocabulary, so sampling stays lossless.
+rank d, and the 20 MB budget goes to layers instead of to 2 x 151,936 x d embedding rows.
 
-A file of kind "feature" holds instead a feature draft (`bass.models.feature_draft`, EAGLE-style): its
-blocks, W_fc and W_out; it uses the target's embedding and head as they are.
-
-The file's metadata carries the draft's config.json, its kind and a fingerprint of the target it was
-trained for; `shipped_draft(target)` returns None for any other target. Rebuild the file with the training pipeline
-(`python -m draft_training`, README "Training the draft").
+A file's metadata carries the draft's config.json, its kind ("feature" or "standalone") and a fingerprint
+of the target it was trained for; `shipped_draft(target)` returns None for any other target. Rebuild the
+file with the training pipeline (`python -m draft_training`, README "Training the draft").
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from bass.models.feature_draft import FeatureDraft
 from bass.models.llama import Transformer
 
 DRAFT_FILE = Path(__file__).parent / "drafts" / "qwen2.5-coder-1.5b.draft.safetensors"
-DRAFT_SHA256 = "f7cbdfc7f4dbd3e1334f2a8dcb12f5489ed3dea1f298279475f94d81bf4ff565"
+DRAFT_SHA256 = "6bb53de41c9fb8ce9c376d3ed82bc7b9455c2028138120c1220a16f0507e60e0"
 REBUILD_HINT = ("restore it with `git checkout -- bass/models/drafts` or rebuild it with the training pipeline "
                 "(`python -m draft_training all`, README 'Training the draft')")
 FINGERPRINT_ROWS = (0, 13, 220, 1000, 30000, 151643)  # token rows whose statistics identify the target
