@@ -44,12 +44,15 @@ def _chi_square_pvalue(samples, expected_probs):
 
 @pytest.mark.parametrize("params", [SamplingParams(temperature=1.0), SamplingParams(temperature=0.7, top_p=0.9)],
                          ids=["t1", "t0.7-p0.9"])
-@pytest.mark.parametrize("drafter", ["model", "ngram", "layer-skip"])
+@pytest.mark.parametrize("drafter", ["model", "feature", "ngram", "layer-skip"])
 @pytest.mark.parametrize("policy", [DraftLengthConfig(policy="heuristic"), DraftLengthConfig(probe_lengths=(1,))],
                          ids=["heuristic", "cost"])
 def test_second_token_follows_the_target(tiny_engine, tiny_dir, params, drafter, policy):
     # head_scale 6: peaked but not degenerate distributions; the draft is another random model (bad on purpose)
-    engine = tiny_engine("llama", draft_seed=7, head_scale=6.0)
+    if drafter == "feature":  # a random feature draft (EAGLE-style): it reads the target's hidden states
+        engine, drafter = tiny_engine("llama", feature_seed=7, head_scale=6.0), "model"
+    else:
+        engine = tiny_engine("llama", draft_seed=7, head_scale=6.0)
     expected = _expected_second_token(tiny_dir("llama", 0, 6.0), engine.tokenizer, params)
     samples, proposed, accepted = [], 0, 0
     for seed in range(50):
