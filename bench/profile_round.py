@@ -130,8 +130,8 @@ class _TimedDrafter(Drafter):
         self.inner, self.spent, self.inside = inner, spent, False
         self.proposes, self.name = inner.proposes, getattr(inner, "name", type(inner).__name__)
 
-    def prefill(self, prompts, samples, capacity):
-        self.inner.prefill(prompts, samples, capacity)
+    def prefill(self, prompts, samples, capacity, features=None):
+        self.inner.prefill(prompts, samples, capacity, features)
 
     def propose(self, *args):
         _sync()
