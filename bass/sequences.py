@@ -6,7 +6,7 @@ tokens of which the second is EOS keeps exactly the tokens regular decoding woul
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from bass.config import SamplingParams
@@ -49,6 +49,33 @@ class Sequence:
                              accepted=self.accepted, finish_time_s=t)
 
 
+def fast_decoder(tokenizer) -> Callable[[list[int]], str]:
+    """`tokenizer.decode(ids, skip_special_tokens=True)`, as a function of ids.
+
+    transformers' fast tokenizers decode in Rust, then optionally clean up spaces; the Python layers
+    around that cost about three times the decoding itself (13 vs 4 us for a few Qwen tokens), twice
+    per sequence and round. Where the clean-up is off and `decode` is transformers' own, the Rust
+    decoder is called directly: the same text. Anything else goes through `tokenizer.decode`.
+    """
+    def slow(ids: list[int]) -> str:
+        return tokenizer.decode(ids, skip_special_tokens=True)
+
+    try:
+        from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+        from transformers.tokenization_utils_fast import PreTrainedTokenizerFast
+    except ImportError:
+        return slow
+    cls, rust = type(tokenizer), getattr(tokenizer, "_tokenizer", None)
+    if (rust is None or getattr(tokenizer, "clean_up_tokenization_spaces", True)
+            or cls.decode is not PreTrainedTokenizerBase.decode or cls._decode is not PreTrainedTokenizerFast._decode):
+        return slow
+
+    def fast(ids: list[int]) -> str:
+        return rust.decode(ids, skip_special_tokens=True)
+
+    return fast
+
+
 class StopRule:
     """Appends emitted tokens to a sequence and decides whether, and why, it finished."""
 
@@ -56,9 +83,10 @@ class StopRule:
         self.tokenizer = tokenizer
         self.eos_ids = frozenset(eos_ids)
         self.params = params
+        self._decode_ids = fast_decoder(tokenizer)
 
     def _decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+        return self._decode_ids(ids)
 
     def _find_stop(self, text: str, start: int) -> int:
         hits = [i for s in self.params.stop if (i := text.find(s, max(0, start - len(s) + 1))) >= 0]
