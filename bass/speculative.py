@@ -75,7 +75,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
 
         seqs, hist = [s.seq for s in state.live], [s.history for s in state.live]
         # never draft past the token limit: a round emits at most l_b + 1 tokens
-        room = [params.max_new_tokens - len(s.generated) - 1 for s in state.live]
+        room = [params.max_new_tokens - s.num_generated - 1 for s in state.live]
         wanted = policy.lengths(seqs) if drafter.proposes else [0] * len(seqs)
         lengths = [max(0, min(n, m)) for n, m in zip(wanted, room, strict=True)]
         L = max(lengths, default=0)
