@@ -43,17 +43,17 @@ def process_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor
     """
     probs, covered = process_logits_deferred(logits, params)
     if covered is not None and not bool(covered.all()):
-        probs = process_logits_deferred(logits, params, candidates=None)[0]
+        probs = process_logits_deferred(logits, params, full_sort=True)[0]
     return probs
 
 
 def process_logits_deferred(logits: torch.Tensor, params: SamplingParams,
-                            candidates: int | None = TOP_P_CANDIDATES) -> tuple[torch.Tensor, torch.Tensor | None]:
+                            full_sort: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`process_logits` without a host synchronisation: (probs, covered).
 
-    covered [...] bool (None when no top-p applies) says, per row, that the top `candidates` tokens
+    covered [...] bool (None when no top-p applies) says, per row, that the top TOP_P_CANDIDATES tokens
     decided the top-p set; where it is False the probabilities are wrong and the caller must redo the
-    rows with candidates=None (a full sort), e.g. after the round's own synchronisation.
+    rows with full_sort=True, e.g. after the round's own synchronisation.
     """
     logits = logits.float()
     if params.greedy:
@@ -65,10 +65,10 @@ def process_logits_deferred(logits: torch.Tensor, params: SamplingParams,
     probs = torch.softmax(logits, dim=-1)
     if params.top_p >= 1.0:
         return probs, None
-    if candidates is None or candidates >= probs.shape[-1] // 2:
+    if full_sort or probs.shape[-1] // 2 <= TOP_P_CANDIDATES:
         return top_p_filter_sorted(probs, params.top_p), torch.ones(probs.shape[:-1], dtype=torch.bool,
                                                                     device=probs.device)
-    return top_p_filter(probs, params.top_p, candidates)
+    return top_p_filter(probs, params.top_p, TOP_P_CANDIDATES)
 
 
 def _stable_descending(values: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -103,7 +103,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
         packed = torch.cat([verdict.accepted[:, None], verdict.next_token[:, None], dlen[:, None].long(),
                             decided[:, None].long(), drafts.long()], 1).tolist()
         if not all(row[3] for row in packed):  # rare (a flat distribution): top-p by a full sort
-            probs = process_logits_deferred(logits, params, candidates=None)[0]
+            probs = process_logits_deferred(logits, params, full_sort=True)[0]
             verdict = verify_sampled(drafts, dlen, proposal.probs, probs, u_accept, u_sample)
             for row, a, t in zip(packed, verdict.accepted.tolist(), verdict.next_token.tolist(), strict=True):
                 row[:2] = a, t

@@ -117,7 +117,7 @@ def main() -> None:
     if a.baseline:
         root = Path(__file__).resolve().parent.parent
         with tempfile.TemporaryDirectory() as tmp:
-            archive = subprocess.run(["git", "-C", str(root), "archive", a.baseline, "bass"], check=True,
+            archive = subprocess.run(["git", "-C", str(root), "archive", a.baseline, "bass", "kernels"], check=True,
                                      capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
             out = subprocess.run([sys.executable, __file__, "--k", a.k, "--tokens", str(a.tokens), "--reps",

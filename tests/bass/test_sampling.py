@@ -5,14 +5,15 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from bass import sampling
 from bass.config import SamplingParams
 from bass.sampling import (
     SequenceRNG,
     process_logits,
-    process_logits_deferred,
     sample_from,
     stream_key,
     stream_uniforms,
+    top_p_filter,
     top_p_filter_sorted,
     verify_greedy,
     verify_sampled,
@@ -147,7 +148,7 @@ def _adversarial_logits(V: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("t,top_p", [(1.0, 0.9), (0.8, 0.95), (0.5, 0.5), (1.3, 0.99), (0.7, 0.25)])
-def test_top_p_from_candidates_equals_the_full_sort(t, top_p):
+def test_top_p_from_candidates_equals_the_full_sort(t, top_p, monkeypatch):
     V = 4000
     g = torch.Generator().manual_seed(int(t * 100 + top_p * 1000))
     random_rows = torch.randn(24, V, generator=g) * torch.linspace(0.5, 8.0, 24)[:, None]
@@ -155,10 +156,12 @@ def test_top_p_from_candidates_equals_the_full_sort(t, top_p):
     want = _full_sort_top_p(logits, t, top_p)
     params = SamplingParams(temperature=t, top_p=top_p)
     for k in (16, 256, 1024):
-        fast, covered = process_logits_deferred(logits, params, candidates=k)
+        fast, covered = top_p_filter(torch.softmax(logits.float() / t, -1), top_p, k)
         assert torch.equal(fast[covered], want[covered])  # bit for bit where the candidates decided
         assert not covered[24] and covered[:24].any()  # the flat row falls back; some rows are decided
-    assert torch.equal(process_logits(logits, params), want)  # with its fallback, for every row
+        with monkeypatch.context() as m:
+            m.setattr(sampling, "TOP_P_CANDIDATES", k)
+            assert torch.equal(process_logits(logits, params), want)  # with its fallback, for every row
     assert torch.equal(top_p_filter_sorted(torch.softmax(logits / t, -1), top_p), want)
 
 
