@@ -12,9 +12,10 @@ so every emitted token is distributed exactly as the processed target distributi
 draft (n-gram lookup) has q_i = onehot(x_i): acceptance is p_i(x_i) and the residual is p_i with x_i
 removed. Greedy decoding is the limit: accept while argmax p_i == x_i, then emit argmax p_i.
 
-Random numbers come from one generator per sequence (seeded from the request seed and the
-sequence's (prompt, sample) index), drawn as uniforms and turned into tokens by inverse-CDF sampling,
-so a sequence's stream never depends on which other sequences share its batch.
+Random numbers come from one counter-based stream per sequence (SplitMix64 keyed by the request
+seed and the sequence's (prompt, sample) index, computed on the device), drawn as uniforms and turned
+into tokens by inverse-CDF sampling, so a sequence's stream never depends on which other sequences
+share its batch.
 """
 
 from __future__ import annotations
@@ -25,28 +26,94 @@ import torch
 
 from bass.config import SamplingParams
 
+TOP_P_CANDIDATES = 1024  # top-p looks at this many most likely tokens first; a full sort only if they fall short
+_TOP_P_MARGIN = 1e-6  # > 2 float32 ulps of a cumulative mass <= 1: see `_top_p_from_candidates`
+
 
 def process_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     """Processed probabilities [..., V] in float32: softmax(logits / T), then top-k, then top-p.
 
-    Top-p keeps the smallest set of most likely tokens whose mass reaches top_p (always >= 1 token).
-    For greedy params this returns the one-hot of the argmax, the distribution greedy decoding samples.
+    Top-p keeps the smallest set of most likely tokens whose mass reaches top_p (always >= 1 token):
+    in the order (probability descending, token id ascending) — ties go to the lower id — token i is
+    kept iff the float32 mass of the tokens before it is < top_p. For greedy params this returns the
+    one-hot of the argmax, the distribution greedy decoding samples.
+
+    Exact top-p without sorting the vocabulary: see `top_p_filter`; the result is bit for bit the one
+    of the full sort (`top_p_filter_sorted`).
+    """
+    probs, covered = process_logits_deferred(logits, params)
+    if covered is not None and not bool(covered.all()):
+        probs = process_logits_deferred(logits, params, full_sort=True)[0]
+    return probs
+
+
+def process_logits_deferred(logits: torch.Tensor, params: SamplingParams,
+                            full_sort: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`process_logits` without a host synchronisation: (probs, covered).
+
+    covered [...] bool (None when no top-p applies) says, per row, that the top TOP_P_CANDIDATES tokens
+    decided the top-p set; where it is False the probabilities are wrong and the caller must redo the
+    rows with full_sort=True, e.g. after the round's own synchronisation.
     """
     logits = logits.float()
     if params.greedy:
-        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
+        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float(), None
     logits = logits / params.temperature
     if params.top_k and params.top_k < logits.shape[-1]:
         kth = torch.topk(logits, params.top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     probs = torch.softmax(logits, dim=-1)
-    if params.top_p < 1.0:
-        sorted_p, order = torch.sort(probs, dim=-1, descending=True)
-        mass_before = torch.cumsum(sorted_p, dim=-1) - sorted_p
-        sorted_p = sorted_p.masked_fill(mass_before >= params.top_p, 0.0)
-        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
-        probs = probs / probs.sum(-1, keepdim=True)
-    return probs
+    if params.top_p >= 1.0:
+        return probs, None
+    if full_sort or probs.shape[-1] // 2 <= TOP_P_CANDIDATES:
+        return top_p_filter_sorted(probs, params.top_p), torch.ones(probs.shape[:-1], dtype=torch.bool,
+                                                                    device=probs.device)
+    return top_p_filter(probs, params.top_p, TOP_P_CANDIDATES)
+
+
+def _stable_descending(values: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sort (values, ids) along the last axis by value descending, then id ascending (the tie rule).
+
+    One sort of an int64 key: a non-negative float32's bit pattern orders like the float.
+    """
+    key = (values.view(torch.int32).long() << 32) | (2**31 - 1 - ids)
+    order = torch.sort(key, dim=-1, descending=True).indices
+    return values.gather(-1, order), ids.gather(-1, order)
+
+
+def _renormalised(probs: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    kept = probs.masked_fill(~keep, 0.0)
+    return kept / kept.sum(-1, keepdim=True)
+
+
+def top_p_filter_sorted(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """The reference top-p (`process_logits`' rule) by a full sort of the vocabulary. [..., V] -> [..., V]"""
+    ids = torch.arange(probs.shape[-1], device=probs.device).expand(probs.shape)
+    sorted_p, order = _stable_descending(probs, ids)
+    mass_before = torch.cumsum(sorted_p, dim=-1) - sorted_p
+    keep = torch.zeros_like(probs, dtype=torch.bool).scatter_(-1, order, mass_before < top_p)
+    return _renormalised(probs, keep)
+
+
+def top_p_filter(probs: torch.Tensor, top_p: float, candidates: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-p from the `candidates` most likely tokens: (probs [..., V], covered [...]).
+
+    Let v be the smallest candidate probability. Every token above v is a candidate, so in the stable
+    order the candidates above v are exactly the first j* tokens of the full sort: same values, same
+    float32 prefix sums c, same keep decisions. When c[j*-1] >= top_p + margin, every later token's
+    mass-before is >= c[j*-1] minus two roundings (< margin), so none is kept: the set is decided
+    (covered). Otherwise (a flat distribution, or ties at v that the set might need) the row must be
+    redone by the full sort. torch.topk's order among equal values does not matter: the candidates
+    are re-sorted by the tie rule, and those at v are never kept.
+    """
+    vals, ids = torch.topk(probs, candidates, dim=-1)  # [..., K]
+    vals, ids = _stable_descending(vals, ids)
+    above = vals > vals[..., -1:]  # the candidates before the last tie group
+    cum = torch.cumsum(vals, dim=-1)
+    keep_sorted = (cum - vals < top_p) & above
+    covered = ((cum >= top_p + _TOP_P_MARGIN) & above).any(-1)
+    keep = torch.zeros_like(probs, dtype=torch.bool).scatter_(-1, ids, keep_sorted)
+    return _renormalised(probs, keep), covered
 
 
 def sample_from(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -60,20 +127,83 @@ def sample_from(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return idx.clamp_(max=probs.shape[-1] - 1)
 
 
-class SequenceRNG:
-    """Independent uniform streams, one per sequence, reproducible from (seed, prompt, sample)."""
+_GOLDEN = 0x9E3779B97F4A7C15  # SplitMix64's increment
+_MASK64 = (1 << 64) - 1
 
-    def __init__(self, seed: int, keys: list[tuple[int, int]]):
-        self._gens = {}
-        for key in keys:
-            g = torch.Generator()
-            g.manual_seed((seed * 1_000_003 + key[0] * 65_537 + key[1]) % (2**63))
-            self._gens[key] = g
+
+def _int64(x: int) -> int:
+    """A 64-bit pattern as the signed value torch's int64 stores."""
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def _mix64_int(z: int) -> int:
+    """SplitMix64's finaliser on a Python int (the host twin of `mix64`)."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def _shr(z: torch.Tensor, s: int) -> torch.Tensor:
+    """Logical right shift of int64 bit patterns (torch's >> is arithmetic)."""
+    return (z >> s) & ((1 << (64 - s)) - 1)
+
+
+def mix64(z: torch.Tensor) -> torch.Tensor:
+    """SplitMix64's finaliser on int64 tensors (multiplication wraps modulo 2^64, as on the host)."""
+    z = (z ^ _shr(z, 30)) * _int64(0xBF58476D1CE4E5B9)
+    z = (z ^ _shr(z, 27)) * _int64(0x94D049BB133111EB)
+    return z ^ _shr(z, 31)
+
+
+def stream_key(seed: int, prompt: int, sample: int) -> int:
+    """The 64-bit state of sequence (prompt, sample)'s stream under `seed`."""
+    h = _mix64_int((seed + _GOLDEN) & _MASK64)
+    h = _mix64_int((h * _GOLDEN + prompt + 1) & _MASK64)
+    return _mix64_int((h * _GOLDEN + sample + 1) & _MASK64)
+
+
+def stream_uniforms(keys: torch.Tensor, start: int, n: int) -> torch.Tensor:
+    """Draws start .. start+n-1 of the streams `keys` [B] int64: [B, n] float32 in [0, 1), multiples of 2^-24.
+
+    Draw j of a stream is SplitMix64's j-th output, mix64(key + (j + 1) * golden): a counter-based
+    generator, so any draw is computed directly, on any device, without a generator object.
+    """
+    steps = (torch.arange(start + 1, start + n + 1, device=keys.device) * _int64(_GOLDEN))  # wraps like the host
+    z = mix64(keys[:, None] + steps[None, :])
+    return _shr(z, 40).float() * 2.0**-24
+
+
+class SequenceRNG:
+    """Independent uniform streams, one per sequence, reproducible from (seed, prompt, sample).
+
+    Counter-based (`stream_uniforms`): the j-th draw of a sequence depends only on the seed, its key and
+    j, never on the batch it is drawn with. The draws are made on the device in blocks of `block`
+    per sequence ahead of use, so a round costs no host-to-device copy and usually no kernel either.
+    """
+
+    def __init__(self, seed: int, keys: list[tuple[int, int]], block: int = 256):
+        self.seed, self.block = seed, block
+        self._drawn = {key: 0 for key in keys}  # draws consumed per sequence
+        self._cache: tuple | None = None  # (keys, device, first draw, [B, width] uniforms)
 
     def uniforms(self, keys: list[tuple[int, int]], n: int, device: torch.device | str) -> torch.Tensor:
         """[len(keys), n] uniforms in [0, 1); each row advances only its own sequence's stream."""
-        rows = [torch.rand(n, generator=self._gens[k], dtype=torch.float64) for k in keys]
-        return torch.stack(rows).to(device=device, dtype=torch.float32) if rows else torch.zeros(0, n)
+        starts = [self._drawn[k] for k in keys]
+        for k in keys:
+            self._drawn[k] += n
+        if not keys:
+            return torch.zeros(0, n, device=device)
+        start, device = starts[0], torch.device(device)
+        if any(s != start for s in starts):  # rows at different points of their streams: draw them one by one
+            return torch.cat([self._draw([k], s, n, device) for k, s in zip(keys, starts, strict=True)])
+        c = self._cache
+        if c is None or c[0] != keys or c[1] != device or not c[2] <= start or start + n > c[2] + c[3].shape[1]:
+            c = self._cache = (list(keys), device, start, self._draw(keys, start, max(n, self.block), device))
+        return c[3][:, start - c[2]:start - c[2] + n]
+
+    def _draw(self, keys: list[tuple[int, int]], start: int, n: int, device: torch.device) -> torch.Tensor:
+        state = torch.tensor([_int64(stream_key(self.seed, *k)) for k in keys], dtype=torch.long)
+        return stream_uniforms(state.to(device), start, n)
 
 
 @dataclass

@@ -28,7 +28,7 @@ from bass.cache import KVCache
 from bass.draft_length import DraftLengthPolicy
 from bass.drafters import Drafter, Proposal
 from bass.events import SequenceUpdate
-from bass.sampling import SequenceRNG, process_logits, verify_greedy, verify_sampled
+from bass.sampling import SequenceRNG, process_logits_deferred, verify_greedy, verify_sampled
 from bass.sequences import Sequence, StopRule
 
 
@@ -64,6 +64,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
     params = stop.params
     device = state.cache.suffix_len.device
     r = first_round
+    last = None  # [B, 1] the last emitted token of each live sequence, kept on the device
     while state.live:
         now = started = time.perf_counter() - t0
         halt = "cancelled" if cancel is not None and cancel.is_set() else None
@@ -80,7 +81,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
 
         seqs, hist = [s.seq for s in state.live], [s.history for s in state.live]
         # never draft past the token limit: a round emits at most l_b + 1 tokens
-        room = [params.max_new_tokens - len(s.generated) - 1 for s in state.live]
+        room = [params.max_new_tokens - s.num_generated - 1 for s in state.live]
         wanted = policy.lengths(seqs) if drafter.proposes else [0] * len(seqs)
         lengths = [max(0, min(n, m)) for n, m in zip(wanted, room, strict=True)]
         L = max(lengths, default=0)
@@ -91,20 +92,30 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
             Proposal.empty(len(seqs), device)
         policy.drafted()  # timing mark: the cost policy weighs draft time against verify time
         drafts, dlen = proposal.tokens, proposal.lengths
-        last = torch.tensor([h[-1] for h in hist], dtype=torch.long, device=device)[:, None]
+        if last is None:
+            last = torch.tensor([h[-1] for h in hist], dtype=torch.long, device=device)[:, None]
         logits = target(torch.cat([last, drafts], 1), state.cache, (dlen + 1).to(torch.int32), attn)  # 3.
+        decided = torch.ones_like(dlen, dtype=torch.bool)
         if params.greedy:  # 4. accept
             verdict = verify_greedy(drafts, dlen, logits)
         else:  # a drafter may propose fewer than L tokens (n-gram lookup): width Lp <= L
             Lp = drafts.shape[1]
-            verdict = verify_sampled(drafts, dlen, proposal.probs, process_logits(logits, params),
-                                     u[:, L:L + Lp], u[:, 2 * L])
+            u_accept, u_sample = u[:, L:L + Lp], u[:, 2 * L]
+            probs, covered = process_logits_deferred(logits, params)
+            verdict = verify_sampled(drafts, dlen, proposal.probs, probs, u_accept, u_sample)
+            if covered is not None:  # top-p from the most likely tokens; a row they do not decide is redone
+                decided = covered.all(-1)
         # the round's one host synchronisation: everything the bookkeeping needs, in one copy
         packed = torch.cat([verdict.accepted[:, None], verdict.next_token[:, None], dlen[:, None].long(),
-                            drafts.long()], 1).tolist()
+                            decided[:, None].long(), drafts.long()], 1).tolist()
+        if not all(row[3] for row in packed):  # rare (a flat distribution): top-p by a full sort
+            probs = process_logits_deferred(logits, params, full_sort=True)[0]
+            verdict = verify_sampled(drafts, dlen, proposal.probs, probs, u_accept, u_sample)
+            for row, a, t in zip(packed, verdict.accepted.tolist(), verdict.next_token.tolist(), strict=True):
+                row[:2] = a, t
         accepted = [row[0] for row in packed]
         next_tok, proposed, draft_rows = [row[1] for row in packed], [row[2] for row in packed], \
-            [row[3:] for row in packed]
+            [row[4:] for row in packed]
 
         now = time.perf_counter() - t0
         updates = []
@@ -118,8 +129,9 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
                                           s.finish_reason))
 
         # 5. roll back: the target cache holds every token but the last emitted one
-        keep = torch.tensor([len(s.history) - 1 - s.prompt_len for s in state.live], device=device)
-        state.cache.truncate(keep)
+        # (a finished sequence's row may be left longer: it leaves the batch below)
+        state.cache.truncate(state.cache.suffix_len - (dlen - verdict.accepted))
+        last = verdict.next_token[:, None]
         drafter.commit([len(s.history) for s in state.live])
 
         # 6. finished sequences leave the batch
@@ -129,6 +141,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
             if rows:
                 state.cache = state.cache.compact(rows)
                 drafter.select(rows)
+                last = last[torch.tensor(rows, device=device)]
         policy.update(seqs, accepted, lengths)  # after all of the round's work, which its clock covers
         yield RoundReport(r, now, L, updates, started)
         r += 1

@@ -12,7 +12,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from bass.config import SamplingParams
 from bass.models.embedded import prepare
-from bass.sequences import Sequence, StopRule
+from bass.sequences import Sequence, StopRule, fast_decoder
 
 pytestmark = pytest.mark.embedded
 
@@ -65,3 +65,21 @@ def test_stop_string_with_incremental_text(tokenizer):
     # the kept tokens are the shortest prefix whose text holds the stop string
     kept = seq.generated
     assert "\nclass " in tokenizer.decode(kept) and "\nclass " not in tokenizer.decode(kept[:-1])
+
+
+def test_fast_decoder_gives_the_tokenizers_text(tokenizer):
+    decode = fast_decoder(tokenizer)
+    ids = tokenizer.encode(TEXT) + [t for t in (tokenizer.eos_token_id, tokenizer.bos_token_id) if t is not None]
+    rng = random.Random(0)
+    for _ in range(300):  # slices, special tokens included, and arbitrary ids (partial characters)
+        a = rng.randrange(len(ids))
+        piece = ids[a:a + rng.randint(1, 8)] + rng.sample(range(len(tokenizer)), 2)
+        assert decode(piece) == tokenizer.decode(piece, skip_special_tokens=True)
+
+
+def test_fast_decoder_falls_back_when_spaces_are_cleaned_up():
+    tok = metaspace_tokenizer()
+    tok.clean_up_tokenization_spaces = True  # not a plain Rust decode any more: go through transformers
+    ids = tok.encode("a , b .")
+    assert fast_decoder(tok)(ids) == tok.decode(ids, skip_special_tokens=True)
+    assert fast_decoder(tok).__name__ == "slow"

@@ -216,3 +216,25 @@ def test_sampling_is_reproducible_per_seed(tiny_engine, drafter):
     assert _ids(runs[0]) != _ids(runs[2])
     assert len(set(_ids(runs[0]))) > 1  # the k samples of one prompt differ
     assert runs[0].stats.proposed > 0
+
+
+@pytest.mark.parametrize("drafter", ["ngram", "model"])
+def test_top_p_from_few_candidates_samples_what_the_full_sort_samples(tiny_engine, drafter, monkeypatch):
+    """With 8 candidates of 384 tokens many rows need the full-sort fallback (in the round loop: a redo after
+    the round's synchronisation); every sampled token must still be the full sort's, seed for seed."""
+    from bass import sampling, speculative
+    engine = tiny_engine("llama", draft_seed=1, head_scale=6.0)
+    prompt = "for i in range(10):\n    print(i)\n" * 2
+    params = SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=16, seed=3)
+    kw = dict(k=4, method="bass", drafter=drafter, draft_length=DraftLengthConfig(policy="heuristic"), params=params)
+    full = engine.generate(prompt, **kw)  # 1024 candidates >= half of 384 tokens: the full sort
+    monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 8)
+    redone = []
+
+    def counted(logits, params, full_sort=False):
+        redone.append(full_sort)
+        return sampling.process_logits_deferred(logits, params, full_sort)
+
+    monkeypatch.setattr(speculative, "process_logits_deferred", counted)
+    assert _ids(engine.generate(prompt, **kw)) == _ids(full)
+    assert any(redone) and not all(redone)  # some rounds were decided by the candidates, some redone

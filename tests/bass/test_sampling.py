@@ -5,8 +5,19 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from bass import sampling
 from bass.config import SamplingParams
-from bass.sampling import SequenceRNG, process_logits, sample_from, verify_greedy, verify_sampled
+from bass.sampling import (
+    SequenceRNG,
+    process_logits,
+    sample_from,
+    stream_key,
+    stream_uniforms,
+    top_p_filter,
+    top_p_filter_sorted,
+    verify_greedy,
+    verify_sampled,
+)
 
 
 def _reference_filter(logits: np.ndarray, t: float, top_k: int, top_p: float) -> np.ndarray:
@@ -112,3 +123,99 @@ def test_sequence_rng_streams_do_not_depend_on_the_batch():
     alone = b.uniforms([(0, 1)], 5, "cpu")
     assert torch.equal(both[1], alone[0])
     assert not torch.equal(both[0], both[1])
+
+
+def _full_sort_top_p(logits: torch.Tensor, t: float, top_p: float) -> torch.Tensor:
+    """The full-sort implementation process_logits had before candidates, its tie rule made explicit
+    (a stable sort: among equal probabilities the lower token id comes first)."""
+    probs = torch.softmax(logits.float() / t, dim=-1)
+    sorted_p, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+    mass_before = torch.cumsum(sorted_p, dim=-1) - sorted_p
+    sorted_p = sorted_p.masked_fill(mass_before >= top_p, 0.0)
+    probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
+    return probs / probs.sum(-1, keepdim=True)
+
+
+def _adversarial_logits(V: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(3)
+    rows = [torch.zeros(V),  # flat: the candidates never reach top_p
+            torch.randint(0, 3, (V,), generator=g).float() * 2.0,  # three huge tie groups
+            torch.randint(0, 40, (V,), generator=g).float() / 2.0,  # many ties near the boundary
+            torch.cat([torch.full((5,), 8.0), torch.zeros(V - 5)]),  # the mass sits in one tie group of 5
+            torch.where(torch.arange(V) % 97 == 0, 12.0, 0.0),  # a tie group straddling the candidates' edge
+            torch.randn(V, generator=g) * 0.3]  # nearly flat
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("t,top_p", [(1.0, 0.9), (0.8, 0.95), (0.5, 0.5), (1.3, 0.99), (0.7, 0.25)])
+def test_top_p_from_candidates_equals_the_full_sort(t, top_p, monkeypatch):
+    V = 4000
+    g = torch.Generator().manual_seed(int(t * 100 + top_p * 1000))
+    random_rows = torch.randn(24, V, generator=g) * torch.linspace(0.5, 8.0, 24)[:, None]
+    logits = torch.cat([random_rows, _adversarial_logits(V)])
+    want = _full_sort_top_p(logits, t, top_p)
+    params = SamplingParams(temperature=t, top_p=top_p)
+    for k in (16, 256, 1024):
+        fast, covered = top_p_filter(torch.softmax(logits.float() / t, -1), top_p, k)
+        assert torch.equal(fast[covered], want[covered])  # bit for bit where the candidates decided
+        assert not covered[24] and covered[:24].any()  # the flat row falls back; some rows are decided
+        with monkeypatch.context() as m:
+            m.setattr(sampling, "TOP_P_CANDIDATES", k)
+            assert torch.equal(process_logits(logits, params), want)  # with its fallback, for every row
+    assert torch.equal(top_p_filter_sorted(torch.softmax(logits / t, -1), top_p), want)
+
+
+def test_top_p_ties_go_to_the_lower_token_id():
+    logits = torch.tensor([[0.0, 5.0, 5.0, 5.0, 0.0]])
+    p = process_logits(logits, SamplingParams(temperature=1.0, top_p=0.5))
+    assert torch.equal(p > 0, torch.tensor([[False, True, True, False, False]]))  # 2 of the 3 tied, lowest ids
+
+
+def _splitmix64(state: int):
+    """SplitMix64 as published (Vigna), in plain Python integers."""
+    mask = (1 << 64) - 1
+    while True:
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        yield z ^ (z >> 31)
+
+
+def test_stream_uniforms_are_splitmix64():
+    gen = _splitmix64(1234567)
+    want = [next(gen) for _ in range(40)]
+    assert want[:3] == [6457827717110365317, 3203168211198807973, 9817491932198370423]  # published vector
+    got = stream_uniforms(torch.tensor([1234567 - 2**64 * (1234567 >= 2**63)]), 0, 40)
+    assert torch.equal(got[0], torch.tensor([(z >> 40) / 2**24 for z in want]))
+    assert torch.equal(stream_uniforms(torch.tensor([1234567]), 7, 5)[0], got[0, 7:12])  # any draw, directly
+    key = stream_key(5, 2, 3)  # a key with the top bit set or not: the signed int64 view wraps the same way
+    gen = _splitmix64(key)
+    want = torch.tensor([(next(gen) >> 40) / 2**24 for _ in range(6)])
+    assert torch.equal(stream_uniforms(torch.tensor([key - 2**64 * (key >= 2**63)]), 0, 6)[0], want)
+
+
+def test_sequence_rng_draws_in_any_chunks_are_one_stream():
+    keys = [(0, 0), (0, 1), (2, 5)]
+    whole = SequenceRNG(11, keys).uniforms(keys, 300, "cpu")
+    rng = SequenceRNG(11, keys, block=64)  # chunks cross block edges; the batch shrinks midway
+    parts = [rng.uniforms(keys, n, "cpu") for n in (1, 9, 70, 20)]
+    assert torch.equal(torch.cat(parts, 1), whole[:, :100])
+    assert torch.equal(rng.uniforms(keys[1:], 50, "cpu"), whole[1:, 100:150])
+    rng.uniforms(keys[2:], 5, "cpu")  # now the rows stand at different draws
+    assert torch.equal(rng.uniforms(keys, 3, "cpu"), torch.stack([whole[0, 100:103], whole[1, 150:153],
+                                                                  whole[2, 155:158]]))
+
+
+def test_sequence_rng_is_uniform_and_reproducible():
+    keys = [(g, s) for g in range(4) for s in range(8)]
+    u = SequenceRNG(3, keys).uniforms(keys, 4000, "cpu")
+    assert torch.equal(u, SequenceRNG(3, keys).uniforms(keys, 4000, "cpu"))
+    assert not torch.equal(u, SequenceRNG(4, keys).uniforms(keys, 4000, "cpu"))
+    assert u.min() >= 0 and u.max() < 1
+    counts = torch.bincount((u.flatten() * 20).long(), minlength=20)
+    assert chisquare(counts.numpy()).pvalue > 1e-3
+    pairs = torch.bincount((u[:, :-1] * 8).long().flatten() * 8 + (u[:, 1:] * 8).long().flatten(), minlength=64)
+    assert chisquare(pairs.numpy()).pvalue > 1e-3  # consecutive draws independent
+    across = torch.bincount((u[:-1] * 8).long().flatten() * 8 + (u[1:] * 8).long().flatten(), minlength=64)
+    assert chisquare(across.numpy()).pvalue > 1e-3  # neighbouring sequences independent
