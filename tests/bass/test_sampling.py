@@ -219,3 +219,18 @@ def test_sequence_rng_is_uniform_and_reproducible():
     assert chisquare(pairs.numpy()).pvalue > 1e-3  # consecutive draws independent
     across = torch.bincount((u[:-1] * 8).long().flatten() * 8 + (u[1:] * 8).long().flatten(), minlength=64)
     assert chisquare(across.numpy()).pvalue > 1e-3  # neighbouring sequences independent
+
+
+def test_two_level_inverse_cdf_equals_the_flat_one_and_never_picks_zero_weight():
+    torch.manual_seed(0)
+    p = torch.rand(32, 151936) ** 8
+    p[:, ::3] = 0  # zero-weight tokens everywhere, block edges included
+    u = torch.cat([torch.rand(30), torch.tensor([0.0, 0.99999994])])
+    cdf = p.double().cumsum(-1)
+    want = torch.searchsorted(cdf, (u.double() * cdf[:, -1])[:, None], right=True).squeeze(-1)
+    got = sample_from(p, u)
+    assert torch.equal(got, want.clamp(max=151935))
+    assert bool((p.gather(-1, got[:, None]) > 0).all())
+    spikes = torch.zeros(3, 151936)
+    spikes[:, 5], spikes[:, 150000] = 1.0, 2.0  # mass only in the first and the last blocks
+    assert sample_from(spikes, torch.tensor([0.1, 0.5, 0.99999994])).tolist() == [5, 150000, 150000]
