@@ -108,7 +108,8 @@ def draft_autoregressively(forward: Callable[[torch.Tensor, torch.Tensor, bool],
     """Feed each sequence's pending tokens, then sample up to lengths[b] tokens one step at a time.
 
     `forward(tokens [B, T], q_len [B], last_only)` runs the draft model on its cache and returns
-    logits [B, 1 or T, V]. Sequences whose draft is complete get q_len 0 in later steps.
+    logits [B, 1 or T, V]. Sequences whose draft is complete get q_len 0 in later steps. Each step samples
+    from the processed draft distribution (greedy: takes its argmax); the proposal carries it for the verify.
     """
     B, L = len(pending), max(lengths, default=0)
     T0 = max(len(p) for p in pending)
@@ -119,11 +120,13 @@ def draft_autoregressively(forward: Callable[[torch.Tensor, torch.Tensor, bool],
     logits = forward(first.to(device), torch.tensor([len(p) for p in pending], device=device), True)[:, -1]
     tokens, probs = [], []
     for i in range(L):
-        p_i = process_logits(logits, params)  # [B, V]
-        d_i = sample_from(p_i, u[:, i])  # [B]
-        tokens.append(d_i)
-        if not params.greedy:
+        if params.greedy:  # the argmax: what sampling its one-hot would give, without the vocabulary scan
+            d_i = logits.argmax(-1)
+        else:
+            p_i = process_logits(logits, params)  # [B, V]
+            d_i = sample_from(p_i, u[:, i])  # [B]
             probs.append(p_i)
+        tokens.append(d_i)
         if i + 1 < L:
             logits = forward(d_i[:, None], (i + 1 < lens).to(torch.int32), False)[:, -1]
     if not tokens:
@@ -269,6 +272,8 @@ class FeatureDrafter(Drafter):
 def _append_rows(old: torch.Tensor, n_old: Sequence[int], new: torch.Tensor, n_new: Sequence[int]) -> torch.Tensor:
     """Row b: old[b, :n_old[b]] followed by new[b, :n_new[b]], as one [B, max(n_old + n_new), H] tensor
     (a gather: a fresh tensor, so `new` may be a CUDA graph's output buffer that the next replay overwrites)."""
+    if not any(n_old):  # the usual round: the proposal fed everything, so only the verify's rows remain
+        return new[:, :max(1, max(n_new))].to(old.dtype, copy=True)
     P = old.shape[1]
     width = max(1, max(a + c for a, c in zip(n_old, n_new, strict=True)))
     idx = [[j if j < a else P + j - a if j < a + c else 0 for j in range(width)]

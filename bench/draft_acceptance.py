@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bass import DraftLengthConfig, Engine, EngineConfig, SamplingParams  # noqa: E402
 from bass.config import HUMANEVAL_STOPS  # noqa: E402
 from bass.drafters import build_drafter  # noqa: E402
+from bass.engine import device_line  # noqa: E402
 from bass.models.loader import LoadedModel  # noqa: E402
 from sandbox.humaneval import load_humaneval  # noqa: E402
 
@@ -91,8 +92,8 @@ def main() -> None:
                 r = measure(engine, drafter, prompts, k, params, a.draft_length, a.batch_seqs)
                 rows.append({"prompts": set_name, "n": len(prompts), "mode": mode, "k": k, "drafter": name, **r})
                 print(json.dumps(rows[-1]), flush=True)
-    device = torch.cuda.get_device_name() if engine.device.type == "cuda" else "cpu"
-    out = {"device": device, "torch": torch.__version__, "target": engine.target.name, "draft_length": a.draft_length,
+    device = device_line(engine.device)
+    out = {"device": device, "target": engine.target.name, "draft_length": a.draft_length,
            "max_new_tokens": a.max_new_tokens, "rows": rows}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=1))

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import os
 import subprocess
@@ -53,6 +52,7 @@ from plot_gpu import (  # noqa: E402
 from profile_round import profile_round  # noqa: E402
 
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
+from bass.engine import device_line as engine_device_line  # noqa: E402
 from bass.metrics import decoder_flops_per_token  # noqa: E402
 from bass.synthetic import (  # noqa: E402
     TARGETS,
@@ -205,6 +205,7 @@ class Bench:
 
 
 def device_line(device: str) -> str:
+    """The engine's device line (`bass.engine.device_line`) plus what kernel timings also depend on."""
     import transformers
 
     try:
@@ -218,9 +219,8 @@ def device_line(device: str) -> str:
                                 capture_output=True, text=True, timeout=20).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         driver = "-"
-    name = torch.cuda.get_device_name() if device == "cuda" else "CPU dry run"
-    return (f"{name} (driver {driver}), torch {torch.__version__}, triton {triton_version}, "
-            f"transformers {transformers.__version__}, {datetime.date.today()}")
+    return (f"{engine_device_line(torch.device(device))} | driver {driver}, triton {triton_version}, "
+            f"transformers {transformers.__version__}")
 
 
 def main() -> None:

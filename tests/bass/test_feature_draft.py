@@ -86,3 +86,6 @@ def test_append_rows_is_ragged_concatenation():
     out = _append_rows(old, [1, 0], new, [2, 1])
     assert out.shape == (2, 3, 1)
     assert out[0, :, 0].tolist() == [0, 10, 11] and out[1, :1, 0].tolist() == [12]
+    fresh = _append_rows(old, [0, 0], new, [2, 1])  # nothing left from before: the new rows, copied
+    assert fresh[0, :, 0].tolist() == [10, 11] and fresh[1, :1, 0].tolist() == [12]
+    assert fresh.data_ptr() != new.data_ptr()
