@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 import pandas as pd
@@ -27,7 +27,7 @@ from app.charts import LiveRun, empty_accept_frame, empty_speed_frame
 from app.checks import run_tests
 from app.export import generation_payload, write_generation
 from app.feed import Feed
-from app.live_tests import engine_cancel, reports_by_seq, start_tests, submit_finished
+from app.live_tests import TestRunner, engine_cancel, reports_by_seq, start_tests, submit_finished
 from app.programs import build_program
 from app.ranking import TestReport, pass_summary, rank_candidates
 from app.session import EngineSession
@@ -37,7 +37,6 @@ log = logging.getLogger("bass.app")
 
 UPDATE_INTERVAL_S = 0.25
 POLL_S = 0.25
-TestRunner = Callable[[Sequence[str], str], list[TestReport]]
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,7 @@ def ranked_cards_html(rows: Sequence[RankedCandidate], note: str = "") -> str:
 def summary_html(summary: PassSummary, mean_ms_per_token: float, acceptance: float | None,
                  tokens_per_round: float, wall_s: float, method: str, pass_known_s: float | None = None) -> str:
     """The headline numbers of this prompt: time to first pass, Pass@First / Pass@All badges, latency,
-    acceptance. `pass_known_s`: when the first PASS verdict came back, seconds since the click."""
+    acceptance. `pass_known_s`: when the first PASS verdict came back, seconds since generation began."""
     parts = []
     if summary.tested:
         first = format_seconds_or_none(summary.first_pass_s)

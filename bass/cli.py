@@ -185,7 +185,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
     engine = Engine(cfg, progress=None if a.json else _progress)  # one load serves every method
     reports, t0 = {}, time.perf_counter()
     for m in methods:
-        reports[m] = run_humaneval(cfg, k=a.k, budget_s=None if budgets else a.budget_s, budgets=budgets,
+        reports[m] = run_humaneval(cfg, k=a.k, budget_s=a.budget_s, budgets=budgets,
                                    method=m, limit=a.limit, params=sampling_params(a), engine=engine, warmup=True,
                                    log=None if a.json else _progress_line, stop_at_first_pass=a.stop_at_first_pass)
     out = {"budgets": list(budgets or (a.budget_s,)), "methods": reports, "device": device_line(engine.device),

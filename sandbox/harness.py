@@ -38,11 +38,11 @@ import types
 
 
 def _reporter(fd: int, nonce: str):
-    write, getpid, dumps = os.write, os.getpid, repr  # bound now: the candidate may patch os and builtins
+    write, getpid, dumps = os.write, os.getpid, repr  # bound now: the test code may patch os and builtins
     pid = getpid()
 
     def report(**message: object) -> None:
-        if getpid() != pid:  # a fork of the candidate reached harness code: its word does not count
+        if getpid() != pid:  # a fork made by the test code reached harness code: its word does not count
             return
         data = (dumps(dict(message, n=nonce)) + "\n").encode()
         while data:
@@ -163,8 +163,7 @@ def _gone(handle: "bridge.Candidate", pid: int, report, unit: tuple[int, int, st
     report(k="gone", code=code, why=why)
 
 
-def _unit_failure(exc: BaseException, handle: "bridge.Candidate", left: dict[str, str],
-                  test_lines: dict[int, str]) -> dict[str, object]:
+def _unit_failure(exc: BaseException, left: dict[str, str], test_lines: dict[int, str]) -> dict[str, object]:
     failure = _failure(exc, "tests.py", test_lines)
     if isinstance(exc, NameError) and getattr(exc, "name", None) in left:
         name = exc.name
@@ -207,9 +206,9 @@ def judge(job: dict, tests: dict, sock: socket.socket, pid: int, layers: list[st
         tests_ns[tests["candidate_param"]] = handle.proxy(entry)
     report(k="load", ok=True)
     units = tests["units"]
-    test_lines = {lineno + offset: line for source, lineno, _ in units
+    test_lines = {lineno + offset: line for source, lineno in units
                   for offset, line in enumerate(source.splitlines())}
-    for index, (source, lineno, _) in enumerate(units):
+    for index, (source, lineno) in enumerate(units):
         handle.violation = None
         failure = None
         try:
@@ -218,7 +217,7 @@ def judge(job: dict, tests: dict, sock: socket.socket, pid: int, layers: list[st
             if isinstance(exc, MemoryError):
                 reserve = None
                 gc.collect()
-            failure = _unit_failure(exc, handle, left, test_lines)
+            failure = _unit_failure(exc, left, test_lines)
         if handle.gone is not None:  # even when the test caught CandidateGone itself
             return _gone(handle, pid, report, (index, lineno, source))
         if handle.violation is not None:  # even when the test caught the exception

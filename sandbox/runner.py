@@ -196,7 +196,7 @@ def _execute(template: Template, job: Job, plan: TestPlan, config: SandboxConfig
     # The tests travel apart from the job, in a file only the tests' process reads (after forking the
     # candidate's), so the test source is never in the candidate's memory.
     tests_fd = os.memfd_create("tests", os.MFD_CLOEXEC)
-    tests = marshal.dumps({"units": [(u.source, u.lineno, u.is_test) for u in plan.units],
+    tests = marshal.dumps({"units": [(u.source, u.lineno) for u in plan.units],
                            "candidate_param": plan.candidate_param})
     written = 0
     while written < len(tests):
