@@ -33,11 +33,15 @@ def to_report(outcome) -> TestReport:
 
 def run_tests(programs: Sequence[str], tests: str, *, timeout_s: float = TIMEOUT_S,
               memory_mb: int = MEMORY_MB) -> list[TestReport]:
-    """One report per program, in order. Blank tests still run each program (status `ran` or an error)."""
-    from sandbox import run_candidates
+    """One report per program, in order. Blank tests still run each program (status `ran` or an error).
+
+    The sandbox runs in its own process (`sandbox.service`), so the engine's thread in this one never
+    competes with it.
+    """
+    from sandbox import shared_service
 
     try:
-        outcomes = run_candidates(list(programs), tests if tests.strip() else None,
+        outcomes = shared_service().run_candidates(list(programs), tests if tests.strip() else None,
                                   entry_point=entry_point_of(tests), timeout_s=timeout_s, memory_mb=memory_mb)
     except ValueError as exc:  # the tests themselves are broken (e.g. do not parse): say so on every card
         return [TestReport("error", 0, 0, "", 0.0, detail=f"tests not runnable: {exc}") for _ in programs]

@@ -43,6 +43,9 @@ def main() -> None:
     for noisy in ("httpx", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     demo, session = create_app()
+    from sandbox import shared_service
+
+    shared_service().start()  # the sandbox's own process starts while the model loads
     print(f"BASS app: model {session.default_pair.label}; open the local URL below.", flush=True)
     demo.launch(**launch_kwargs(os.environ))
 

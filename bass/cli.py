@@ -140,10 +140,13 @@ def cmd_generate(a: argparse.Namespace) -> int:
 def _generate_tested(engine, prompt: str, tests: str, a: argparse.Namespace, params) -> tuple:
     """Generate with streaming verdicts: each completion runs against `tests` as soon as it finishes."""
     from bass.eval import stream_with_verdicts
-    from sandbox import run_candidates
+    from sandbox import shared_service
+
+    sandbox = shared_service()  # in its own process: off the engine's host thread
+    sandbox.start()
 
     def check(items) -> list[bool]:
-        return [o.all_passed for o in run_candidates([prompt + text for _, text in items], tests)]
+        return [o.all_passed for o in sandbox.run_candidates([prompt + text for _, text in items], tests)]
 
     result, verdicts = stream_with_verdicts(engine, prompt, k=a.k, params=params, method=a.method, check=check,
                                             passed=bool, stop_at_first_pass=a.stop_at_first_pass)

@@ -130,9 +130,11 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
     if budget_s is None:
         raise ValueError("give budget_s (seconds per problem) or budgets")
     from bass.engine import Engine
-    from sandbox import load_humaneval
-    from sandbox import run_humaneval as check
+    from sandbox import load_humaneval, shared_service
 
+    tests = shared_service()  # the sandbox in its own process: off the engine's host thread
+    tests.start()
+    check = tests.run_humaneval
     engine = engine or Engine(cfg)
     params = replace(params or SamplingParams(), time_budget_s=budget_s, stop=HUMANEVAL_STOPS)
     problems = load_humaneval()[:limit]

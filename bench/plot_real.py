@@ -15,13 +15,13 @@ from pathlib import Path
 
 
 def row_label(r: dict) -> str:
-    """'regular', 'BASS model', 'BASS model heuristic', 'BASS model +verdicts', 'single model'."""
+    """'regular', 'BASS model', 'BASS model heuristic', 'BASS model +verdicts (service)', 'single model'."""
     if r["method"] == "regular":
         return "regular"
     name = f"{'BASS' if r['method'] == 'bass' else 'single'} {r['drafter']}"
     if r.get("policy") and r.get("policy") != "cost":
         name += f" {r['policy']}"
-    return name + (" +verdicts" if r.get("verdicts") else "")
+    return name + (f" +verdicts ({r['verdicts']})" if r.get("verdicts") else "")
 
 
 def add_ratios(rows: list[dict]) -> None:

@@ -10,8 +10,9 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                --drafters); single-sequence speculative decoding with the best drafter at that k;
   at --policy-k  BASS with the best drafter under each draft-length policy (cost, the default, is the
                drafter row itself; the paper's heuristic; fixed L for each --fixed-l), and BASS with the
-               best drafter with vs without the streaming verdict tester (`bass.verdicts`: each candidate
-               goes to the sandbox the moment it finishes), the two interleaved prompt by prompt.
+               best drafter without and with the streaming verdict tester (`bass.verdicts`: each candidate
+               goes to the sandbox the moment it finishes), the sandbox in its own process (as the app and
+               the eval run it) and in the engine's process, the three interleaved prompt by prompt.
 
 Every configuration runs one untimed warm-up generation first (CUDA graphs captured, caches sized);
 then --repeats passes over the prompts, and the row is the pass with the median ms/token/seq.
@@ -116,10 +117,14 @@ class Bench:
             kw["drafter"] = drafter
         return lambda i: self.engine.generate(self.prompts[i], **kw)
 
-    def verdict_runner(self, k: int, drafter: str) -> Runner:
-        """BASS whose finished candidates go to the sandbox in the background (`bass.eval`), as the app does."""
+    def verdict_runner(self, k: int, drafter: str, where: str) -> Runner:
+        """BASS whose finished candidates go to the sandbox in the background (`bass.eval`), as the app does;
+        `where`: "service" (the sandbox's own process, as the app and the eval run it) or "in-process"."""
         from bass.eval import stream_with_verdicts
-        from sandbox import run_humaneval
+        from sandbox import run_humaneval, shared_service
+
+        if where == "service":
+            run_humaneval = shared_service().run_humaneval  # noqa: F811 (the same function, in the helper)
 
         def run(i: int) -> GenerationResult:
             prob = self.problems[i]
@@ -178,10 +183,12 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
                                                    a.repeats)["r"]), t)
         if not a.no_verdicts:
             t = time.perf_counter()
-            pair = measure({"without": b.runner("bass", k, best), "with": b.verdict_runner(k, best)},
+            where = ("service", "in-process")
+            pair = measure({"without": b.runner("bass", k, best), **{w: b.verdict_runner(k, best, w) for w in where}},
                            len(b.prompts), a.repeats)
-            for name in ("without", "with"):
-                add(row("bass", k, best, "cost", pair[name], verdicts=name == "with", pair="verdicts"), t)
+            for name in ("without", *where):
+                add(row("bass", k, best, "cost", pair[name], verdicts=None if name == "without" else name,
+                        pair="verdicts"), t)
     return rows
 
 

@@ -75,7 +75,7 @@ def test_dry_run_rows_and_ratios(dry_run):
     assert sorted(r["policy"] for r in rows if r["method"] == "bass" and r["drafter"] == best and not r.get("pair")) \
         == ["cost", "fixed L=3", "heuristic"]
     pair = [r for r in rows if r.get("pair") == "verdicts"]
-    assert [r["verdicts"] for r in pair] == [False, True] and {r["drafter"] for r in pair} == {best}
+    assert [r["verdicts"] for r in pair] == [None, "service", "in-process"] and {r["drafter"] for r in pair} == {best}
     regular = next(r for r in rows if r["method"] == "regular")
     for r in rows:
         assert r["k"] == 2 and r["sequences"] == 2 and 2 <= r["tokens"] <= 16
