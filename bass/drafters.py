@@ -59,8 +59,8 @@ class Drafter:
         """Up to lengths[b] draft tokens per sequence. u [B, max(lengths)] uniforms for sampling."""
         raise NotImplementedError
 
-    def commit(self, history_lens: Sequence[int]) -> None:
-        """The verify pass is done; sequence b now has history_lens[b] tokens."""
+    def commit(self, histories: Sequence[Sequence[int]]) -> None:
+        """The verify pass is done; histories[b] is sequence b's prompt + generated tokens now."""
 
     def select(self, rows: Sequence[int]) -> None:
         """Only the sequences at `rows` stay in the batch (in that order)."""
@@ -134,6 +134,24 @@ def draft_autoregressively(forward: Callable[[torch.Tensor, torch.Tensor, bool],
     return Proposal(torch.stack(tokens, 1), lens, torch.stack(probs, 1) if probs else None)
 
 
+class HostInts:
+    """A short list of ints to the device without stalling the host: through a reused pinned buffer on
+    CUDA (a pageable copy may wait for the stream). Reuse is safe because the round loop synchronises once
+    per round, after the copy of the round before was queued, and each call site has its own buffer."""
+
+    def __init__(self) -> None:
+        self._pinned: torch.Tensor | None = None
+
+    def to(self, values: Sequence[int], device: torch.device) -> torch.Tensor:
+        """values as a [len] int64 tensor on `device`."""
+        if device.type != "cuda":
+            return torch.tensor(values, dtype=torch.long, device=device)
+        if self._pinned is None or self._pinned.numel() < len(values):
+            self._pinned = torch.empty(max(64, len(values)), dtype=torch.long, pin_memory=True)
+        self._pinned.numpy()[:len(values)] = values
+        return self._pinned[:len(values)].to(device, non_blocking=True)
+
+
 class ModelDrafter(Drafter):
     name = "model"
 
@@ -145,6 +163,7 @@ class ModelDrafter(Drafter):
         self.cache: KVCache | None = None
         self.in_cache: list[int] = []  # tokens of each sequence whose K/V the draft cache holds
         self.prompt_lens: list[int] = []
+        self._lengths = HostInts()
 
     @torch.inference_mode()
     def prefill(self, prompts, samples, capacity, features=None):
@@ -180,10 +199,10 @@ class ModelDrafter(Drafter):
         self.in_cache = [len(h) + max(0, n - 1) for h, n in zip(histories, lengths, strict=True)]
         return proposal
 
-    def commit(self, history_lens):
-        self.in_cache = [min(c, n - 1) for c, n in zip(self.in_cache, history_lens, strict=True)]
+    def commit(self, histories):
+        self.in_cache = [min(c, len(h) - 1) for c, h in zip(self.in_cache, histories, strict=True)]
         suffix = [c - p for c, p in zip(self.in_cache, self.prompt_lens, strict=True)]
-        self.cache.truncate(torch.tensor(suffix, device=self.cache.suffix_len.device))
+        self.cache.truncate(self._lengths.to(suffix, self.cache.suffix_len.device))
 
     def select(self, rows):
         self.cache = self.cache.compact(list(rows))
@@ -191,15 +210,24 @@ class ModelDrafter(Drafter):
         self.prompt_lens = [self.prompt_lens[r] for r in rows]
 
 
+CATCH_UP = 8  # pending entries that make a round without drafts feed them (FeatureDrafter._catch_up)
+
+
 class FeatureDrafter(Drafter):
     """Drafts with a `FeatureDraft`, fed the target's hidden states f_t (module docstring of
     `bass.models.feature_draft`).
 
     Per sequence, entries 0 .. fed-1 of the draft cache hold (f_t, x_{t+1}) with the target's true f_t.
-    The target's features of the next `n_pending` positions are known but not fed yet (`pending`): the
-    prompt's last one after prefill, then after each verify those of the accepted positions. A proposal
-    feeds them, then drafts on its own predictions f̂; `commit` drops the f̂ entries (the target's true
-    features of the accepted tokens replace them next round) and queues the verify pass's features.
+    The target's features live in `feats` [B, C, H]: feats[b, j] = f_{first_b + j}, first_b being the
+    prompt's last position; the first `known_b` are real. A proposal feeds those not fed yet, then drafts
+    on its own predictions f̂; `commit` drops the f̂ entries (the true features replace them next round)
+    and writes the verify pass's features in place.
+
+    A round that drafted nothing (the cost policy's L = 0) costs one scatter here, plus every CATCH_UP such
+    rounds one draft forward that feeds the backlog (`_catch_up`): the verify's columns
+    i = 0 .. T-1 go to feats[b, known_b + i] whatever was accepted, because column i holds f of position
+    first_b + known_b + i exactly when it was accepted, and the columns after the accepted ones lie past
+    the new known_b, where the next verify writes before anything reads them.
     """
 
     name = "model"
@@ -212,8 +240,10 @@ class FeatureDrafter(Drafter):
         self.cache: KVCache | None = None
         self.fed: list[int] = []
         self.prompt_entries: list[int] = []  # entries of each sequence in the shared prompt prefix
-        self.pending: torch.Tensor | None = None  # [B, P, H] target features not yet fed
-        self.n_pending: list[int] = []
+        self.feats: torch.Tensor | None = None  # [B, C, H]; column C-1 is scratch for writes past the end
+        self.known: list[int] = []
+        self._fed_at_truncate: list[int] = []
+        self._offsets, self._lengths = HostInts(), HostInts()
 
     @torch.inference_mode()
     def prefill(self, prompts, samples, capacity, features=None):
@@ -232,55 +262,72 @@ class FeatureDrafter(Drafter):
         self.cache = self.arena.fork(cache, samples, capacity)
         self.prompt_entries = [n - 1 for n in lens for _ in range(samples)]
         self.fed = list(self.prompt_entries)
+        self._fed_at_truncate = list(self.fed)
         last = features[torch.arange(len(lens), device=device), torch.tensor(lens, device=device) - 1]  # [G, H]
-        self.pending = last.repeat_interleave(samples, 0)[:, None]  # [B, 1, H]
-        self.n_pending = [1] * len(self.fed)
+        # a generated position's suffix row is at most `capacity`, so f of it is at j <= capacity + 1
+        self.feats = torch.zeros(len(lens) * samples, capacity + 3, features.shape[-1], dtype=features.dtype,
+                                 device=device)
+        self.feats[:, 0] = last.repeat_interleave(samples, 0)
+        self.known = [1] * self.feats.shape[0]
+
+    def _pending(self, histories) -> tuple[list[list[int]], torch.Tensor]:
+        """Each sequence's entries not fed yet: tokens x_{t+1} (lists) and true features f_t [B, max n, H]."""
+        start = [f - p for f, p in zip(self.fed, self.prompt_entries, strict=True)]  # first unfed column
+        n = [k - s for k, s in zip(self.known, start, strict=True)]
+        tokens = [list(h[f + 1:f + 1 + c]) for h, f, c in zip(histories, self.fed, n, strict=True)]
+        cols = torch.tensor(start)[:, None] + torch.arange(max(n))  # [B, max n]
+        cols = cols.clamp(max=self.feats.shape[1] - 1).to(self.feats.device)
+        return tokens, self.feats.gather(1, cols[:, :, None].expand(-1, -1, self.feats.shape[2]))
 
     @torch.inference_mode()
     def propose(self, histories, lengths, params, u, target_cache):
-        device = self.cache.suffix_len.device
-        n = self.n_pending
-        tokens = [h[f + 1:f + 1 + c] for h, f, c in zip(histories, self.fed, n, strict=True)]
-        fed = {"features": self.pending[:, :max(n)]}
+        tokens, features = self._pending(histories)
+        fed = {"features": features}
 
         def forward(tok, q_len, last_only):
             logits = self.forward(tok, self.cache, q_len, self.attn, features=fed["features"], last_only=last_only)
             fed["features"] = last_rows(self.forward.hidden, q_len)  # f̂ of the last entry: the next step's input
             return logits
 
-        proposal = draft_autoregressively(forward, tokens, lengths, params, u, device)
-        self.fed = [f + c for f, c in zip(self.fed, n, strict=True)]  # the cache also holds the f̂ entries
-        self.n_pending = [0] * len(n)
+        proposal = draft_autoregressively(forward, tokens, lengths, params, u, self.cache.suffix_len.device)
+        self.fed = [f + len(t) for f, t in zip(self.fed, tokens, strict=True)]  # the cache also holds the f̂ entries
         return proposal
 
-    def commit(self, history_lens):
-        # verify columns 0 .. c_b-1 are the accepted positions: the target's true features to feed next
-        new = [n - 1 - f - p for n, f, p in zip(history_lens, self.fed, self.n_pending, strict=True)]
-        self.pending = _append_rows(self.pending, self.n_pending, self.target.hidden, new)
-        self.n_pending = [p + c for p, c in zip(self.n_pending, new, strict=True)]
-        suffix = [f - p for f, p in zip(self.fed, self.prompt_entries, strict=True)]
-        self.cache.truncate(torch.tensor(suffix, device=self.cache.suffix_len.device))
+    @torch.inference_mode()
+    def commit(self, histories):
+        hidden = self.target.hidden  # [B, T, H] the verify pass's features
+        B, T, H = hidden.shape
+        C = self.feats.shape[1]
+        cols = self._offsets.to(self.known, hidden.device)[:, None] + torch.arange(T, device=hidden.device)
+        rows = torch.arange(B, device=hidden.device)[:, None] * C + cols.clamp(max=C - 1)  # [B, T]
+        self.feats.view(B * C, H).index_copy_(0, rows.flatten(), hidden.reshape(B * T, H).to(self.feats.dtype))
+        # every token but the last emitted one has its true feature now
+        self.known = [len(h) - 1 - p for h, p in zip(histories, self.prompt_entries, strict=True)]
+        if self.fed != self._fed_at_truncate:  # a proposal ran: drop its f̂ entries
+            suffix = [f - p for f, p in zip(self.fed, self.prompt_entries, strict=True)]
+            self.cache.truncate(self._lengths.to(suffix, self.cache.suffix_len.device))
+        elif max(k + p - f for k, p, f in zip(self.known, self.prompt_entries, self.fed, strict=True)) >= CATCH_UP:
+            self._catch_up(histories)
+        self._fed_at_truncate = list(self.fed)
+
+    def _catch_up(self, histories) -> None:
+        """Feed the pending entries now: after a run of rounds without drafts, so that the next proposal's
+        first step stays narrow (a captured graph's width) and its cost is not the run's backlog."""
+        tokens, features = self._pending(histories)
+        padded = torch.zeros(len(tokens), max(map(len, tokens)), dtype=torch.long)
+        for b, t in enumerate(tokens):
+            padded[b, :len(t)] = torch.tensor(t, dtype=torch.long)
+        device = self.feats.device
+        q_len = torch.tensor([len(t) for t in tokens], dtype=torch.int32, device=device)
+        self.forward(padded.to(device), self.cache, q_len, self.attn, features=features, last_only=True)
+        self.fed = [f + len(t) for f, t in zip(self.fed, tokens, strict=True)]
 
     def select(self, rows):
         rows = list(rows)
         self.cache = self.cache.compact(rows)
-        self.pending = self.pending[torch.tensor(rows, device=self.pending.device)]
-        self.fed, self.n_pending, self.prompt_entries = ([v[r] for r in rows] for v in
-                                                         (self.fed, self.n_pending, self.prompt_entries))
-
-
-def _append_rows(old: torch.Tensor, n_old: Sequence[int], new: torch.Tensor, n_new: Sequence[int]) -> torch.Tensor:
-    """Row b: old[b, :n_old[b]] followed by new[b, :n_new[b]], as one [B, max(n_old + n_new), H] tensor
-    (a gather: a fresh tensor, so `new` may be a CUDA graph's output buffer that the next replay overwrites)."""
-    if not any(n_old):  # the usual round: the proposal fed everything, so only the verify's rows remain
-        return new[:, :max(1, max(n_new))].to(old.dtype, copy=True)
-    P = old.shape[1]
-    width = max(1, max(a + c for a, c in zip(n_old, n_new, strict=True)))
-    idx = [[j if j < a else P + j - a if j < a + c else 0 for j in range(width)]
-           for a, c in zip(n_old, n_new, strict=True)]
-    src = torch.cat([old, new.to(old.dtype)], 1)  # [B, P + W, H]
-    index = torch.tensor(idx, device=old.device)[:, :, None].expand(-1, -1, old.shape[2])
-    return src.gather(1, index)
+        self.feats = self.feats[torch.tensor(rows, device=self.feats.device)]
+        self.fed, self.known, self.prompt_entries, self._fed_at_truncate = (
+            [v[r] for r in rows] for v in (self.fed, self.known, self.prompt_entries, self._fed_at_truncate))
 
 
 class LayerSkipDrafter(Drafter):

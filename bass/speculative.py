@@ -132,7 +132,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
         # (a finished sequence's row may be left longer: it leaves the batch below)
         state.cache.truncate(state.cache.suffix_len - (dlen - verdict.accepted))
         last = verdict.next_token[:, None]
-        drafter.commit([len(s.history) for s in state.live])
+        drafter.commit([s.history for s in state.live])
 
         # 6. finished sequences leave the batch
         rows = [i for i, s in enumerate(state.live) if not s.finished]

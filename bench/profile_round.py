@@ -145,8 +145,8 @@ class _TimedDrafter(Drafter):
         self.spent["draft"] += time.perf_counter() - t
         return out
 
-    def commit(self, history_lens):
-        self.inner.commit(history_lens)
+    def commit(self, histories):
+        self.inner.commit(histories)
 
     def select(self, rows):
         self.inner.select(rows)

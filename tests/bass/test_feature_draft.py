@@ -5,12 +5,13 @@ import torch
 
 from bass.attention import get_backend
 from bass.config import DraftLengthConfig, SamplingParams
-from bass.drafters import FeatureDrafter, _append_rows
+from bass.drafters import FeatureDrafter, HostInts
 
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print("]
-# (policy, greedy): plain-decoding rounds (cost probes L=0), full drafts, growing drafts; both sampling modes
-CASES = [(DraftLengthConfig(), True), (DraftLengthConfig(policy="fixed", l0=3), False),
-         (DraftLengthConfig(policy="heuristic"), False)]
+# (policy, greedy): plain-decoding rounds (cost probes L=0), runs of them long enough for the drafter to
+# catch up in between (CATCH_UP), full drafts, growing drafts; both sampling modes
+CASES = [(DraftLengthConfig(), True), (DraftLengthConfig(probe_lengths=(0,) * 9 + (3,), explore_every=3), False),
+         (DraftLengthConfig(policy="fixed", l0=3), False), (DraftLengthConfig(policy="heuristic"), False)]
 
 
 class RecordingDrafter(FeatureDrafter):
@@ -54,11 +55,12 @@ def _from_scratch(engine, history: list[int]) -> torch.Tensor:
     return logits[0, -1]
 
 
-@pytest.mark.parametrize(("policy", "greedy"), CASES, ids=["cost-greedy", "fixed3-sampled", "heuristic-sampled"])
+@pytest.mark.parametrize(("policy", "greedy"), CASES, ids=["cost-greedy", "cost-runs-of-L0-sampled", "fixed3-sampled",
+                                                        "heuristic-sampled"])
 def test_draft_cache_holds_the_targets_true_features(tiny_engine, policy, greedy):
     engine = tiny_engine("llama", feature_seed=3, backend="torch")
     drafter = RecordingDrafter(engine.draft.model, engine.target.model, get_backend("torch", engine.device))
-    params = SamplingParams(max_new_tokens=20, seed=1, **({"temperature": 0.0} if greedy else {}))
+    params = SamplingParams(max_new_tokens=32, seed=1, **({"temperature": 0.0} if greedy else {}))
     result = engine.generate(PROMPTS, k=3, params=params, method="bass", drafter=drafter, draft_length=policy)
     assert result.stats.proposed > 0 and len(drafter.seen) > 10
     for history, got in drafter.seen:
@@ -80,12 +82,17 @@ def test_greedy_bass_with_a_feature_draft_equals_regular(tiny_engine, static):
     assert bass.stats.drafter == "model" and bass.stats.proposed > 0
 
 
-def test_append_rows_is_ragged_concatenation():
-    old = torch.arange(2 * 3 * 1.0).view(2, 3, 1)  # rows [0, 1, 2], [3, 4, 5]
-    new = 10 + torch.arange(2 * 2 * 1.0).view(2, 2, 1)  # rows [10, 11], [12, 13]
-    out = _append_rows(old, [1, 0], new, [2, 1])
-    assert out.shape == (2, 3, 1)
-    assert out[0, :, 0].tolist() == [0, 10, 11] and out[1, :1, 0].tolist() == [12]
-    fresh = _append_rows(old, [0, 0], new, [2, 1])  # nothing left from before: the new rows, copied
-    assert fresh[0, :, 0].tolist() == [10, 11] and fresh[1, :1, 0].tolist() == [12]
-    assert fresh.data_ptr() != new.data_ptr()
+def test_host_ints_reach_the_device_in_order():
+    staging = HostInts()
+    for values in ([3, 1, 2], list(range(100)), [7]):  # grows past its first buffer, then shrinks
+        got = staging.to(values, torch.device("cpu"))
+        assert got.dtype == torch.long and got.tolist() == values
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the pinned path needs CUDA; the CPU twin is above")
+def test_host_ints_pinned_copies_are_not_overwritten_before_they_run():
+    staging, dev = HostInts(), torch.device("cuda")
+    first = staging.to([1, 2, 3], dev)
+    torch.cuda.synchronize()  # the round loop's one sync comes between two uses
+    second = staging.to([4, 5, 6], dev)
+    assert first.tolist() == [1, 2, 3] and second.tolist() == [4, 5, 6]
