@@ -27,7 +27,7 @@ from bass.cache import CacheArena, KVCache
 from bass.config import SamplingParams
 from bass.models.feature_draft import FeatureDraft
 from bass.models.layers import last_rows
-from bass.sampling import process_logits, sample_from
+from bass.sampling import draft_distribution, sample_from
 
 
 @dataclass
@@ -109,7 +109,8 @@ def draft_autoregressively(forward: Callable[[torch.Tensor, torch.Tensor, bool],
 
     `forward(tokens [B, T], q_len [B], last_only)` runs the draft model on its cache and returns
     logits [B, 1 or T, V]. Sequences whose draft is complete get q_len 0 in later steps. Each step samples
-    from the processed draft distribution (greedy: takes its argmax); the proposal carries it for the verify.
+    from the draft distribution (`draft_distribution`; greedy: takes the argmax); the proposal carries it
+    for the verify.
     """
     B, L = len(pending), max(lengths, default=0)
     T0 = max(len(p) for p in pending)
@@ -123,7 +124,7 @@ def draft_autoregressively(forward: Callable[[torch.Tensor, torch.Tensor, bool],
         if params.greedy:  # the argmax: what sampling its one-hot would give, without the vocabulary scan
             d_i = logits.argmax(-1)
         else:
-            p_i = process_logits(logits, params)  # [B, V]
+            p_i = draft_distribution(logits, params)  # [B, V], no host synchronisation
             d_i = sample_from(p_i, u[:, i])  # [B]
             probs.append(p_i)
         tokens.append(d_i)
@@ -210,7 +211,7 @@ class ModelDrafter(Drafter):
         self.prompt_lens = [self.prompt_lens[r] for r in rows]
 
 
-CATCH_UP = 8  # pending entries that make a round without drafts feed them (FeatureDrafter._catch_up)
+CATCH_UP = 16  # pending entries that make a round without drafts feed them (FeatureDrafter._catch_up)
 
 
 class FeatureDrafter(Drafter):
@@ -311,15 +312,18 @@ class FeatureDrafter(Drafter):
         self._fed_at_truncate = list(self.fed)
 
     def _catch_up(self, histories) -> None:
-        """Feed the pending entries now: after a run of rounds without drafts, so that the next proposal's
-        first step stays narrow (a captured graph's width) and its cost is not the run's backlog."""
+        """Feed the pending entries now but each sequence's last (the next proposal drafts from it): after a
+        run of rounds without drafts, so that the proposal's first step stays narrow (a captured graph's
+        width) and its cost is not the run's backlog."""
         tokens, features = self._pending(histories)
-        padded = torch.zeros(len(tokens), max(map(len, tokens)), dtype=torch.long)
+        tokens = [t[:-1] for t in tokens]
+        width = max(map(len, tokens))
+        padded = torch.zeros(len(tokens), width, dtype=torch.long)
         for b, t in enumerate(tokens):
             padded[b, :len(t)] = torch.tensor(t, dtype=torch.long)
         device = self.feats.device
         q_len = torch.tensor([len(t) for t in tokens], dtype=torch.int32, device=device)
-        self.forward(padded.to(device), self.cache, q_len, self.attn, features=features, last_only=True)
+        self.forward(padded.to(device), self.cache, q_len, self.attn, features=features[:, :width], last_only=True)
         self.fed = [f + len(t) for f, t in zip(self.fed, tokens, strict=True)]
 
     def select(self, rows):

@@ -55,20 +55,39 @@ def process_logits_deferred(logits: torch.Tensor, params: SamplingParams,
     decided the top-p set; where it is False the probabilities are wrong and the caller must redo the
     rows with full_sort=True, e.g. after the round's own synchronisation.
     """
-    logits = logits.float()
     if params.greedy:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float(), None
-    logits = logits / params.temperature
-    if params.top_k and params.top_k < logits.shape[-1]:
-        kth = torch.topk(logits, params.top_k, dim=-1).values[..., -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)
+    probs = _tempered(logits, params)
     if params.top_p >= 1.0:
         return probs, None
     if full_sort or probs.shape[-1] // 2 <= TOP_P_CANDIDATES:
         return top_p_filter_sorted(probs, params.top_p), torch.ones(probs.shape[:-1], dtype=torch.bool,
                                                                     device=probs.device)
     return top_p_filter(probs, params.top_p, TOP_P_CANDIDATES)
+
+
+def _tempered(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """softmax(logits / T) after top-k, in float32: the distribution before top-p."""
+    logits = logits.float() / params.temperature
+    if params.top_k and params.top_k < logits.shape[-1]:
+        kth = torch.topk(logits, params.top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.softmax(logits, dim=-1)
+
+
+def draft_distribution(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """The distribution q [..., V] a draft samples its proposal from, without a host synchronisation.
+
+    Speculative sampling is exact for any q, as long as the draft token is drawn from q and the verify
+    uses that same q (accept with min(1, p/q), else resample from max(0, p − q)). So a draft need not
+    apply top-p exactly: rows whose top-p set the candidates decide get `process_logits`' result; the
+    others (flat distributions, rare) get the tempered softmax without top-p, where the target's side
+    would redo the row by a full sort after a synchronisation, one per draft step.
+    """
+    probs, covered = process_logits_deferred(logits, params)
+    if covered is None:
+        return probs
+    return torch.where(covered[..., None], probs, _tempered(logits, params))
 
 
 def _stable_descending(values: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

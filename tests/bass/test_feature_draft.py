@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+import bass.drafters
 from bass.attention import get_backend
 from bass.config import DraftLengthConfig, SamplingParams
 from bass.drafters import FeatureDrafter, HostInts
@@ -57,7 +58,8 @@ def _from_scratch(engine, history: list[int]) -> torch.Tensor:
 
 @pytest.mark.parametrize(("policy", "greedy"), CASES, ids=["cost-greedy", "cost-runs-of-L0-sampled", "fixed3-sampled",
                                                         "heuristic-sampled"])
-def test_draft_cache_holds_the_targets_true_features(tiny_engine, policy, greedy):
+def test_draft_cache_holds_the_targets_true_features(tiny_engine, monkeypatch, policy, greedy):
+    monkeypatch.setattr(bass.drafters, "CATCH_UP", 4)  # catch up within a short run of rounds without drafts
     engine = tiny_engine("llama", feature_seed=3, backend="torch")
     drafter = RecordingDrafter(engine.draft.model, engine.target.model, get_backend("torch", engine.device))
     params = SamplingParams(max_new_tokens=32, seed=1, **({"temperature": 0.0} if greedy else {}))

@@ -53,6 +53,10 @@ def test_second_token_follows_the_target(tiny_engine, tiny_dir, params, drafter,
         engine, drafter = tiny_engine("llama", feature_seed=7, head_scale=6.0), "model"
     else:
         engine = tiny_engine("llama", draft_seed=7, head_scale=6.0)
+    _assert_second_token_follows(engine, tiny_dir, params, drafter, policy)
+
+
+def _assert_second_token_follows(engine, tiny_dir, params, drafter, policy):
     expected = _expected_second_token(tiny_dir("llama", 0, 6.0), engine.tokenizer, params)
     samples, proposed, accepted = [], 0, 0
     for seed in range(50):
@@ -63,3 +67,24 @@ def test_second_token_follows_the_target(tiny_engine, tiny_dir, params, drafter,
         proposed, accepted = proposed + r.stats.proposed, accepted + r.stats.accepted
     assert proposed > 0 and accepted < proposed  # the rule was exercised: some drafts rejected
     assert _chi_square_pvalue(torch.tensor(samples), expected) > 1e-3
+
+
+def test_second_token_follows_the_target_when_the_draft_skips_top_p(tiny_engine, tiny_dir, monkeypatch):
+    """With 8 top-p candidates of 384 tokens, many draft rows are not decided by them and the draft samples
+    from its tempered softmax without top-p (`draft_distribution`): still exact, because the verify uses
+    the q the draft sampled from."""
+    from bass import drafters, sampling
+
+    engine = tiny_engine("llama", draft_seed=7, head_scale=6.0)
+    params = SamplingParams(temperature=0.7, top_p=0.9)
+    monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 8)
+    skipped = []
+
+    def counted(logits, params):
+        covered = sampling.process_logits_deferred(logits, params)[1]
+        skipped.append(int((~covered).sum()))
+        return sampling.draft_distribution(logits, params)
+
+    monkeypatch.setattr(drafters, "draft_distribution", counted)
+    _assert_second_token_follows(engine, tiny_dir, params, "model", DraftLengthConfig(probe_lengths=(1,)))
+    assert sum(skipped) > 0

@@ -234,3 +234,18 @@ def test_two_level_inverse_cdf_equals_the_flat_one_and_never_picks_zero_weight()
     spikes = torch.zeros(3, 151936)
     spikes[:, 5], spikes[:, 150000] = 1.0, 2.0  # mass only in the first and the last blocks
     assert sample_from(spikes, torch.tensor([0.1, 0.5, 0.99999994])).tolist() == [5, 150000, 150000]
+
+
+def test_draft_distribution_is_exact_top_p_where_decided_and_the_tempered_softmax_elsewhere(monkeypatch):
+    params = SamplingParams(temperature=0.7, top_p=0.9)
+    peaked = torch.zeros(384)
+    peaked[:3] = torch.tensor([12.0, 11.0, 10.0])
+    flat = torch.randn(384, generator=torch.Generator().manual_seed(0)) * 0.01
+    logits = torch.stack([peaked, flat])
+    monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 8)
+    covered = sampling.process_logits_deferred(logits, params)[1]
+    assert covered.tolist() == [True, False]
+    q = sampling.draft_distribution(logits, params)
+    torch.testing.assert_close(q[0], sampling.process_logits(logits[:1], params)[0])
+    torch.testing.assert_close(q[1], torch.softmax(logits[1] / 0.7, -1))
+    torch.testing.assert_close(q.sum(-1), torch.ones(2))
