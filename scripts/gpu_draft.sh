@@ -22,7 +22,8 @@ case "$1" in
     cat $V/parts/part*.bin > $GGUF
     want=$(python3 -c "import ast,sys; t=open('bass/models/embedded.py').read(); print(t.split('sha256=\"')[1].split('\"')[0])")
     echo "$want  $GGUF" | sha256sum -c
-    mkdir -p $WORK && tar -xzf $V/corpus-parts/corpus.tgz -C $WORK
+    mkdir -p $WORK
+    if [ -f $V/corpus-parts/corpus.tgz ]; then tar -xzf $V/corpus-parts/corpus.tgz -C $WORK; fi  # training only
     ls -la $WORK; nvidia-smi --query-gpu=name,memory.total --format=csv ;;
   completions)
     python3 -m draft_training completions --target $GGUF --work $WORK "${@:2}" 2>&1 | tee $OUT/completions.log
