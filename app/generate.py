@@ -138,10 +138,9 @@ def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
         if result is None:
             worker.close(timeout_s=0)
     programs = [build_program(s.prompt, c.text, s.style) for c in result.candidates]
-    cancelled = cancel.is_set()  # the Stop button (a stop at the first pass is not the user's)
     worker.close(timeout_s=0)  # no more submissions; the worker finishes what is queued
-    if not cancelled:
-        yield from _wait_for_verdicts(run, worker, s)
+    yield from _wait_for_verdicts(run, worker, s, cancel)
+    cancelled = cancel.is_set()  # Stop, while decoding or testing (a stop at the first pass is not the user's)
     wall_s = time.perf_counter() - t0
     worker.poll()
     reports = reports_by_seq(worker, len(programs))
@@ -150,12 +149,13 @@ def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
                       min(passes) if passes else None)
 
 
-def _wait_for_verdicts(run: LiveRun, worker, s: RunSettings) -> Iterator[GenerateView]:
-    """Decoding is over: show the cards (live verdicts included) while the last tests run."""
+def _wait_for_verdicts(run: LiveRun, worker, s: RunSettings, cancel: threading.Event) -> Iterator[GenerateView]:
+    """Decoding is over: show the cards (live verdicts included) while the last tests run, until they are
+    done or the Stop button is pressed (then the candidates still in the sandbox stay untested)."""
     t0 = time.perf_counter()
     while True:
         worker.poll()
-        if worker.pending <= 0:
+        if worker.pending <= 0 or cancel.is_set():
             return
         what = (f"Testing the last {worker.pending} candidate(s) in the sandbox…" if s.tests.strip() else
                 f"Running the last {worker.pending} candidate(s) in the sandbox (no tests given)…")

@@ -244,7 +244,7 @@ class FeatureDrafter(Drafter):
         self.feats: torch.Tensor | None = None  # [B, C, H]; column C-1 is scratch for writes past the end
         self.known: list[int] = []
         self._fed_at_truncate: list[int] = []
-        self._offsets, self._lengths = HostInts(), HostInts()
+        self._offsets, self._lengths, self._starts, self._catch_up_starts = (HostInts() for _ in range(4))
 
     @torch.inference_mode()
     def prefill(self, prompts, samples, capacity, features=None):
@@ -271,18 +271,20 @@ class FeatureDrafter(Drafter):
         self.feats[:, 0] = last.repeat_interleave(samples, 0)
         self.known = [1] * self.feats.shape[0]
 
-    def _pending(self, histories) -> tuple[list[list[int]], torch.Tensor]:
-        """Each sequence's entries not fed yet: tokens x_{t+1} (lists) and true features f_t [B, max n, H]."""
+    def _pending(self, histories, staging: HostInts) -> tuple[list[list[int]], torch.Tensor]:
+        """Each sequence's entries not fed yet: tokens x_{t+1} (lists) and true features f_t [B, max n, H].
+        `staging`: the caller's own (a proposal and the catch-up before it share no synchronisation)."""
         start = [f - p for f, p in zip(self.fed, self.prompt_entries, strict=True)]  # first unfed column
         n = [k - s for k, s in zip(self.known, start, strict=True)]
         tokens = [list(h[f + 1:f + 1 + c]) for h, f, c in zip(histories, self.fed, n, strict=True)]
-        cols = torch.tensor(start)[:, None] + torch.arange(max(n))  # [B, max n]
-        cols = cols.clamp(max=self.feats.shape[1] - 1).to(self.feats.device)
+        device = self.feats.device
+        cols = staging.to(start, device)[:, None] + torch.arange(max(n), device=device)  # [B, max n]
+        cols = cols.clamp(max=self.feats.shape[1] - 1)
         return tokens, self.feats.gather(1, cols[:, :, None].expand(-1, -1, self.feats.shape[2]))
 
     @torch.inference_mode()
     def propose(self, histories, lengths, params, u, target_cache):
-        tokens, features = self._pending(histories)
+        tokens, features = self._pending(histories, self._starts)
         fed = {"features": features}
 
         def forward(tok, q_len, last_only):
@@ -315,7 +317,7 @@ class FeatureDrafter(Drafter):
         """Feed the pending entries now but each sequence's last (the next proposal drafts from it): after a
         run of rounds without drafts, so that the proposal's first step stays narrow (a captured graph's
         width) and its cost is not the run's backlog."""
-        tokens, features = self._pending(histories)
+        tokens, features = self._pending(histories, self._catch_up_starts)
         tokens = [t[:-1] for t in tokens]
         width = max(map(len, tokens))
         padded = torch.zeros(len(tokens), width, dtype=torch.long)

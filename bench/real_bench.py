@@ -15,7 +15,8 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                the eval run it) and in the engine's process, the three interleaved prompt by prompt.
 
 Every configuration runs one untimed warm-up generation first (CUDA graphs captured, caches sized);
-then --repeats passes over the prompts, and the row is the pass with the median ms/token/seq.
+then --repeats passes over the prompts, and the row is the median pass by ms/token/seq (of an even
+number, the faster middle one: of two passes, the faster).
 Columns (DESIGN.md §2, over all sequences of all prompts of that pass):
 
   ms/tok/seq  mean over sequences of (finish time since decoding began / generated tokens)
@@ -258,7 +259,8 @@ def main(argv: list[str] | None = None) -> dict:
     except Exception as err:  # the numbers matter more than the picture
         info["plot_error"] = f"{type(err).__name__}: {err}"
     header = (f"{info['device']}\nreal weights: {info['target']} (draft {info['draft']}), {info['prompts']} HumanEval "
-              f"prompts x k, {a.max_new_tokens} new tokens, {info['sampling']}, median of {a.repeats} passes; "
+              f"prompts x k, {a.max_new_tokens} new tokens, {info['sampling']}, "
+              f"median of {a.repeats} passes (lower middle); "
               f"total {info['seconds']:.0f} s")
     prof = [f"profile {p['label']}: {p['wall_ms_per_round']:.2f} ms/round = drafter {p['draft_ms_per_round']:.2f}"
             f" + verify {p['verify_ms_per_round']:.2f} + host {p['host_ms_per_round']:.2f}"

@@ -102,6 +102,27 @@ def test_stop_ends_with_partial_untested_candidates():
     assert "not tested" in final.candidates
 
 
+def test_stop_while_the_last_tests_run_ends_the_run():
+    session = fake_session(texts=[GOOD, GOOD], chunk=8, round_s=0.005)
+    release, cancel = threading.Event(), threading.Event()
+
+    def stuck(programs, tests):  # a sandbox that takes its time
+        release.wait(30)
+        return [TestReport("passed", 1, 1, "", 0.01) for _ in programs]
+
+    try:
+        t0, views = time.monotonic(), []
+        for view in generate_views(session, settings(k=2), cancel, tester=stuck):
+            views.append(view)
+            if "Testing the last" in view.status:
+                cancel.set()
+        assert time.monotonic() - t0 < 20, "the Stop button waited for the sandbox"
+        assert any("Testing the last" in v.status for v in views[:-1])
+        assert "Stopped." in views[-1].status and "PASS" not in badges(views[-1].candidates)
+    finally:
+        release.set()
+
+
 def test_model_load_failure_is_reported():
     def factory(config, progress):
         progress("downloading", 0.1)
