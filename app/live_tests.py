@@ -15,8 +15,7 @@ from collections.abc import Callable, Sequence
 from app.programs import build_program
 from app.ranking import TestReport
 from app.settings import RunSettings
-from bass.events import GenerationEvent
-from bass.verdicts import VerdictWorker, either
+from bass.verdicts import VerdictWorker, either, submit_finished  # noqa: F401 (the pages' one import)
 
 TestRunner = Callable[[Sequence[str], str], list[TestReport]]
 
@@ -42,13 +41,6 @@ def engine_cancel(user_cancel: threading.Event, worker: VerdictWorker, *more: th
     """The event the engine polls: the Stop button, (with stop at the first pass) a passing candidate, or
     any of `more` (the page's feed, abandoned when the browser goes away)."""
     return either(user_cancel, worker.first_pass, *more)
-
-
-def submit_finished(worker: VerdictWorker, event: GenerationEvent) -> None:
-    """Queue every sequence this event finished, unless it was cancelled (those stay untested)."""
-    for u in event.updates:
-        if u.finished and u.finish_reason != "cancelled" and u.seq < len(event.texts):
-            worker.submit(u.seq, event.texts[u.seq])
 
 
 def reports_by_seq(worker: VerdictWorker, k: int) -> list[TestReport | None]:

@@ -45,7 +45,7 @@ def main() -> None:
     demo, session = create_app()
     from sandbox import shared_service
 
-    shared_service().start()  # the sandbox's own process starts while the model loads
+    shared_service()  # the sandbox's own process starts while the model loads
     print(f"BASS app: model {session.default_pair.label}; open the local URL below.", flush=True)
     demo.launch(**launch_kwargs(os.environ))
 

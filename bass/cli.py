@@ -143,7 +143,6 @@ def _generate_tested(engine, prompt: str, tests: str, a: argparse.Namespace, par
     from sandbox import shared_service
 
     sandbox = shared_service()  # in its own process: off the engine's host thread
-    sandbox.start()
 
     def check(items) -> list[bool]:
         return [o.all_passed for o in sandbox.run_candidates([prompt + text for _, text in items], tests)]

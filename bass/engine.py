@@ -285,12 +285,12 @@ class Engine:
         budget = None if params.time_budget_s is None else params.time_budget_s - prefill_s
         loop = dict(t0=t0, time_budget_s=budget, cancel=cancel)
         if method == "single":
-            def new_drafter(seq: Seq) -> Drafter:
+            def single_drafter(seq: Seq) -> Drafter:
                 d = self._drafter(name, attn)
                 g = seq.prompt_index
                 d.prefill([ids[g]], 1, capacity, features[g:g + 1])
                 return d
-            reports = baselines.single_sequence(self._target_fwd, attn, new_drafter, live, cache, stop, rng,
+            reports = baselines.single_sequence(self._target_fwd, attn, single_drafter, live, cache, stop, rng,
                                                 dl_cfg, **loop)
         else:
             if len(rows) < len(seqs):

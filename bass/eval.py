@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from bass.budgets import budget_key, counted_finish_times, record_round_starts
 from bass.config import HUMANEVAL_STOPS, EngineConfig, SamplingParams
-from bass.events import FINISHED_IN_TIME, Candidate, GenerationResult
+from bass.events import Candidate, GenerationResult
 from bass.metrics import (
     format_seconds_or_none,
     mean_ms_per_token,
@@ -33,7 +33,7 @@ from bass.metrics import (
     pass_at_k,
     time_to_first_pass,
 )
-from bass.verdicts import Checker, Verdict, VerdictWorker, either
+from bass.verdicts import Checker, Verdict, VerdictWorker, either, submit_finished
 
 TTFP = "time_to_first_pass_s"
 
@@ -93,9 +93,7 @@ def stream_with_verdicts(engine, prompt, *, k: int, params: SamplingParams, meth
     try:
         for event in engine.stream(prompt, k=k, params=params, method=method, chat=chat,
                                    cancel=either(cancel, worker.first_pass)):
-            for u in event.updates:
-                if u.finished and u.finish_reason in FINISHED_IN_TIME:
-                    worker.submit(u.seq, event.texts[u.seq])
+            submit_finished(worker, event)
             if round_starts is not None:
                 record_round_starts(event, round_starts)
             worker.poll()
@@ -132,9 +130,7 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
     from bass.engine import Engine
     from sandbox import load_humaneval, shared_service
 
-    tests = shared_service()  # the sandbox in its own process: off the engine's host thread
-    tests.start()
-    check = tests.run_humaneval
+    check = shared_service().run_humaneval  # the sandbox in its own process: off the engine's host thread
     engine = engine or Engine(cfg)
     params = replace(params or SamplingParams(), time_budget_s=budget_s, stop=HUMANEVAL_STOPS)
     problems = load_humaneval()[:limit]

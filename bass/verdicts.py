@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from bass.events import FINISHED_IN_TIME, GenerationEvent
+
 log = logging.getLogger("bass.verdicts")
 
 V = TypeVar("V")
@@ -172,3 +174,11 @@ class VerdictWorker(Generic[V]):
         with self._idle:
             self._handled += n
             self._idle.notify_all()
+
+
+def submit_finished(worker: VerdictWorker, event: GenerationEvent) -> None:
+    """Queue every sequence this event finished by itself (EOS, a stop string, its token limit); those cut
+    by the time budget or a cancel stay untested, in the app as in the eval."""
+    for u in event.updates:
+        if u.finished and u.finish_reason in FINISHED_IN_TIME and u.seq < len(event.texts):
+            worker.submit(u.seq, event.texts[u.seq])

@@ -11,7 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as `python bench/...`
 
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams
 from bass.engine import Engine

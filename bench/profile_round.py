@@ -133,23 +133,26 @@ class _TimedDrafter(Drafter):
     def prefill(self, prompts, samples, capacity, features=None):
         self.inner.prefill(prompts, samples, capacity, features)
 
-    def propose(self, *args):
+    def _timed(self, name: str, *args):
         _sync()
         t, self.inside = time.perf_counter(), True
         try:
-            with torch.profiler.record_function("drafter propose"):
-                out = self.inner.propose(*args)
+            with torch.profiler.record_function(f"drafter {name}"):
+                out = getattr(self.inner, name)(*args)
             _sync()
         finally:
             self.inside = False
         self.spent["draft"] += time.perf_counter() - t
         return out
 
-    def commit(self, histories):
-        self.inner.commit(histories)
+    def propose(self, *args):
+        return self._timed("propose", *args)
+
+    def commit(self, histories):  # a feature draft's scatter, truncate and catch-up forward are drafter work
+        return self._timed("commit", histories)
 
     def select(self, rows):
-        self.inner.select(rows)
+        return self._timed("select", rows)
 
 
 def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method: str, drafter: str | None,

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-from bass.config import SamplingParams
-from bass.sampling import SequenceRNG, process_logits
-from bench.round_overhead import VOCAB, logit_bank
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as `python bench/...`
+
+from bass.config import SamplingParams  # noqa: E402
+from bass.sampling import SequenceRNG, process_logits  # noqa: E402
+from bench.round_overhead import VOCAB, logit_bank  # noqa: E402
 
 
 def full_sort_top_p(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:

@@ -138,7 +138,7 @@ def window_loss(student: Student | FeatureStudent, teacher: Teacher, window: tor
         t_logits = (teacher.hidden(x) @ teacher.head.T).float()  # [B, T, V]
     t_logp = F.log_softmax(t_logits, -1)
     if loss == "distill":
-        value = (t_logp.exp() * (t_logp - s_logp)).sum(-1).mean()
+        value = _kl(t_logp, s_logits)
     else:
         value = F.nll_loss(s_logp.flatten(0, 1), y.flatten())
     agree = (s_logits.argmax(-1) == t_logits.argmax(-1)).float().mean()

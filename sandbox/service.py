@@ -97,10 +97,11 @@ _shared_lock = threading.Lock()
 
 
 def shared_service() -> SandboxService:
-    """This process's one helper (started on first use, stopped at exit)."""
+    """This process's one helper (started when first asked for, stopped at exit)."""
     global _shared
     with _shared_lock:
         if _shared is None:
             _shared = SandboxService()
+            _shared.start()  # its start-up overlaps whatever the caller does before the first batch
             atexit.register(_shared.close)
         return _shared
