@@ -62,16 +62,18 @@ class KVCache:
         start = self.prefix_len[self.seq_group.long()] + self.suffix_len
         return start.long()[:, None] + torch.arange(t, device=start.device)
 
-    def write(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor, q_len: torch.Tensor) -> None:
-        """Store the K/V of the next tokens ([B, T, Hkv, D]) at rows suffix_len .. suffix_len+q_len-1.
+    def write_rows(self, t: int, q_len: torch.Tensor) -> torch.Tensor:  # [B, t] int64
+        """The suffix rows the next `t` tokens' K/V go to: suffix_len .. suffix_len+q_len-1, and the scratch
+        row past `capacity` for padding tokens (i >= q_len[b]), which no length ever reaches: a dense
+        scatter with no data-dependent shape, and no valid row is overwritten. The same for every layer,
+        so a forward computes them once."""
+        i = torch.arange(t, device=self.suffix_len.device)
+        rows = self.suffix_len.long()[:, None] + i  # [B, t]
+        return torch.where((i < q_len.long()[:, None]) & (rows < self.capacity), rows, self.capacity)
 
-        Padding tokens (i >= q_len[b]) go to the scratch row past `capacity`, which no length ever
-        reaches: a dense scatter with no data-dependent shape, and no valid row is overwritten.
-        """
+    def write(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor, rows: torch.Tensor) -> None:
+        """Store the K/V of the next tokens ([B, T, Hkv, D]) at `rows` [B, T] (`write_rows`)."""
         B, T = k_new.shape[:2]
-        i = torch.arange(T, device=k_new.device)
-        rows = self.suffix_len.long()[:, None] + i  # [B, T]
-        rows = torch.where((i < q_len.long()[:, None]) & (rows < self.capacity), rows, self.capacity)
         b = torch.arange(B, device=k_new.device)[:, None].expand(B, T)
         self.suffix_k[layer].index_put_((b, rows), k_new)
         self.suffix_v[layer].index_put_((b, rows), v_new)

@@ -27,7 +27,7 @@ from bass.cache import CacheArena, KVCache
 from bass.config import SamplingParams
 from bass.models.feature_draft import FeatureDraft
 from bass.models.layers import last_rows
-from bass.sampling import draft_distribution, sample_from
+from bass.rules import draft_rule, run_then
 
 
 @dataclass
@@ -102,37 +102,36 @@ class NgramDrafter(Drafter):
         return Proposal(tokens.to(device), lens.to(device), None)
 
 
-def draft_autoregressively(forward: Callable[[torch.Tensor, torch.Tensor, bool], torch.Tensor],
-                           pending: Sequence[Sequence[int]], lengths: Sequence[int], params: SamplingParams,
-                           u: torch.Tensor, device: torch.device | str) -> Proposal:
+def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pending: Sequence[Sequence[int]],
+                           lengths: Sequence[int], params: SamplingParams, u: torch.Tensor,
+                           device: torch.device | str) -> Proposal:
     """Feed each sequence's pending tokens, then sample up to lengths[b] tokens one step at a time.
 
-    `forward(tokens [B, T], q_len [B], last_only)` runs the draft model on its cache and returns
-    logits [B, 1 or T, V]. Sequences whose draft is complete get q_len 0 in later steps. Each step samples
-    from the draft distribution (`draft_distribution`; greedy: takes the argmax); the proposal carries it
-    for the verify.
+    `step(tokens [B, T], q_len [B], last_only, u_i [B])` runs the draft model on its cache and samples
+    from its last column by a `bass.rules.DraftRule`: (d_i [B],) greedy, else (d_i, q_i [B, V]).
+    Sequences whose draft is complete get q_len 0 in later steps. The proposal carries each q_i for the
+    verify; a step's outputs may be a graph's buffers, which the next step overwrites, so they are copied.
     """
     B, L = len(pending), max(lengths, default=0)
+    if L == 0:
+        return Proposal.empty(B, device)
     T0 = max(len(p) for p in pending)
     first = torch.zeros(B, T0, dtype=torch.long)
     for b, p in enumerate(pending):
         first[b, :len(p)] = torch.tensor(p, dtype=torch.long)
     lens = torch.tensor(lengths, dtype=torch.long, device=device)
-    logits = forward(first.to(device), torch.tensor([len(p) for p in pending], device=device), True)[:, -1]
-    tokens, probs = [], []
+    tokens = torch.empty(B, L, dtype=torch.long, device=device)
+    probs = None
+    out = step(first.to(device), torch.tensor([len(p) for p in pending], device=device), True, u[:, 0])
     for i in range(L):
-        if params.greedy:  # the argmax: what sampling its one-hot would give, without the vocabulary scan
-            d_i = logits.argmax(-1)
-        else:
-            p_i = draft_distribution(logits, params)  # [B, V], no host synchronisation
-            d_i = sample_from(p_i, u[:, i])  # [B]
-            probs.append(p_i)
-        tokens.append(d_i)
+        tokens[:, i] = out[0]
+        if len(out) > 1:
+            if probs is None:
+                probs = out[1].new_empty(B, L, out[1].shape[-1])  # [B, L, V]
+            probs[:, i] = out[1]
         if i + 1 < L:
-            logits = forward(d_i[:, None], (i + 1 < lens).to(torch.int32), False)[:, -1]
-    if not tokens:
-        return Proposal.empty(B, device)
-    return Proposal(torch.stack(tokens, 1), lens, torch.stack(probs, 1) if probs else None)
+            out = step(tokens[:, i:i + 1], (i + 1 < lens).to(torch.int32), False, u[:, i + 1])
+    return Proposal(tokens, lens, probs)
 
 
 class HostInts:
@@ -184,18 +183,12 @@ class ModelDrafter(Drafter):
         device = self.cache.suffix_len.device
         pending = [h[n:] for h, n in zip(histories, self.in_cache, strict=True)]
 
-        def forward(tokens, q_len, last_only):
-            logits = self.forward(tokens, self.cache, q_len, self.attn, last_only=last_only)
-            # One tokenizer, but a family's models may pad their embeddings differently: compare
-            # distributions over the target's vocabulary (extra draft columns are never valid tokens).
-            V = logits.shape[-1]
-            if self.target_vocab < V:
-                return logits[..., :self.target_vocab]
-            if self.target_vocab > V:
-                return torch.nn.functional.pad(logits, (0, self.target_vocab - V), value=float("-inf"))
-            return logits
+        rule = draft_rule(params, self.target_vocab)  # q over the target's vocabulary, whatever the draft's
 
-        proposal = draft_autoregressively(forward, pending, lengths, params, u, device)
+        def step(tokens, q_len, last_only, u_i):
+            return run_then(self.forward, rule, (u_i,), tokens, self.cache, q_len, self.attn, last_only=last_only)
+
+        proposal = draft_autoregressively(step, pending, lengths, params, u, device)
         # the cache now holds the pending tokens and d_1 .. d_{l-1}
         self.in_cache = [len(h) + max(0, n - 1) for h, n in zip(histories, lengths, strict=True)]
         return proposal
@@ -286,13 +279,15 @@ class FeatureDrafter(Drafter):
     def propose(self, histories, lengths, params, u, target_cache):
         tokens, features = self._pending(histories, self._starts)
         fed = {"features": features}
+        rule = draft_rule(params, self.target.config.vocab_size)
 
-        def forward(tok, q_len, last_only):
-            logits = self.forward(tok, self.cache, q_len, self.attn, features=fed["features"], last_only=last_only)
+        def step(tok, q_len, last_only, u_i):
+            out = run_then(self.forward, rule, (u_i,), tok, self.cache, q_len, self.attn, features=fed["features"],
+                           last_only=last_only)
             fed["features"] = last_rows(self.forward.hidden, q_len)  # f̂ of the last entry: the next step's input
-            return logits
+            return out
 
-        proposal = draft_autoregressively(forward, tokens, lengths, params, u, self.cache.suffix_len.device)
+        proposal = draft_autoregressively(step, tokens, lengths, params, u, self.cache.suffix_len.device)
         self.fed = [f + len(t) for f, t in zip(self.fed, tokens, strict=True)]  # the cache also holds the f̂ entries
         return proposal
 
@@ -351,11 +346,13 @@ class LayerSkipDrafter(Drafter):
         saved = target_cache.suffix_len.clone()
         pending = [h[-1:] for h in histories]
 
-        def forward(tokens, q_len, last_only):
-            return self.target(tokens, target_cache, q_len, self.attn, num_layers=self.num_layers,
-                               last_only=last_only)
+        rule = draft_rule(params, self.target.config.vocab_size)
 
-        proposal = draft_autoregressively(forward, pending, lengths, params, u, saved.device)
+        def step(tokens, q_len, last_only, u_i):
+            return run_then(self.target, rule, (u_i,), tokens, target_cache, q_len, self.attn,
+                            num_layers=self.num_layers, last_only=last_only)
+
+        proposal = draft_autoregressively(step, pending, lengths, params, u, saved.device)
         # The verify pass rewrites these rows in every layer; only the lengths need restoring.
         target_cache.truncate(saved)
         return proposal

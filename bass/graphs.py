@@ -34,8 +34,9 @@ class _Graph:
     tokens: torch.Tensor  # [Bb, Tb] static input
     q_len: torch.Tensor  # [Bb] static input
     features: torch.Tensor | None  # [Bb, Tb, H] static input of a feature draft
-    out: torch.Tensor  # [Bb, Tb or 1, V] static output
+    out: torch.Tensor | tuple  # [Bb, Tb or 1, V] static output, or the static outputs of a `then` rule
     hidden: torch.Tensor | None  # [Bb, Tb, H] static output: the model's `hidden` after the forward
+    args: tuple = ()  # static inputs of the `then` rule: [Bb] or [Bb, Tb-1, ...] (None stays None)
 
 
 class GraphedModel:
@@ -54,9 +55,13 @@ class GraphedModel:
         self._pool = None
         self.hidden: torch.Tensor | None = None
 
+    captures_then = True  # `bass.rules.run_then`: a rule after the forward joins its graph
+
     def __call__(self, tokens: torch.Tensor, cache: KVCache, q_len: torch.Tensor, attn: Callable, *,
-                 num_layers: int | None = None, last_only: bool = False,
-                 features: torch.Tensor | None = None) -> torch.Tensor:
+                 num_layers: int | None = None, last_only: bool = False, features: torch.Tensor | None = None,
+                 then: Callable | None = None, args: tuple = ()):
+        """The logits [B, T or 1, V]; with `then`, then(logits, *args) instead (a `bass.rules` rule, whose
+        args are [B] or [B, T-1, ...] tensors or None), captured in the same graph."""
         B, T = tokens.shape
         base = self.arena.base
         Bb, Tb = bucket(B, BATCH_BUCKETS), bucket(T, WIDTH_BUCKETS)
@@ -65,18 +70,19 @@ class GraphedModel:
                 base.suffix_k.data_ptr():
             out = self.model(tokens, cache, q_len, attn, num_layers=num_layers, last_only=last_only, **extra)
             self.hidden = self.model.hidden
-            return out
+            return out if then is None else then(out, *args)
         if self._version != self.arena.version:  # the storage moved: every captured pointer is stale
             self._graphs.clear()
             self._pool = None  # graphs of a new storage must not capture into the released pool
             self._version = self.arena.version
         G = cache.prefix_k.shape[1]
-        key = (Bb, Tb, G, num_layers, last_only, attn, features is not None)
+        arg_kinds = tuple(None if a is None else (a.dim(), a.dtype) for a in args)
+        key = (Bb, Tb, G, num_layers, last_only, attn, features is not None, then, arg_kinds)
         g = self._graphs.get(key)
         padded = KVCache(cache.prefix_k, cache.prefix_v, cache.prefix_len, base.seq_group[:Bb],
                          base.suffix_k[:, :Bb], base.suffix_v[:, :Bb], base.suffix_len[:Bb])
         if g is None:
-            g = self._capture(padded, Bb, Tb, attn, num_layers, last_only, features)
+            g = self._capture(padded, Bb, Tb, attn, num_layers, last_only, features, then, args)
             self._graphs[key] = g
         g.tokens.zero_()
         g.tokens[:B, :T] = tokens
@@ -84,37 +90,48 @@ class GraphedModel:
         g.q_len[:B] = q_len
         if features is not None:
             g.features[:B, :T] = features  # padding rows keep stale values: they are never read back
+        for static, a in zip(g.args, args, strict=True):  # padding entries likewise: stale, never read back
+            if a is not None and a.dim() == 1:
+                static[:B] = a
+            elif a is not None:
+                static[:B, :a.shape[1]] = a
         if g.graph is not None:
             g.graph.replay()
         else:
-            extra = {} if features is None else {"features": g.features}
-            g.out = self.model(g.tokens, padded, g.q_len, attn, num_layers=num_layers, last_only=last_only, **extra)
-            g.hidden = self.model.hidden
+            g.out, g.hidden = self._run(g, padded, attn, num_layers, last_only, then)
         self.hidden = None if g.hidden is None else g.hidden[:B, :T]
+        if then is not None:
+            return tuple(o[:B] for o in g.out)
         return g.out[:B] if last_only else g.out[:B, :T]
 
+    def _run(self, g: _Graph, cache: KVCache, attn: Callable, num_layers, last_only, then):
+        """(output, hidden) of the model (and `then`) on g's static inputs."""
+        extra = {} if g.features is None else {"features": g.features}
+        out = self.model(g.tokens, cache, g.q_len, attn, num_layers=num_layers, last_only=last_only, **extra)
+        if then is not None:
+            out = then(out, *g.args)
+        return out, self.model.hidden
+
     def _capture(self, cache: KVCache, Bb: int, Tb: int, attn: Callable, num_layers, last_only,
-                 features: torch.Tensor | None) -> _Graph:
+                 features: torch.Tensor | None, then: Callable | None, args: tuple) -> _Graph:
         device = cache.suffix_k.device
         tokens = torch.zeros(Bb, Tb, dtype=torch.long, device=device)
         q_len = torch.zeros(Bb, dtype=torch.int32, device=device)  # q_len 0: warm-up writes only scratch rows
         static = None if features is None else features.new_zeros(Bb, Tb, features.shape[-1])
-        extra = {} if static is None else {"features": static}
+        static_args = tuple(None if a is None else a.new_zeros((Bb,) if a.dim() == 1 else (Bb, Tb - 1, *a.shape[2:]))
+                            for a in args)
+        g = _Graph(None, tokens, q_len, static, torch.empty(0), None, static_args)
         if not self.use_graphs:
-            return _Graph(None, tokens, q_len, static, torch.empty(0), None)
-
-        def run():
-            return self.model(tokens, cache, q_len, attn, num_layers=num_layers, last_only=last_only, **extra)
-
+            return g
         stream = torch.cuda.Stream(device)
         stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream):
             for _ in range(2):  # compile Triton kernels, settle the allocator
-                run()
+                self._run(g, cache, attn, num_layers, last_only, then)
         torch.cuda.current_stream(device).wait_stream(stream)
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool):
-            out = run()
-        return _Graph(graph, tokens, q_len, static, out, self.model.hidden)
+        g.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g.graph, pool=self._pool):
+            g.out, g.hidden = self._run(g, cache, attn, num_layers, last_only, then)
+        return g

@@ -28,7 +28,8 @@ from bass.cache import KVCache
 from bass.draft_length import DraftLengthPolicy
 from bass.drafters import Drafter, Proposal
 from bass.events import SequenceUpdate
-from bass.sampling import SequenceRNG, process_logits_deferred, verify_greedy, verify_sampled
+from bass.rules import run_then, verify_rule
+from bass.sampling import SequenceRNG
 from bass.sequences import Sequence, StopRule
 
 
@@ -65,6 +66,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
     device = state.cache.suffix_len.device
     r = first_round
     last = None  # [B, 1] the last emitted token of each live sequence, kept on the device
+    rule = verify_rule(params)
     while state.live:
         now = started = time.perf_counter() - t0
         halt = "cancelled" if cancel is not None and cancel.is_set() else None
@@ -94,24 +96,19 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
         drafts, dlen = proposal.tokens, proposal.lengths
         if last is None:
             last = torch.tensor([h[-1] for h in hist], dtype=torch.long, device=device)[:, None]
-        logits = target(torch.cat([last, drafts], 1), state.cache, (dlen + 1).to(torch.int32), attn)  # 3.
-        decided = torch.ones_like(dlen, dtype=torch.bool)
-        if params.greedy:  # 4. accept
-            verdict = verify_greedy(drafts, dlen, logits)
-        else:  # a drafter may propose fewer than L tokens (n-gram lookup): width Lp <= L
-            Lp = drafts.shape[1]
-            u_accept, u_sample = u[:, L:L + Lp], u[:, 2 * L]
-            probs, covered = process_logits_deferred(logits, params)
-            verdict = verify_sampled(drafts, dlen, proposal.probs, probs, u_accept, u_sample)
-            if covered is not None:  # top-p from the most likely tokens; a row they do not decide is redone
-                decided = covered.all(-1)
+        # 3. + 4. verify and accept, in the target's graph (greedy, or lossless sampling)
+        Lp = drafts.shape[1]  # a drafter may propose fewer than L tokens (n-gram lookup): width Lp <= L
+        verify_args = (drafts, dlen, u[:, L:L + Lp], u[:, 2 * L], proposal.probs)
+        # (its outputs are the graph's buffers: read before the next replay, which stream order guarantees)
+        n_acc, next_token, decided, logits = run_then(target, rule, verify_args, torch.cat([last, drafts], 1),
+                                                      state.cache, (dlen + 1).to(torch.int32), attn)
         # the round's one host synchronisation: everything the bookkeeping needs, in one copy
-        packed = torch.cat([verdict.accepted[:, None], verdict.next_token[:, None], dlen[:, None].long(),
+        packed = torch.cat([n_acc[:, None], next_token[:, None], dlen[:, None].long(),
                             decided[:, None].long(), drafts.long()], 1).tolist()
         if not all(row[3] for row in packed):  # rare (a flat distribution): top-p by a full sort
-            probs = process_logits_deferred(logits, params, full_sort=True)[0]
-            verdict = verify_sampled(drafts, dlen, proposal.probs, probs, u_accept, u_sample)
-            for row, a, t in zip(packed, verdict.accepted.tolist(), verdict.next_token.tolist(), strict=True):
+            verdict = rule.exact(logits[:, :Lp + 1], *verify_args)
+            n_acc, next_token = verdict.accepted, verdict.next_token
+            for row, a, t in zip(packed, n_acc.tolist(), next_token.tolist(), strict=True):
                 row[:2] = a, t
         accepted = [row[0] for row in packed]
         next_tok, proposed, draft_rows = [row[1] for row in packed], [row[2] for row in packed], \
@@ -130,8 +127,8 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
 
         # 5. roll back: the target cache holds every token but the last emitted one
         # (a finished sequence's row may be left longer: it leaves the batch below)
-        state.cache.truncate(state.cache.suffix_len - (dlen - verdict.accepted))
-        last = verdict.next_token[:, None]
+        state.cache.truncate(state.cache.suffix_len - (dlen - n_acc))
+        last = next_token[:, None]
         drafter.commit([s.history for s in state.live])
 
         # 6. finished sequences leave the batch

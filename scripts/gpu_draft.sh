@@ -7,6 +7,7 @@
 #   completions  the target's own completions of the corpus prompts
 #   train        the drafts of --losses (default all), the best one kept; results to $OUT
 #   accept       bench/draft_acceptance.py (--drafts NAME=SPEC ...)
+#   profile      bench/step_costs.py (what a step and a round cost, piece by piece)
 #   bench, eval  bench/real_bench.py and `python -m bass eval humaneval` on the assembled target
 set -euo pipefail
 V=/var/tmp
@@ -41,8 +42,10 @@ case "$1" in
   bench)  # bench/real_bench.py on the real target (args after the stage, e.g. --ks 1,8,32 --profile)
     python3 bench/real_bench.py --target $GGUF --backend ragged --out $OUT "${@:2}" 2>&1 | grep -v Warning \
       | tee $OUT/real_bench.log ;;
+  profile)  # bench/step_costs.py: forward / sampling / round costs piece by piece, profiler tables
+    python3 bench/step_costs.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep -v Warning | tee $OUT/step_costs.log ;;
   eval)  # python -m bass eval humaneval on the real target (args after the stage, e.g. --budgets 0.25,0.5,1)
     python3 -m bass eval humaneval --target $GGUF --backend ragged "${@:2}" 2>&1 | grep -v Warning \
       | tee -a $OUT/eval.log ;;
-  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | accept | bench | eval" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | accept | bench | profile | eval" >&2; exit 2 ;;
 esac

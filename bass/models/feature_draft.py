@@ -59,11 +59,12 @@ class FeatureDraft(nn.Module):
         emb, head = self._tables
         B, T = tokens.shape
         kv_len = cache.suffix_len + q_len.to(cache.suffix_len.dtype)
+        rows = cache.write_rows(T, q_len)  # [B, T] where each layer stores the new K/V
         x = self.fc(torch.cat([features.to(emb.dtype), F.embedding(tokens, emb)], -1))  # [B, T, d]
         inv_freq = rope_inv_freq(self.config, self.config.rope_theta, tokens.device)
         cos, sin = rope_cos_sin(cache.positions(T), inv_freq, x.dtype)  # [B, T, 1, D]
         for block in self.layers[:num_layers]:
-            x = block(x, cos, sin, cache, q_len, kv_len, attn)
+            x = block(x, cos, sin, cache, q_len, kv_len, rows, attn)
         cache.advance(q_len)
         f_hat = self.out_proj(self.norm(x))  # [B, T, H]
         self.hidden = f_hat

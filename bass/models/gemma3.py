@@ -35,8 +35,8 @@ class Block(nn.Module):
         self.post_feedforward_layernorm = RMSNorm(dim, eps, offset=1.0)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache,
-                q_len: torch.Tensor, kv_len: torch.Tensor, attn: AttentionFn) -> torch.Tensor:
-        h = self.self_attn(self.input_layernorm(x), cos, sin, cache, q_len, kv_len, attn)
+                q_len: torch.Tensor, kv_len: torch.Tensor, rows: torch.Tensor, attn: AttentionFn) -> torch.Tensor:
+        h = self.self_attn(self.input_layernorm(x), cos, sin, cache, q_len, kv_len, rows, attn)
         normed, x = self.pre_feedforward_layernorm.add_and_norm(self.post_attention_layernorm(h), residual=x)
         return x + self.post_feedforward_layernorm(self.mlp(normed))
 
@@ -61,6 +61,7 @@ class Gemma3(Decoder):
         B, T = tokens.shape
         cfg = self.config
         kv_len = cache.suffix_len + q_len.to(cache.suffix_len.dtype)  # [B] suffix incl. the new tokens
+        rows = cache.write_rows(T, q_len)  # [B, T] where each layer stores the new K/V
         weight = self.embed_tokens.weight
         # The scale is rounded to the weights' dtype first, as in the reference (bf16: sqrt(640) -> 25.25);
         # a CPU-side Python float, so no device sync.
@@ -72,7 +73,7 @@ class Gemma3(Decoder):
         local_rope = rope_cos_sin(positions, rope_inv_freq(cfg, local_base, tokens.device, scaled=False), x.dtype)
         for block in self.layers[:num_layers]:
             cos, sin = local_rope if block.local else global_rope  # each [B, T, 1, D]
-            x = block(x, cos, sin, cache, q_len, kv_len, attn)
+            x = block(x, cos, sin, cache, q_len, kv_len, rows, attn)
         cache.advance(q_len)
         logits = self.logits(x, q_len, last_only)  # [B, T, V]
         if cfg.final_logit_softcapping:

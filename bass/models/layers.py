@@ -119,6 +119,21 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
     return apply_rope(q, cos, sin), apply_rope(k, cos, sin)
 
 
+def rope_and_store(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                   cache: KVCache, layer: int, rows: torch.Tensor) -> torch.Tensor:
+    """RoPE of q and k [B, T, H, D]; k' and v stored in `layer` of the cache at rows [B, T]; returns q'.
+
+    One launch on CUDA (`kernels.rope.apply_rope_and_store`), bit-identical to `rope` + `KVCache.write`.
+    """
+    if _fused(q) and q.dtype == cos.dtype == cache.suffix_k.dtype:
+        from kernels.rope import apply_rope_and_store
+
+        return apply_rope_and_store(q, k, v, cos, sin, cache.suffix_k[layer], cache.suffix_v[layer], rows)
+    q, k = rope(q, k, cos, sin)
+    cache.write(layer, k, v, rows)
+    return q
+
+
 def gated_act(gate_up: torch.Tensor, gelu: bool) -> torch.Tensor:
     """act(gate) * up of [gate | up] [..., 2I] (act: gelu-tanh or silu); one launch on CUDA."""
     if _fused(gate_up):
@@ -134,8 +149,9 @@ class Attention(nn.Module):
     """Grouped-query attention over the ragged KV cache.
 
     q, k, v = x Wq, x Wk, x Wv (optional bias); optional per-head RMSNorm of q and k (Qwen3, Gemma 3);
-    RoPE at the tokens' absolute positions; the new K/V go into the cache, then
-    o = attn(q, cache) Wo with softmax scale `config.attn_scale` and this layer's sliding window.
+    RoPE at the tokens' absolute positions; the new K/V go into the cache at `rows` [B, T]
+    (`KVCache.write_rows`), then o = attn(q, cache) Wo with softmax scale `config.attn_scale` and this
+    layer's sliding window.
     """
 
     def __init__(self, config: ModelConfig, layer: int, norm_offset: float = 0.0) -> None:
@@ -154,7 +170,7 @@ class Attention(nn.Module):
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, norm_offset)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache,
-                q_len: torch.Tensor, kv_len: torch.Tensor, attn: AttentionFn) -> torch.Tensor:
+                q_len: torch.Tensor, kv_len: torch.Tensor, rows: torch.Tensor, attn: AttentionFn) -> torch.Tensor:
         B, T, _ = x.shape
         q, k, v = self.qkv_proj(x).split(self.split, dim=-1)
         q = q.view(B, T, self.n_heads, self.head_dim)  # [B, T, Hq, D]
@@ -162,8 +178,7 @@ class Attention(nn.Module):
         v = v.view(B, T, self.n_kv_heads, self.head_dim)  # [B, T, Hkv, D]
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = rope(q, k, cos, sin)
-        cache.write(self.layer, k, v, q_len)
+        q = rope_and_store(q, k, v, cos, sin, cache, self.layer, rows)
         o = attn(q, *cache.layer(self.layer), kv_len=kv_len, q_len=q_len, scale=self.scale,
                  window=self.window)  # [B, T, Hq, D]
         return self.o_proj(o.reshape(B, T, self.n_heads * self.head_dim))

@@ -29,8 +29,8 @@ class Block(nn.Module):
         self.mlp = GatedMLP(config)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache,
-                q_len: torch.Tensor, kv_len: torch.Tensor, attn: AttentionFn) -> torch.Tensor:
-        h = self.self_attn(self.input_layernorm(x), cos, sin, cache, q_len, kv_len, attn)
+                q_len: torch.Tensor, kv_len: torch.Tensor, rows: torch.Tensor, attn: AttentionFn) -> torch.Tensor:
+        h = self.self_attn(self.input_layernorm(x), cos, sin, cache, q_len, kv_len, rows, attn)
         normed, x = self.post_attention_layernorm.add_and_norm(h, residual=x)  # x <- x + h
         return x + self.mlp(normed)
 
@@ -60,10 +60,11 @@ class Transformer(Decoder):
         """
         B, T = tokens.shape
         kv_len = cache.suffix_len + q_len.to(cache.suffix_len.dtype)  # [B] suffix incl. the new tokens
+        rows = cache.write_rows(T, q_len)  # [B, T] where each layer stores the new K/V
         x = self.embed_tokens(tokens)  # [B, T, H]
         inv_freq = rope_inv_freq(self.config, self.config.rope_theta, tokens.device)
         cos, sin = rope_cos_sin(cache.positions(T), inv_freq, x.dtype)  # [B, T, 1, D]
         for block in self.layers[:num_layers]:
-            x = block(x, cos, sin, cache, q_len, kv_len, attn)
+            x = block(x, cos, sin, cache, q_len, kv_len, rows, attn)
         cache.advance(q_len)
         return self.logits(x, q_len, last_only)  # [B, T, V]

@@ -201,6 +201,27 @@ def test_static_shape_path_gives_the_same_tokens(tiny_dir, drafter):
     assert static._arena.base is not None and static._arena.base.batch == 16  # 12 sequences -> bucket 16
 
 
+@pytest.mark.parametrize("drafter", ["ngram", "model"])
+def test_static_shape_path_samples_the_same_tokens(tiny_dir, drafter):
+    """CPU twin of the sampling rules captured in the graphs (`bass.rules`): with padded batches and widths
+    (5 sequences in a bucket of 8; n-gram drafts shorter than L), the same tokens seed for seed. The draft
+    is the target itself, so that drafts are accepted and every branch of the rule runs."""
+    from bass.config import EngineConfig
+    from bass.engine import Engine
+
+    cfg = EngineConfig(target=str(tiny_dir("llama")), draft=str(tiny_dir("llama")))
+    eager, static = Engine(cfg), Engine(cfg)
+    static.use_static_shapes(capture=False)
+    prompt = "for i in range(10):\n    print(i)\n" * 2
+    params = SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=16, seed=5)
+    kw = dict(k=5, params=params, method="bass", drafter=drafter,
+              draft_length=DraftLengthConfig(policy="fixed", l0=3))
+    want = eager.generate(prompt, **kw)
+    got = static.generate(prompt, **kw)
+    assert _ids(got) == _ids(want)
+    assert want.stats.accepted > 0 and len(set(_ids(want))) > 1
+
+
 @pytest.mark.parametrize("drafter", ["ngram", "model", "layer-skip"])
 def test_sampling_is_reproducible_per_seed(tiny_engine, drafter):
     engine = tiny_engine("llama", draft_seed=1, head_scale=6.0)
@@ -224,7 +245,7 @@ def test_top_p_from_few_candidates_samples_what_the_full_sort_samples(tiny_engin
     (n-gram drafts: a model draft's own distribution skips the redo, `sampling.draft_distribution`, and its
     exactness is test_lossless.py's few-candidates case.)"""
     drafter = "ngram"
-    from bass import sampling, speculative
+    from bass import rules, sampling
     engine = tiny_engine("llama", draft_seed=1, head_scale=6.0)
     prompt = "for i in range(10):\n    print(i)\n" * 2
     params = SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=16, seed=3)
@@ -237,6 +258,6 @@ def test_top_p_from_few_candidates_samples_what_the_full_sort_samples(tiny_engin
         redone.append(full_sort)
         return sampling.process_logits_deferred(logits, params, full_sort)
 
-    monkeypatch.setattr(speculative, "process_logits_deferred", counted)
+    monkeypatch.setattr(rules, "process_logits_deferred", counted)
     assert _ids(engine.generate(prompt, **kw)) == _ids(full)
     assert any(redone) and not all(redone)  # some rounds were decided by the candidates, some redone

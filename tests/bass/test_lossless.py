@@ -73,7 +73,7 @@ def test_second_token_follows_the_target_when_the_draft_skips_top_p(tiny_engine,
     """With 8 top-p candidates of 384 tokens, many draft rows are not decided by them and the draft samples
     from its tempered softmax without top-p (`draft_distribution`): still exact, because the verify uses
     the q the draft sampled from."""
-    from bass import drafters, sampling
+    from bass import rules, sampling
 
     engine = tiny_engine("llama", draft_seed=7, head_scale=6.0)
     params = SamplingParams(temperature=0.7, top_p=0.9)
@@ -85,6 +85,6 @@ def test_second_token_follows_the_target_when_the_draft_skips_top_p(tiny_engine,
         skipped.append(int((~covered).sum()))
         return sampling.draft_distribution(logits, params)
 
-    monkeypatch.setattr(drafters, "draft_distribution", counted)
+    monkeypatch.setattr(rules, "draft_distribution", counted)
     _assert_second_token_follows(engine, tiny_dir, params, "model", DraftLengthConfig(probe_lengths=(1,)))
     assert sum(skipped) > 0

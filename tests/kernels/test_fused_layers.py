@@ -33,6 +33,7 @@ def test_cpu_model_never_calls_the_kernels(monkeypatch) -> None:
 
     monkeypatch.setattr(kernels.rmsnorm, "rms_norm_fused", forbidden)
     monkeypatch.setattr(kernels.rope, "apply_rope_fused", forbidden)
+    monkeypatch.setattr(kernels.rope, "apply_rope_and_store", forbidden)
     monkeypatch.setattr(kernels.activation, "gated_act_fused", forbidden)
     logits = tiny_logits(build_random(TINY, seed=1), seed=2)
     assert torch.isfinite(logits).all()

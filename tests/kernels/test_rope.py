@@ -61,3 +61,51 @@ def test_rope_bf16_matches_torch_path_cuda() -> None:
         scale = (x.float() * cos.float()).abs() + (torch.cat([-x2, x1], dim=-1) * sin.float()).abs()
         err = (out.float() - apply_rope_ref(x.float(), cos.float(), sin.float())).abs()
         assert bool((err <= 2 ** -7 * scale + 1e-6).all())
+
+
+def _store_case(gen, dtype, B=3, T=4, Hq=4, Hkv=2, D=16, S=9, layers=2, live=3):
+    """A decode step as the model runs it: q/k/v views of one projection, a layer of a [L, Bmax, S+1, H, D]
+    cache seen through a batch view, ragged lengths (one padding token goes to the scratch row S)."""
+    from bass.cache import KVCache
+
+    qkv = randn(B, T, (Hq + 2 * Hkv) * D, gen=gen, dtype=dtype)
+    q, k, v = (t.view(B, T, -1, D) for t in qkv.split([Hq * D, Hkv * D, Hkv * D], dim=-1))
+    cos, sin = cos_sin(B, T, D, gen, dtype=dtype)
+    cache = KVCache.allocate(layers, B + 1, S, Hkv, D, dtype=dtype, device=DEVICE).view(live)
+    cache.suffix_k.copy_(randn(*cache.suffix_k.shape, gen=gen, dtype=dtype))
+    cache.suffix_v.copy_(randn(*cache.suffix_v.shape, gen=gen, dtype=dtype))
+    cache.suffix_len.copy_(torch.tensor([0, 5, 2], dtype=torch.int32, device=DEVICE))
+    q_len = torch.tensor([4, 4, 3], dtype=torch.int32, device=DEVICE)
+    return q, k, v, cos, sin, cache, q_len
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_rope_and_store_matches_rope_then_cache_write(monkeypatch, dtype) -> None:
+    """q' as `apply_rope_fused`'s; the cache afterwards as the torch path's rope + `KVCache.write` leaves it,
+    every row but the scratch row (which padding writes in no defined order) equal bit for bit."""
+    from kernels.rope import apply_rope_and_store
+
+    poison(monkeypatch, mod)
+    q, k, v, cos, sin, cache, q_len = _store_case(fresh_gen(), dtype)
+    want = type(cache)(**{f: getattr(cache, f).clone() for f in cache.__dataclass_fields__})
+    rows = cache.write_rows(q.shape[1], q_len)
+    assert rows[2, 3] == cache.capacity  # the padding token goes to the scratch row
+    q_want, k_rot = apply_rope_fused(q, k, cos, sin)
+    want.write(1, k_rot, v, rows)
+    q_got = apply_rope_and_store(q, k, v, cos, sin, cache.suffix_k[1], cache.suffix_v[1], rows)
+    assert torch.equal(q_got, q_want)
+    S = cache.capacity
+    assert torch.equal(cache.suffix_k[:, :, :S], want.suffix_k[:, :, :S])
+    assert torch.equal(cache.suffix_v[:, :, :S], want.suffix_v[:, :, :S])
+    assert not torch.equal(cache.suffix_k[1, :, :S], cache.suffix_k[0, :, :S])  # layer 1 was written
+
+
+def test_rope_and_store_refuses_a_cache_of_another_shape() -> None:
+    from kernels.rope import apply_rope_and_store
+
+    q, k, v, cos, sin, cache, q_len = _store_case(fresh_gen(), torch.float32)
+    rows = cache.write_rows(q.shape[1], q_len)
+    with pytest.raises(ValueError, match="k_cache/v_cache must be"):
+        apply_rope_and_store(q, k, v, cos, sin, cache.suffix_k[1].transpose(2, 3), cache.suffix_v[1], rows)
+    with pytest.raises(ValueError, match="rows must be"):
+        apply_rope_and_store(q, k, v, cos, sin, cache.suffix_k[1], cache.suffix_v[1], rows[:, :2])

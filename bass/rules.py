@@ -1,0 +1,117 @@
+"""What a round computes from logits on the device, as rules a CUDA graph captures with the forward pass.
+
+A verify pass is the target's forward followed by top-p processing and the accept / resample rule
+(`bass.sampling`); a draft step is the draft's forward followed by sampling its proposal. Launched one by
+one from Python, those ~40 small sampling kernels cost the host more than the GPU: on an H100, 1.4 ms
+of launches per verify of a batch of 8 (2.6 ms at width 2) for 0.25 ms of kernels, and in a BASS round
+the host is the critical path. So `GraphedModel(..., then=rule, args=...)` captures
+`rule(forward(...), *args)` in one graph, and `run_then` does the same eagerly for a plain model.
+
+A rule is a frozen dataclass: its fields are part of the key of the captured graph, so it holds only
+what the computation depends on (`processing`: temperature, top-k, top-p), never a request's seed or
+token limit. Its arguments are [B] or [B, T - 1, ...] tensors (T: the forward's width), its outputs
+[B, ...]; it makes no host synchronisation and has no data-dependent shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from bass.config import SamplingParams
+from bass.sampling import (
+    Verdict,
+    draft_distribution,
+    process_logits_deferred,
+    sample_from,
+    verify_greedy,
+    verify_sampled,
+)
+
+
+def processing(params: SamplingParams) -> SamplingParams:
+    """params with everything but temperature / top-k / top-p at its default (a rule's key)."""
+    return SamplingParams(temperature=params.temperature, top_k=params.top_k, top_p=params.top_p)
+
+
+@dataclass(frozen=True)
+class VerifyRule:
+    """logits [B, T, V], drafts [B, T-1], draft_len [B], u_accept [B, T-1], u_sample [B], and for a
+    sampled (not one-hot) draft its distributions [B, T-1, V] -> (accepted [B], next_token [B], decided [B],
+    logits [B, T, V]), the logits passed through for `exact`.
+
+    With top-p from the most likely candidates (`process_logits_deferred`) a row's result is exact when
+    the candidates decided the top-p set at every position it used: positions 0 .. a_b (the accept tests
+    before a_b passed and the test at a_b failed with exact p, so the exact rule accepts a_b too, and
+    the token at a_b is sampled from exact p). Positions after a_b are never read. `decided` is False
+    where that does not hold: the caller redoes those rows with `exact` after its synchronisation.
+    """
+
+    params: SamplingParams
+
+    def __call__(self, logits: torch.Tensor, drafts: torch.Tensor, draft_len: torch.Tensor,
+                 u_accept: torch.Tensor, u_sample: torch.Tensor, draft_probs: torch.Tensor | None = None
+                 ) -> tuple[torch.Tensor, ...]:
+        if self.params.greedy:
+            v, covered = verify_greedy(drafts, draft_len, logits), None
+        else:
+            probs, covered = process_logits_deferred(logits, self.params)
+            v = verify_sampled(drafts, draft_len, draft_probs, probs, u_accept, u_sample)
+        if covered is None:
+            return v.accepted, v.next_token, torch.ones_like(v.accepted, dtype=torch.bool), logits
+        pos = torch.arange(covered.shape[1], device=covered.device)
+        decided = (covered | (pos > v.accepted[:, None])).all(-1)  # [B]
+        return v.accepted, v.next_token, decided, logits
+
+    def exact(self, logits: torch.Tensor, drafts: torch.Tensor, draft_len: torch.Tensor, u_accept: torch.Tensor,
+              u_sample: torch.Tensor, draft_probs: torch.Tensor | None = None) -> Verdict:
+        """The same verdict with top-p by a full sort of the vocabulary (rows `__call__` left undecided)."""
+        probs = process_logits_deferred(logits, self.params, full_sort=True)[0]
+        return verify_sampled(drafts, draft_len, draft_probs, probs, u_accept, u_sample)
+
+
+@dataclass(frozen=True)
+class DraftRule:
+    """One draft step's sample: logits [B, T, V'] (the last column is used), u [B] -> (token [B], q [B, V]),
+    q the distribution the token was drawn from (`draft_distribution`); greedy: (argmax [B],) alone.
+
+    V' may differ from the target's vocabulary V (a family's models pad their embeddings differently):
+    extra columns are dropped, missing ones get probability 0, so q is over the target's vocabulary.
+    """
+
+    params: SamplingParams
+    vocab: int
+
+    def __call__(self, logits: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        logits = logits[:, -1]
+        V = logits.shape[-1]
+        if self.vocab < V:
+            logits = logits[:, :self.vocab]
+        elif self.vocab > V:
+            logits = torch.nn.functional.pad(logits, (0, self.vocab - V), value=float("-inf"))
+        if self.params.greedy:  # the argmax: what sampling its one-hot would give, without the vocabulary scan
+            return (logits.argmax(-1),)
+        q = draft_distribution(logits, self.params)  # [B, V]
+        return sample_from(q, u), q
+
+
+def verify_rule(params: SamplingParams) -> VerifyRule:
+    """The verify rule of a request sampled with `params`."""
+    return VerifyRule(processing(params))
+
+
+def draft_rule(params: SamplingParams, vocab: int) -> DraftRule:
+    """The draft-step rule of a request sampled with `params`, over the target's `vocab` tokens."""
+    return DraftRule(processing(params), vocab)
+
+
+def run_then(forward: Callable, then: Callable, args: tuple, *fargs, **fkwargs) -> tuple[torch.Tensor, ...]:
+    """then(forward(*fargs, **fkwargs), *args): in the forward's CUDA graph when `forward` captures graphs
+    (`GraphedModel`), eagerly otherwise. Outputs may be the graph's static buffers: valid until the next
+    call of the same forward with the same shapes, so a caller that keeps them copies them."""
+    if getattr(forward, "captures_then", False):
+        return forward(*fargs, then=then, args=args, **fkwargs)
+    return then(forward(*fargs, **fkwargs), *args)
+

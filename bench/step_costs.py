@@ -1,0 +1,162 @@
+"""What a decode step and a BASS round cost on this device, piece by piece (real weights).
+
+    PYTHONPATH=. python bench/step_costs.py --target embedded --k 8 --out bench/results/
+    PYTHONPATH=. python bench/step_costs.py --target tiny-folder --k 2 --max-new-tokens 8 (CPU plumbing)
+
+Three views of the same engine, one model load:
+
+  forward     the target's forward at batch k and width T = 1 .. (a verify of L = T - 1 drafts), replayed
+              back to back with no host sync: the device time of the (graphed) forward alone;
+  rule        top-p processing + the accept/resample rule of those logits launched eagerly (host-bound on
+              a GPU), and forward + rule as the round runs them (one graph on CUDA);
+  rounds      `profile_round.round_breakdown` of whole rounds (wall = drafter + verify + host) for regular
+              decoding and BASS under fixed L and the cost policy, with torch.profiler tables per config.
+
+The difference between a round's wall time and (forward + rule) is what the host adds on the
+critical path: launches not hidden behind the GPU, the round's sync, bookkeeping, Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from profile_round import profiler_tables, round_breakdown  # noqa: E402
+
+from bass.attention import get_backend  # noqa: E402
+from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
+from bass.engine import Engine, device_line  # noqa: E402
+from bass.rules import run_then, verify_rule  # noqa: E402
+from bass.sampling import SequenceRNG  # noqa: E402
+
+
+def _timed(fn, reps: int) -> float:
+    """Mean ms per call of `fn` issued back to back (device time on CUDA: one sync at the end)."""
+    fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return 1e3 * (time.perf_counter() - t) / reps
+
+
+def forward_and_sampling(engine: Engine, prompt: str, k: int, params: SamplingParams, widths: list[int],
+                         reps: int, out: Path) -> list[dict]:
+    """Per width T, ms of: the target forward [k, T] on a prefilled cache; the verify rule (top-p and
+    accept/resample, `bass.rules.VerifyRule`) on its logits, launched eagerly; and both together as the round
+    runs them (`run_then`: one graph on CUDA). torch.profiler's tables of ten eager steps at T = 1 go to
+    `out/profile_step_eager.txt`."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    attn = get_backend(engine.config.backend, engine.device)
+    rng = SequenceRNG(0, [(0, s) for s in range(k)])
+    rule, dev = verify_rule(params), engine.device
+    rows = []
+    with torch.inference_mode():
+        _, cache, _, _ = engine._prefill(engine.encode(prompt), k, params, rng, 64, attn)
+        start = cache.suffix_len.clone()
+        fwd = engine.target_forward
+        for T in widths:
+            tokens = torch.randint(0, min(1000, engine.target.config.vocab_size), (k, T), device=dev)
+            q_len = torch.full((k,), T, dtype=torch.int32, device=dev)
+            u = torch.rand(k, T, device=dev)
+            args = (tokens[:, 1:], torch.full((k,), T - 1, device=dev), u[:, 1:], u[:, 0], None)
+
+            def forward(tokens=tokens, q_len=q_len):
+                logits = fwd(tokens, cache, q_len, attn)
+                cache.truncate(start)
+                return logits
+
+            def verify(tokens=tokens, q_len=q_len, args=args):
+                verdict = run_then(fwd, rule, args, tokens, cache, q_len, attn)
+                cache.truncate(start)
+                return verdict
+
+            logits = forward()
+            row = dict(k=k, width=T, forward_ms=_timed(forward, reps),
+                       rule_eager_ms=_timed(lambda logits=logits, args=args: rule(logits, *args), reps),
+                       verify_ms=_timed(verify, reps))
+            rows.append(row)
+            print(f"  k={k} T={T}: forward {row['forward_ms']:.3f} ms, rule (eager) {row['rule_eager_ms']:.3f} ms, "
+                  f"forward + rule {row['verify_ms']:.3f} ms", flush=True)
+            if T == 1:  # the kernels of one step, eager (a graph replays the same ones without the launch gaps)
+                with profile(activities=activities) as prof:
+                    for _ in range(10):
+                        rule(engine.target.model(tokens, cache, q_len, attn), *args)
+                        cache.truncate(start)
+                (out / "profile_step_eager.txt").write_text(profiler_tables(prof, rows=40))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", default="embedded")
+    p.add_argument("--draft", default="auto")
+    p.add_argument("--backend", default=None, help="default: ragged on CUDA, torch on the CPU")
+    p.add_argument("--k", type=int, default=8)
+    p.add_argument("--widths", default="1,2,3,4,6")
+    p.add_argument("--reps", type=int, default=50)
+    p.add_argument("--max-new-tokens", type=int, default=48, help="tokens of each profiled generation")
+    p.add_argument("--drafters", default=None, help="default: every drafter the engine offers but layer-skip")
+    p.add_argument("--out", default="bench/results/")
+    a = p.parse_args(argv)
+    backend = a.backend or ("ragged" if torch.cuda.is_available() else "torch")
+    engine = Engine(EngineConfig(target=a.target, draft=None if a.draft == "none" else a.draft, drafter="auto",
+                                 backend=backend))
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from sandbox import load_humaneval
+
+    prompt = load_humaneval()[0].prompt
+    params = SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=a.max_new_tokens, seed=0)
+    print(device_line(engine.device), flush=True)
+    steps = forward_and_sampling(engine, prompt, a.k, params, [int(w) for w in a.widths.split(",")], a.reps, out)
+    drafters = a.drafters.split(",") if a.drafters else [d for d in engine.available_drafters() if d != "layer-skip"]
+    configs = [("regular", None, None)] + [(d, d, cfg) for d in drafters for cfg in
+                                           ("fixed L=1", "fixed L=3", "cost")]
+    rounds = []
+    for label, drafter, cfg in configs:
+        dl = None if cfg is None else (DraftLengthConfig() if cfg == "cost" else
+                                       DraftLengthConfig(policy="fixed", l0=int(cfg.split("=")[1])))
+        name = label if cfg is None else f"{drafter}_{cfg.replace(' ', '').replace('=', '')}"
+        r = round_breakdown(engine, prompt, a.k, params, "regular" if drafter is None else "bass", drafter, out,
+                            name, **({} if dl is None else {"draft_length": dl}))
+        rounds.append(dict(r, policy=cfg))
+    # a correctness spot check of the whole GPU path (graphs with the rules inside): greedy BASS and regular
+    # decoding; bf16 GEMMs of other widths may break a near-tie, so this counts, it does not assert
+    greedy = SamplingParams(max_new_tokens=a.max_new_tokens)
+    want = engine.generate(prompt, k=a.k, params=greedy, method="regular")
+    same = {}
+    for d in drafters:
+        got = engine.generate(prompt, k=a.k, params=greedy, method="bass", drafter=d,
+                              draft_length=DraftLengthConfig(policy="fixed", l0=3))
+        same[d] = sum(x.token_ids == y.token_ids for x, y in zip(got.candidates, want.candidates, strict=True))
+    info = dict(device=device_line(engine.device), target=engine.target.name, k=a.k, steps=steps, rounds=rounds,
+                greedy_identical=same)
+    (out / "step_costs.json").write_text(json.dumps(info, indent=1))
+    lines = [info["device"], "width  forward ms  rule eager ms  forward+rule ms"]
+    lines += [f"{s['width']:5d}  {s['forward_ms']:10.3f}  {s['rule_eager_ms']:13.3f}  {s['verify_ms']:15.3f}"
+              for s in steps]
+    lines += ["config               ms/round  drafter  verify   host  mean L  tok/round"]
+    lines += [f"{r['label']:20s} {r['wall_ms_per_round']:8.2f} {r['draft_ms_per_round']:8.2f} "
+              f"{r['verify_ms_per_round']:7.2f} {r['host_ms_per_round']:6.2f} {r['mean_draft_length']:7.2f} "
+              f"{r['tokens_per_round']:10.2f}" for r in rounds]
+    lines += [f"greedy BASS ({d}, L=3) sequences identical to regular: {n}/{a.k}" for d, n in same.items()]
+    (out / "step_costs.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return info
+
+
+if __name__ == "__main__":
+    main()

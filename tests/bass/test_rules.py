@@ -1,0 +1,66 @@
+"""bass/rules.py: the verify and draft-step rules that CUDA graphs capture with the forward."""
+
+from __future__ import annotations
+
+import torch
+
+from bass import sampling
+from bass.config import SamplingParams
+from bass.rules import DraftRule, draft_rule, processing, run_then, verify_rule
+
+
+def _logits(V: int = 64) -> torch.Tensor:
+    """[2, 2, V]: position 0 peaked on token 3 (top-p decided by a few candidates), position 1 flat."""
+    peaked = torch.full((V,), -20.0)
+    peaked[3] = 10.0
+    return torch.stack([peaked, torch.zeros(V)])[None].expand(2, 2, V).clone()
+
+
+def test_a_row_is_decided_by_the_positions_it_used(monkeypatch):
+    """Row 0 drafts token 3 (accepted: position 1, flat and undecided by 8 candidates, is used); row 1
+    drafts token 5 (p = 0: rejected at position 0, so position 1 is never read and the row is decided)."""
+    monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 8)
+    rule = verify_rule(SamplingParams(temperature=1.0, top_p=0.9, seed=7, max_new_tokens=3))
+    drafts, dlen = torch.tensor([[3], [5]]), torch.tensor([1, 1])
+    u = torch.tensor([[0.5], [0.5]]), torch.tensor([0.25, 0.75])
+    accepted, next_token, decided, logits = rule(_logits(), drafts, dlen, *u)
+    assert accepted.tolist() == [1, 0] and decided.tolist() == [False, True]
+    assert next_token[1] == 3  # rejected: the residual of a one-hot draft of 5 is p itself
+    exact = rule.exact(logits, drafts, dlen, *u)
+    assert exact.accepted.tolist() == [1, 0] and exact.next_token[1] == 3
+    assert 0 <= exact.next_token[0] < 64
+
+
+def test_rules_are_keyed_by_processing_only():
+    a = SamplingParams(temperature=0.8, top_p=0.95, seed=1, max_new_tokens=10, stop=("\n",))
+    b = SamplingParams(temperature=0.8, top_p=0.95, seed=2, max_new_tokens=99)
+    assert verify_rule(a) == verify_rule(b) and hash(verify_rule(a)) == hash(verify_rule(b))
+    assert draft_rule(a, 64) == draft_rule(b, 64) != draft_rule(b, 65)
+    assert verify_rule(a) != verify_rule(SamplingParams(temperature=0.7, top_p=0.95))
+    assert processing(a).seed == 0 and processing(a).stop == ()
+
+
+def test_draft_rule_fits_the_target_vocabulary():
+    """A draft with more or fewer columns than the target: q is over the target's vocabulary."""
+    logits = torch.randn(3, 2, 10)
+    u = torch.rand(3)
+    params = SamplingParams(temperature=1.0)
+    token, q = DraftRule(processing(params), 8)(logits, u)
+    assert q.shape == (3, 8) and torch.allclose(q, torch.softmax(logits[:, -1, :8], -1))
+    assert bool((token < 8).all())
+    token, q = DraftRule(processing(params), 12)(logits, u)
+    assert q.shape == (3, 12) and bool((q[:, 10:] == 0).all())
+    (greedy,) = DraftRule(processing(SamplingParams()), 8)(logits, u)
+    assert greedy.tolist() == logits[:, -1, :8].argmax(-1).tolist()
+
+
+def test_run_then_applies_the_rule_after_a_plain_forward():
+    calls = []
+
+    def forward(x, scale=1):
+        calls.append(scale)
+        return x * scale
+
+    (out,) = run_then(forward, lambda y, a: (y + a,), (torch.tensor(1.0),), torch.tensor(2.0), scale=3)
+    assert out.item() == 7.0
+    assert calls == [3]
