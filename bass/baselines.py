@@ -14,13 +14,13 @@ import torch
 
 from bass.cache import KVCache
 from bass.config import DraftLengthConfig
-from bass.draft_length import Calibration, DraftLengthPolicy
+from bass.draft_length import DraftLengthPolicy
 from bass.speculative import DecodeState, RoundReport, speculative_decode
 
 
 def single_sequence(target: torch.nn.Module, attn: Callable, new_drafter: Callable, live: list, cache: KVCache,
                     stop, rng, dl_cfg: DraftLengthConfig, *, t0: float, time_budget_s=None,
-                    cancel=None, calibration: Calibration | None = None) -> Iterator[RoundReport]:
+                    cancel=None) -> Iterator[RoundReport]:
     """Speculative decoding of each live sequence alone (B = 1), one after another.
 
     `new_drafter(seq)` returns a drafter prefilled for that one sequence: a drafter's state belongs
@@ -29,7 +29,7 @@ def single_sequence(target: torch.nn.Module, attn: Callable, new_drafter: Callab
     r = 0
     # the cost policy's measurements (costs at B = 1, pooled acceptance) carry over between sequences;
     # the paper's heuristic starts afresh at l0 for each, as before
-    shared = DraftLengthPolicy(dl_cfg, [s.seq for s in live], cache.suffix_len.device, calibration=calibration)
+    shared = DraftLengthPolicy(dl_cfg, [s.seq for s in live], cache.suffix_len.device)
     for row, seq in enumerate(live):
         if seq.finished:
             continue

@@ -59,12 +59,6 @@ drafting never pays. Unmeasured lengths are also explored by the argmax itself, 
 extrapolation.
 `describe()` reports what was measured and decided.
 
-Calibration across requests. Costs belong to the device, the batch and the drafter, not to a request, and a
-drafter's acceptance on one prompt is the best prior for the next: the engine keeps one `Calibration`
-(the cost model and the last pooled ᾱ) per (method, drafter, backend) and hands it to each request's
-policy. A batch bucket whose costs are already known skips the probe rounds, and ᾱ starts at the last
-request's value instead of alpha_prior. The exploration rounds keep both honest.
-
 Heuristic (BASS, Algorithm 1; DESIGN.md §3), updated after every round from x_max, the most draft tokens
 any live sequence accepted, with s = 0 initially:
 
@@ -79,12 +73,10 @@ same rule on each sequence's own accepted count (x = a_b), useful when proposals
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import math
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -254,21 +246,6 @@ class CostModel:
                 "draft_step_ms": {b: round(e.value * 1e3, 4) for b, e in sorted(self.draft_.items())}}
 
 
-    def knows(self, B: int) -> bool:
-        """Whether batch B's bucket has plain decoding and drafting timed twice each (probes would add nothing)."""
-        row = self.verify_.get(_bucket(B, B_BUCKETS), {})
-        return (self.samples(0, B) >= 2 and any(L > 0 and e.n >= 2 for L, e in row.items())
-                and _bucket(B, B_BUCKETS) in self.draft_)
-
-
-@dataclass
-class Calibration:
-    """What the cost policy learned that outlives a request (module docstring): costs and the pooled ᾱ."""
-
-    costs: CostModel
-    alpha: float | None = None
-
-
 class RoundClock:
     """Times each round's draft part and whole without adding a host synchronisation.
 
@@ -325,15 +302,13 @@ class DraftLengthPolicy:
     """
 
     def __init__(self, cfg: DraftLengthConfig, seqs: Sequence[int], device: torch.device | str = "cpu", *,
-                 clock: RoundClock | None = None, calibration: Calibration | None = None):
+                 clock: RoundClock | None = None):
         self.cfg = cfg
         self._shared = (cfg.l0, 0)
         self._own = {q: (cfg.l0, 0) for q in seqs}
-        # the cost policy's state, continuing an earlier request's calibration when given one
-        self.calibration = calibration or Calibration(CostModel(cfg))
-        alpha = self.calibration.alpha
-        self.acceptance = AcceptanceEstimator(cfg if alpha is None else dataclasses.replace(cfg, alpha_prior=alpha))
-        self.costs = self.calibration.costs
+        # the cost policy's state
+        self.acceptance = AcceptanceEstimator(cfg)
+        self.costs = CostModel(cfg)
         self.clock = clock or RoundClock(device)
         self.rounds = 0  # rounds started by `lengths`
         self.choice = 0  # the last argmax L*
@@ -363,10 +338,8 @@ class DraftLengthPolicy:
 
     def _cost_length(self, seqs: Sequence[int]) -> int:
         r, cfg = self.rounds, self.cfg
-        # probes, twice each (one slow round must not decide a length's fate, unless the first showed that
-        # drafting cannot pay), unless an earlier request's calibration timed this batch already
-        if r < 2 * len(cfg.probe_lengths) and not self.costs.knows(len(seqs)):
-            L = cfg.probe_lengths[r % len(cfg.probe_lengths)]
+        if r < 2 * len(cfg.probe_lengths):  # twice each: one slow round must not decide a length's fate,
+            L = cfg.probe_lengths[r % len(cfg.probe_lengths)]  # unless the first showed drafting cannot pay
             return 0 if r >= len(cfg.probe_lengths) and L > 0 and self._hopeless(seqs) else L
         if self.costs.samples(0, len(seqs)) < 2:
             # plain decoding is the anchor of "never slower than regular": time it twice at every batch
@@ -410,8 +383,6 @@ class DraftLengthPolicy:
         if self.cfg.policy == "cost":
             asked = list(asked) if asked is not None else [self.last] * len(seqs)
             self.acceptance.observe(seqs, asked, accepted)
-            if self.acceptance.pool_trials > 0:
-                self.calibration.alpha = self.acceptance.pooled()
             for (L, B), draft_s, round_s in self.clock.stop((max(asked), len(seqs))):
                 self.costs.observe(L, B, draft_s, round_s)
         elif self.cfg.policy == "per-sequence":

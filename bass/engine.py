@@ -23,7 +23,7 @@ from bass import baselines
 from bass.attention import available_backends, get_backend
 from bass.cache import CacheArena
 from bass.config import METHODS, DraftLengthConfig, EngineConfig, SamplingParams
-from bass.draft_length import Calibration, CostModel, DraftLengthPolicy
+from bass.draft_length import DraftLengthPolicy
 from bass.drafters import Drafter, build_drafter
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceUpdate
 from bass.graphs import GraphedModel
@@ -100,8 +100,6 @@ class Engine:
             self.use_static_shapes(capture=True)
         self._lock = threading.Lock()  # one generation at a time on this engine's models
         self.last_policy: DraftLengthPolicy | None = None  # the last BASS run's, for its describe()
-        # the cost policy's costs and acceptance outlive a request (`bass.draft_length`, "Calibration")
-        self._calibrations: dict[tuple, Calibration] = {}
 
     def load_draft(self, spec: str | None, load: dict) -> LoadedModel | None:
         """The draft of `spec`: None, "auto" (what ships for the target), a trained draft file, or a model."""
@@ -293,13 +291,11 @@ class Engine:
                 d.prefill([ids[g]], 1, capacity, features[g:g + 1])
                 return d
             reports = baselines.single_sequence(self._target_fwd, attn, single_drafter, live, cache, stop, rng,
-                                                dl_cfg, calibration=self._calibration(method, name, backend, dl_cfg),
-                                                **loop)
+                                                dl_cfg, **loop)
         else:
             if len(rows) < len(seqs):
                 drafter.select(rows)
-            policy = DraftLengthPolicy(dl_cfg, [s.seq for s in live], self.device,
-                                       calibration=self._calibration(method, name, backend, dl_cfg))
+            policy = DraftLengthPolicy(dl_cfg, [s.seq for s in live], self.device)
             self.last_policy = policy  # its describe() says what the draft-length policy measured
             reports = speculative_decode(self._target_fwd, attn, drafter, policy, DecodeState(live, cache),
                                          stop, rng, first_round=1, **loop) if live else iter(())
@@ -313,14 +309,6 @@ class Engine:
         result = self._result(seqs, method, None if method == "regular" else shown, backend,
                               prefill_s, now, draft_lengths)
         yield GenerationEvent("done", len(draft_lengths), now, 0, (), tuple(s.text for s in seqs), result)
-
-    def _calibration(self, method: str, drafter, backend: str, cfg: DraftLengthConfig) -> Calibration:
-        """The calibration the cost policy continues for this (method, drafter, backend, policy settings)."""
-        # a Drafter instance (a wrapped or instrumented one) may cost otherwise: it gets its own by type
-        key = (method, drafter if isinstance(drafter, str) else type(drafter).__name__, backend, cfg)
-        if key not in self._calibrations:
-            self._calibrations[key] = Calibration(CostModel(cfg))
-        return self._calibrations[key]
 
     def _result(self, seqs, method, drafter, backend, prefill_s, decode_s, draft_lengths) -> GenerationResult:
         cands = tuple(Candidate(s.prompt_index, s.sample_index, s.text, tuple(s.generated), s.finish_reason or "",

@@ -180,28 +180,6 @@ def test_policy_picks_the_argmax_of_the_formula(alphas, verify, draft, expected)
     assert d["L"] == policy.choice and set(d) >= {"verify_ms", "draft_step_ms", "alpha_pooled", "predicted_speedup"}
 
 
-def test_a_calibrated_policy_skips_the_probes_and_starts_from_the_learned_rate():
-    """A second request handed the first's calibration decides from its first round: no probe rounds, and
-    its acceptance prior is the rate the first request measured (alpha 0.9, not the default 0.5)."""
-    rng = np.random.default_rng(5)
-    cfg = DraftLengthConfig(explore_every=0)
-    seqs = [0, 1, 2, 3]
-    clock = FakeClock(lambda L: 1.0 + 0.01 * L, 0.05)
-    first = DraftLengthPolicy(cfg, seqs, clock=clock)
-    for _ in range(60):
-        lengths = first.lengths(seqs)
-        first.update(seqs, [_geometric(rng, 0.9, n) for n in lengths], lengths)
-    assert first.choice >= 5 and first.calibration.alpha > 0.8
-    later = [7, 8, 9, 10]  # other sequences, the same batch bucket
-    second = DraftLengthPolicy(cfg, later, clock=clock, calibration=first.calibration)
-    assert second.costs is first.costs and second.acceptance.pooled() == pytest.approx(first.calibration.alpha)
-    assert second.lengths(later)[0] >= 5  # the long draft at once, not the probe L = 0
-    fresh = DraftLengthPolicy(cfg, later, clock=clock)
-    assert fresh.lengths(later)[0] == cfg.probe_lengths[0]
-    other_batch = DraftLengthPolicy(cfg, [7, 8], clock=clock, calibration=first.calibration)
-    assert other_batch.lengths([7, 8])[0] == cfg.probe_lengths[0]  # batch 2 was never timed: probe it
-
-
 def test_hopeless_probes_are_skipped():
     """A draft step slower than a verify step cannot pay even at α = 1: no second probe, no exploration."""
     seqs = [0, 1]

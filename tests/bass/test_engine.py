@@ -201,18 +201,6 @@ def test_static_shape_path_gives_the_same_tokens(tiny_dir, drafter):
     assert static._arena.base is not None and static._arena.base.batch == 16  # 12 sequences -> bucket 16
 
 
-def test_the_cost_policy_calibration_outlives_a_request(tiny_engine):
-    """Costs and acceptance carry over between requests of the same method, drafter and backend."""
-    engine = tiny_engine("llama", draft_seed=1)
-    params = SamplingParams(max_new_tokens=8)
-    engine.generate("def f(x):", k=2, params=params, drafter="ngram")
-    first = engine.last_policy.calibration
-    engine.generate("def g(y):", k=2, params=params, drafter="ngram")
-    assert engine.last_policy.calibration is first and first.costs.samples(0, 2) >= 2
-    engine.generate("def g(y):", k=2, params=params, drafter="model")
-    assert engine.last_policy.calibration is not first
-
-
 @pytest.mark.parametrize("drafter", ["ngram", "model"])
 def test_static_shape_path_samples_the_same_tokens(tiny_dir, drafter):
     """CPU twin of the sampling rules captured in the graphs (`bass.rules`): with padded batches and widths
