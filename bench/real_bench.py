@@ -14,8 +14,8 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                goes to the sandbox the moment it finishes), the sandbox in its own process (as the app and
                the eval run it) and in the engine's process, the three interleaved prompt by prompt.
 
-Every configuration runs one untimed warm-up generation first (CUDA graphs captured, caches sized);
-then --repeats passes over the prompts, and the row is the median pass by ms/token/seq (of an even
+Every configuration runs one untimed warm-up pass over the prompts first (CUDA graphs captured, caches
+sized); then --repeats passes over the prompts, and the row is the median pass by ms/token/seq (of an even
 number, the faster middle one: of two passes, the faster).
 Columns (DESIGN.md §2, over all sequences of all prompts of that pass):
 
@@ -74,11 +74,14 @@ def aggregate(results: list[GenerationResult]) -> dict:
 
 
 def measure(runners: dict[str, Runner], n_prompts: int, repeats: int) -> dict[str, dict]:
-    """Warm each runner up once, then `repeats` passes over the prompts, the runners interleaved prompt by
-    prompt (so a pair compares under the same conditions); per runner the pass with the median ms/tok/seq,
-    with every pass's ms/tok/seq beside it."""
-    for run in runners.values():
-        run(0)
+    """Warm each runner up over every prompt, then `repeats` passes over the prompts, the runners interleaved
+    prompt by prompt (so a pair compares under the same conditions); per runner the pass with the median
+    ms/tok/seq, with every pass's ms/tok/seq beside it. The warm-up covers every prompt because each prompt's
+    shapes (batch and width buckets as sequences finish, draft widths) capture their own CUDA graphs: one-off
+    costs of a server's first requests, which a timed pass would otherwise carry."""
+    for i in range(n_prompts):
+        for run in runners.values():
+            run(i)
     passes: dict[str, list[dict]] = {name: [] for name in runners}
     for _ in range(repeats):
         got: dict[str, list[GenerationResult]] = {name: [] for name in runners}
