@@ -149,14 +149,9 @@ def _compare(session: EngineSession, s: RunSettings, cancel: threading.Event,
 def _wait_for_tests(worker, name: str, i: int, n: int, base: dict, cancel: threading.Event) -> Iterator[CompareView]:
     """Decoding of one method is over: wait for its last verdicts (a Stop abandons them)."""
     worker.close(timeout_s=0)
-    t0 = time.perf_counter()
-    while True:
-        worker.poll()
-        if worker.pending <= 0 or cancel.is_set():
-            return
-        yield CompareView(status=render.status_html(f"Testing {name}'s last {worker.pending} candidate(s)…",
-                                                    f"{time.perf_counter() - t0:.1f} s", (i + 1) / n), **base)
-        worker.wait_idle(POLL_S)
+    for pending, waited in worker.drain(cancel, POLL_S):
+        yield CompareView(status=render.status_html(f"Testing {name}'s last {pending} candidate(s)…",
+                                                    f"{waited:.1f} s", (i + 1) / n), **base)
 
 
 def _headline(table: pd.DataFrame) -> str:

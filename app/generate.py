@@ -152,17 +152,12 @@ def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
 def _wait_for_verdicts(run: LiveRun, worker, s: RunSettings, cancel: threading.Event) -> Iterator[GenerateView]:
     """Decoding is over: show the cards (live verdicts included) while the last tests run, until they are
     done or the Stop button is pressed (then the candidates still in the sandbox stay untested)."""
-    t0 = time.perf_counter()
-    while True:
-        worker.poll()
-        if worker.pending <= 0 or cancel.is_set():
-            return
-        what = (f"Testing the last {worker.pending} candidate(s) in the sandbox…" if s.tests.strip() else
-                f"Running the last {worker.pending} candidate(s) in the sandbox (no tests given)…")
-        yield GenerateView(status=render.status_html(what, f"{time.perf_counter() - t0:.1f} s"),
+    for pending, waited in worker.drain(cancel, POLL_S):
+        what = (f"Testing the last {pending} candidate(s) in the sandbox…" if s.tests.strip() else
+                f"Running the last {pending} candidate(s) in the sandbox (no tests given)…")
+        yield GenerateView(status=render.status_html(what, f"{waited:.1f} s"),
                            candidates=render.live_cards_html(run, worker.verdicts), speed=run.speed_frame(),
                            accept=run.accept_frame())
-        worker.wait_idle(POLL_S)
 
 
 def _readable_errors(stream: Iterator) -> Iterator:

@@ -161,7 +161,7 @@ def _ttfp(result, passed) -> float | None:
 def cmd_eval(a: argparse.Namespace) -> int:
     from bass.eval import format_report, run_humaneval
 
-    if a.budgets is None and a.budget_s is None:
+    if a.budgets is None and a.budget_s is None:  # before loading any model, in the flags' own words
         raise ValueError("give --budget-s SECONDS, or --budgets 0.25,0.5,1.0 (one run at the largest, the "
                          "others derived from finish times)")
     budgets = None
@@ -176,7 +176,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
     if a.methods is None and budgets is None:  # the single-method report, as before
         report = run_humaneval(engine_config(a), k=a.k, budget_s=a.budget_s, method=a.method, limit=a.limit,
                                params=sampling_params(a), log=None if a.json else _progress_line,
-                               stop_at_first_pass=a.stop_at_first_pass)
+                               stop_at_first_pass=a.stop_at_first_pass, warmup=True)
         _emit(a, report, lambda: format_report(report))
         return 0
     import time

@@ -21,7 +21,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -122,6 +122,17 @@ class VerdictWorker(Generic[V]):
         """Block until every candidate submitted so far is answered (tests use it to make races exact)."""
         with self._idle:
             return self._idle.wait_for(lambda: self._handled >= len(self._submitted), timeout_s)
+
+    def drain(self, cancel: threading.Event, poll_s: float) -> Iterator[tuple[int, float]]:
+        """After `close`: (candidates still pending, seconds waited) every `poll_s`, until every verdict is
+        polled or `cancel` is set (a Stop: the candidates still in the sandbox stay untested)."""
+        t0 = time.perf_counter()
+        while True:
+            self.poll()
+            if self.pending <= 0 or cancel.is_set():
+                return
+            yield self.pending, time.perf_counter() - t0
+            self.wait_idle(poll_s)
 
     def close(self, timeout_s: float | None = None) -> list[Verdict[V]]:
         """No more submissions: wait (up to `timeout_s`) for the queued tests, then return the new verdicts."""

@@ -160,3 +160,34 @@ def test_on_verdicts_runs_once_the_verdicts_can_be_polled():
     worker.close(10)
     assert got == [[2], [0]]
     assert {s: v.passed for s, v in worker.verdicts.items()} == {2: True, 0: False}
+
+
+def test_drain_reports_the_pending_candidates_until_the_last_verdict_or_a_stop():
+    import threading
+
+    release = threading.Event()
+
+    def slow(items):  # the sandbox answers only once released
+        release.wait(10)
+        return ["P" in text for _, text in items]
+
+    worker: VerdictWorker[bool] = VerdictWorker(slow, bool)
+    worker.submit(0, "P")
+    worker.submit(1, "F")
+    worker.close(timeout_s=0)
+    seen = []
+    for pending, waited in worker.drain(threading.Event(), poll_s=0.01):
+        seen.append(pending)
+        assert waited >= 0
+        if len(seen) == 3:
+            release.set()
+    assert seen[:3] == [2, 2, 2] and len(seen) >= 3 and worker.pending == 0
+    assert {s: v.passed for s, v in worker.verdicts.items()} == {0: True, 1: False}
+
+    stuck: VerdictWorker[bool] = VerdictWorker(lambda items: threading.Event().wait(30) or [], bool)
+    stuck.submit(0, "P")
+    stop = threading.Event()
+    t0 = time.perf_counter()
+    for _ in stuck.drain(stop, poll_s=0.01):
+        stop.set()  # a Stop while the sandbox is busy ends the wait at the next poll
+    assert time.perf_counter() - t0 < 5 and stuck.pending == 1
