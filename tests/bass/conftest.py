@@ -57,9 +57,9 @@ def tiny_engine(tiny_dir):
             draft = str(tiny_dir(family, draft_seed, head_scale)) if draft_seed is not None else None
             if feature_seed is None:
                 made[key] = Engine(EngineConfig(target=target, draft=draft, **cfg))
-            else:
+            else:  # built on the CPU: on a GPU machine too, the engine must run where its models are
                 loaded = load_model(target)
-                made[key] = Engine(EngineConfig(target=target, draft=None, **cfg), target=loaded,
+                made[key] = Engine(EngineConfig(target=target, draft=None, **{"device": "cpu", **cfg}), target=loaded,
                                    draft=random_feature_draft(loaded, feature_seed))
         return made[key]
 
