@@ -99,7 +99,6 @@ class Engine:
         if self.device.type == "cuda" and self.config.cuda_graphs:
             self.use_static_shapes(capture=True)
         self._lock = threading.Lock()  # one generation at a time on this engine's models
-        self.last_policy: DraftLengthPolicy | None = None  # the last BASS run's, for its describe()
 
     def load_draft(self, spec: str | None, load: dict) -> LoadedModel | None:
         """The draft of `spec`: None, "auto" (what ships for the target), a trained draft file, or a model."""
@@ -296,7 +295,6 @@ class Engine:
             if len(rows) < len(seqs):
                 drafter.select(rows)
             policy = DraftLengthPolicy(dl_cfg, [s.seq for s in live], self.device)
-            self.last_policy = policy  # its describe() says what the draft-length policy measured
             reports = speculative_decode(self._target_fwd, attn, drafter, policy, DecodeState(live, cache),
                                          stop, rng, first_round=1, **loop) if live else iter(())
         draft_lengths: list[int] = []
@@ -307,10 +305,10 @@ class Engine:
         now = time.perf_counter() - t0
         shown = getattr(drafter_name, "name", drafter_name)
         result = self._result(seqs, method, None if method == "regular" else shown, backend,
-                              prefill_s, now, draft_lengths)
+                              prefill_s, now, draft_lengths, None if method == "single" else policy.describe())
         yield GenerationEvent("done", len(draft_lengths), now, 0, (), tuple(s.text for s in seqs), result)
 
-    def _result(self, seqs, method, drafter, backend, prefill_s, decode_s, draft_lengths) -> GenerationResult:
+    def _result(self, seqs, method, drafter, backend, prefill_s, decode_s, draft_lengths, policy) -> GenerationResult:
         cands = tuple(Candidate(s.prompt_index, s.sample_index, s.text, tuple(s.generated), s.finish_reason or "",
                                 s.stats(decode_s)) for s in seqs)
         per = [c.stats for c in cands]
@@ -320,5 +318,5 @@ class Engine:
                            accepted=sum(st.accepted for st in per),
                            mean_ms_per_token=mean_ms_per_token([st.finish_time_s for st in per],
                                                                [st.tokens for st in per]),
-                           draft_lengths=tuple(draft_lengths))
+                           draft_lengths=tuple(draft_lengths), policy=policy)
         return GenerationResult(cands, stats)

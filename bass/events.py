@@ -98,6 +98,8 @@ class BatchStats:
     accepted: int
     mean_ms_per_token: float  # the paper's headline: mean over sequences of per-sequence latency
     draft_lengths: tuple[int, ...] = ()  # draft length used in each round
+    # what the draft-length policy measured and decided (`DraftLengthPolicy.describe`); None for "single"
+    policy: dict | None = field(default=None, compare=False)
 
     @property
     def throughput_tok_s(self) -> float:
@@ -118,7 +120,8 @@ class BatchStats:
                 "tokens": self.tokens, "rounds": self.rounds, "proposed": self.proposed,
                 "accepted": self.accepted, "acceptance_rate": self.acceptance_rate,
                 "tokens_per_round": self.tokens_per_round, "throughput_tok_s": self.throughput_tok_s,
-                "mean_ms_per_token": self.mean_ms_per_token, "draft_lengths": list(self.draft_lengths)}
+                "mean_ms_per_token": self.mean_ms_per_token, "draft_lengths": list(self.draft_lengths),
+                "policy": self.policy}
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,7 @@ def main() -> None:
             r = engine.generate(PROMPTS, k=a.k, params=params, **kw)
             times[name].append((time.perf_counter() - t0) / r.stats.tokens)
             if policy == "cost":
-                described[name] = engine.last_policy.describe()
-                described[name].pop("alpha", None)
+                described[name] = {k: v for k, v in r.stats.policy.items() if k != "alpha"}
     base = statistics.median(times["regular"])
     for name, ts in times.items():
         m = statistics.median(ts)

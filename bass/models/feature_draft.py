@@ -27,8 +27,8 @@ from torch import nn
 
 from bass.cache import KVCache
 from bass.models.config import ModelConfig
-from bass.models.layers import AttentionFn, RMSNorm, last_rows, rope_cos_sin, rope_inv_freq
-from bass.models.llama import Block
+from bass.models.layers import AttentionFn, RMSNorm, last_rows
+from bass.models.llama import Block, run_blocks
 
 
 class FeatureDraft(nn.Module):
@@ -57,15 +57,8 @@ class FeatureDraft(nn.Module):
         (f_t, x_{t+1}), continuing each sequence in `cache`; rows past q_len[b] are padding (as the target's
         forward). Leaves the predicted features f̂ [B, T, H] in `self.hidden`."""
         emb, head = self._tables
-        B, T = tokens.shape
-        kv_len = cache.suffix_len + q_len.to(cache.suffix_len.dtype)
-        rows = cache.write_rows(T, q_len)  # [B, T] where each layer stores the new K/V
         x = self.fc(torch.cat([features.to(emb.dtype), F.embedding(tokens, emb)], -1))  # [B, T, d]
-        inv_freq = rope_inv_freq(self.config, self.config.rope_theta, tokens.device)
-        cos, sin = rope_cos_sin(cache.positions(T), inv_freq, x.dtype)  # [B, T, 1, D]
-        for block in self.layers[:num_layers]:
-            x = block(x, cos, sin, cache, q_len, kv_len, rows, attn)
-        cache.advance(q_len)
+        x = run_blocks(self.layers[:num_layers], x, cache, q_len, attn, self.config)
         f_hat = self.out_proj(self.norm(x))  # [B, T, H]
         self.hidden = f_hat
         if last_only:

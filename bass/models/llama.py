@@ -58,13 +58,21 @@ class Transformer(Decoder):
         `num_layers=N` runs only blocks 0..N-1 before the final norm and head (layer-skip draft);
         `last_only` returns only the logits at row q_len[b]-1, as [B, 1, V] (prefill).
         """
-        B, T = tokens.shape
-        kv_len = cache.suffix_len + q_len.to(cache.suffix_len.dtype)  # [B] suffix incl. the new tokens
-        rows = cache.write_rows(T, q_len)  # [B, T] where each layer stores the new K/V
-        x = self.embed_tokens(tokens)  # [B, T, H]
-        inv_freq = rope_inv_freq(self.config, self.config.rope_theta, tokens.device)
-        cos, sin = rope_cos_sin(cache.positions(T), inv_freq, x.dtype)  # [B, T, 1, D]
-        for block in self.layers[:num_layers]:
-            x = block(x, cos, sin, cache, q_len, kv_len, rows, attn)
-        cache.advance(q_len)
+        x = run_blocks(self.layers[:num_layers], self.embed_tokens(tokens), cache, q_len, attn, self.config)
         return self.logits(x, q_len, last_only)  # [B, T, V]
+
+
+def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, cache: KVCache, q_len: torch.Tensor, attn: AttentionFn,
+               config: ModelConfig) -> torch.Tensor:
+    """x [B, T, d] through Llama-style `blocks` over the cache: RoPE at each token's absolute position, the
+    new K/V stored at the rows `KVCache.write_rows` gives (once for every layer), then the cache advanced by
+    q_len. What every decoder with one RoPE base shares (the target and the feature draft)."""
+    T = x.shape[1]
+    kv_len = cache.suffix_len + q_len.to(cache.suffix_len.dtype)  # [B] suffix incl. the new tokens
+    rows = cache.write_rows(T, q_len)  # [B, T]
+    inv_freq = rope_inv_freq(config, config.rope_theta, x.device)
+    cos, sin = rope_cos_sin(cache.positions(T), inv_freq, x.dtype)  # [B, T, 1, D]
+    for block in blocks:
+        x = block(x, cos, sin, cache, q_len, kv_len, rows, attn)
+    cache.advance(q_len)
+    return x

@@ -273,13 +273,13 @@ def test_cost_policy_greedy_equals_regular_and_regular_is_untouched(tiny_engine)
     engine = tiny_engine("llama", draft_seed=1)
     params = SamplingParams(max_new_tokens=24)
     regular = engine.generate(PROMPTS, k=2, params=params, method="regular")
-    assert engine.last_policy.rounds == 0 and engine.last_policy.costs.describe()["verify_ms"] == {}
+    assert regular.stats.policy["rounds"] == 0 and regular.stats.policy["verify_ms"] == {}
     assert set(regular.stats.draft_lengths) == {0}
     for drafter in ("ngram", "layer-skip", "model"):
         bass = engine.generate(PROMPTS, k=2, params=params, method="bass", drafter=drafter,
                                draft_length=DraftLengthConfig(policy="cost"))
         assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates], drafter
-        assert engine.last_policy.describe()["rounds"] == len(bass.stats.draft_lengths)
+        assert bass.stats.policy["rounds"] == len(bass.stats.draft_lengths)
 
 
 def test_useless_costly_drafter_settles_at_plain_decoding(tiny_engine):
@@ -295,7 +295,7 @@ def test_useless_costly_drafter_settles_at_plain_decoding(tiny_engine):
     # the probes at L=2, then only rare explorations (a little slack: this CPU is shared, timings are noisy)
     assert drafting <= 2 + 2 * (len(lengths) // 64 + 1)
     assert bass.stats.rounds <= regular.stats.rounds + 4 * drafting  # ~ regular decoding's steps
-    assert engine.last_policy.choice == 0
+    assert bass.stats.policy["L"] == 0
 
 
 def test_good_free_drafter_drafts_long(tiny_engine):
@@ -306,4 +306,20 @@ def test_good_free_drafter_drafts_long(tiny_engine):
     bass = engine.generate(PROMPTS[:2], k=2, params=params, method="bass", drafter=ScriptDrafter(scripts, True))
     assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates]
     assert bass.stats.rounds < regular.stats.rounds / 3
-    assert engine.last_policy.describe()["alpha_pooled"] > 0.8
+    assert bass.stats.policy["alpha_pooled"] > 0.8
+
+
+def test_the_result_says_what_the_policy_measured(tiny_engine):
+    """BatchStats.policy: the policy's own account of the request (JSON-ready); none for single-sequence runs."""
+    import json
+
+    engine = tiny_engine("llama", draft_seed=1)
+    params = SamplingParams(max_new_tokens=12)
+    bass = engine.generate(PROMPTS[:1], k=2, params=params, method="bass", drafter="ngram")
+    assert bass.stats.policy["policy"] == "cost" and bass.stats.policy["rounds"] == len(bass.stats.draft_lengths)
+    assert json.loads(json.dumps(bass.stats.to_dict()))["policy"]["rounds"] == bass.stats.policy["rounds"]
+    fixed = engine.generate(PROMPTS[:1], k=2, params=params, method="bass", drafter="ngram",
+                            draft_length=DraftLengthConfig(policy="fixed", l0=3))
+    assert fixed.stats.policy == {"policy": "fixed", "L": 3}
+    single = engine.generate(PROMPTS[:1], k=2, params=params, method="single", drafter="ngram")
+    assert single.stats.policy is None
