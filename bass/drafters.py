@@ -113,8 +113,6 @@ def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pendin
     verify; a step's outputs may be a graph's buffers, which the next step overwrites, so they are copied.
     """
     B, L = len(pending), max(lengths, default=0)
-    if L == 0:
-        return Proposal.empty(B, device)
     T0 = max(len(p) for p in pending)
     first = torch.zeros(B, T0, dtype=torch.long)
     for b, p in enumerate(pending):
@@ -122,7 +120,8 @@ def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pendin
     lens = torch.tensor(lengths, dtype=torch.long, device=device)
     tokens = torch.empty(B, L, dtype=torch.long, device=device)
     probs = None
-    out = step(first.to(device), torch.tensor([len(p) for p in pending], device=device), True, u[:, 0])
+    u0 = u[:, 0] if L else torch.zeros(B, device=device)  # L = 0: the pending tokens are fed all the same
+    out = step(first.to(device), torch.tensor([len(p) for p in pending], device=device), True, u0)
     for i in range(L):
         tokens[:, i] = out[0]
         if len(out) > 1:

@@ -64,3 +64,27 @@ def test_run_then_applies_the_rule_after_a_plain_forward():
     (out,) = run_then(forward, lambda y, a: (y + a,), (torch.tensor(1.0),), torch.tensor(2.0), scale=3)
     assert out.item() == 7.0
     assert calls == [3]
+
+
+def test_draft_steps_survive_outputs_that_the_next_step_overwrites():
+    """A graph's outputs are static buffers: each draft step's (token, q) must be copied before the next
+    step replays into the same buffers. L = 0 still feeds the pending tokens (the drafters count on it)."""
+    from bass.drafters import draft_autoregressively
+
+    token_buf, q_buf = torch.zeros(2, dtype=torch.long), torch.zeros(2, 5)
+    widths = []
+
+    def step(tokens, q_len, last_only, u_i):  # writes step i's values into the same two buffers
+        i = len(widths)
+        widths.append(tokens.shape[1])
+        token_buf.fill_(i + 1)
+        q_buf.zero_()[:, i] = 1.0
+        return token_buf, q_buf
+
+    params = SamplingParams(temperature=1.0)
+    p = draft_autoregressively(step, [[7, 8], [9]], [3, 2], params, torch.rand(2, 3), "cpu")
+    assert widths == [2, 1, 1] and p.tokens.tolist() == [[1, 2, 3], [1, 2, 3]] and p.lengths.tolist() == [3, 2]
+    assert [int(p.probs[0, i].argmax()) for i in range(3)] == [0, 1, 2]
+    widths.clear()
+    empty = draft_autoregressively(step, [[7, 8], [9]], [0, 0], params, torch.rand(2, 0), "cpu")
+    assert widths == [2] and empty.tokens.shape == (2, 0) and empty.probs is None
