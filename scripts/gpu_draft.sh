@@ -45,7 +45,9 @@ case "$1" in
     python3 bench/real_bench.py --target $GGUF --backend ragged --out $OUT "${@:2}" 2>&1 | grep -v Warning \
       | tee $OUT/real_bench.log ;;
   profile)  # bench/step_costs.py: forward / sampling / round costs piece by piece, profiler tables
-    python3 bench/step_costs.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep -v Warning | tee $OUT/step_costs.log ;;
+    python3 bench/step_costs.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep -v Warning | tee $OUT/step_costs.log
+    # at most 8 files come back from a call: the profiler tables travel as one archive
+    tar -czf $OUT/profiles.tgz -C $OUT $(cd $OUT && ls profile_*.txt) && rm $OUT/profile_*.txt ;;
   eval)  # python -m bass eval humaneval on the real target (args after the stage, e.g. --budgets 0.25,0.5,1)
     python3 -m bass eval humaneval --target $GGUF --backend ragged "${@:2}" 2>&1 | grep -v Warning \
       | tee -a $OUT/eval.log ;;
