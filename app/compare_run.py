@@ -35,9 +35,10 @@ from app.compare import (
 )
 from app.export import write_comparison
 from app.generate import POLL_S, UPDATE_INTERVAL_S, TestRunner, wait_for_engine
-from app.live_tests import engine_cancel, reports_by_seq, start_tests, submit_finished
+from app.live_tests import engine_cancel, reports_by_seq, start_tests
 from app.session import EngineSession
 from app.settings import RunSettings, UserError
+from bass.verdicts import submit_finished
 
 log = logging.getLogger("bass.app")
 

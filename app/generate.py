@@ -27,11 +27,12 @@ from app.charts import LiveRun, empty_accept_frame, empty_speed_frame
 from app.checks import run_tests
 from app.export import generation_payload, write_generation
 from app.feed import Feed
-from app.live_tests import TestRunner, engine_cancel, reports_by_seq, start_tests, submit_finished
+from app.live_tests import TestRunner, engine_cancel, reports_by_seq, start_tests
 from app.programs import build_program
 from app.ranking import TestReport, pass_summary, rank_candidates
 from app.session import EngineSession
 from app.settings import METHOD_LABELS, RunSettings, UserError
+from bass.verdicts import submit_finished
 
 log = logging.getLogger("bass.app")
 

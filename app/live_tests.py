@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from app.programs import build_program
 from app.ranking import TestReport
 from app.settings import RunSettings
-from bass.verdicts import VerdictWorker, either, submit_finished  # noqa: F401 (the pages' one import)
+from bass.verdicts import VerdictWorker, either
 
 TestRunner = Callable[[Sequence[str], str], list[TestReport]]
 

@@ -28,6 +28,7 @@ from bass.config import SamplingParams
 from bass.models.feature_draft import FeatureDraft
 from bass.models.layers import last_rows
 from bass.rules import draft_rule, run_then
+from bass.sequences import padded_ids
 
 
 @dataclass
@@ -94,12 +95,8 @@ class NgramDrafter(Drafter):
     def propose(self, histories, lengths, params, u, target_cache):
         device = target_cache.suffix_len.device
         drafts = [self.lookup(h, n) if n > 0 else [] for h, n in zip(histories, lengths, strict=True)]
-        L = max((len(d) for d in drafts), default=0)
-        tokens = torch.zeros(len(drafts), L, dtype=torch.long)
-        for b, d in enumerate(drafts):
-            tokens[b, :len(d)] = torch.tensor(d, dtype=torch.long)
         lens = torch.tensor([len(d) for d in drafts], dtype=torch.long)
-        return Proposal(tokens.to(device), lens.to(device), None)
+        return Proposal(padded_ids(drafts, device=device), lens.to(device), None)
 
 
 def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pending: Sequence[Sequence[int]],
@@ -113,15 +110,11 @@ def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pendin
     verify; a step's outputs may be a graph's buffers, which the next step overwrites, so they are copied.
     """
     B, L = len(pending), max(lengths, default=0)
-    T0 = max(len(p) for p in pending)
-    first = torch.zeros(B, T0, dtype=torch.long)
-    for b, p in enumerate(pending):
-        first[b, :len(p)] = torch.tensor(p, dtype=torch.long)
     lens = torch.tensor(lengths, dtype=torch.long, device=device)
     tokens = torch.empty(B, L, dtype=torch.long, device=device)
     probs = None
     u0 = u[:, 0] if L else torch.zeros(B, device=device)  # L = 0: the pending tokens are fed all the same
-    out = step(first.to(device), torch.tensor([len(p) for p in pending], device=device), True, u0)
+    out = step(padded_ids(pending, device=device), torch.tensor([len(p) for p in pending], device=device), True, u0)
     for i in range(L):
         tokens[:, i] = out[0]
         if len(out) > 1:
@@ -169,10 +162,8 @@ class ModelDrafter(Drafter):
         device = next(self.model.parameters()).device
         lens = [len(p) for p in prompts]
         cache = self.model.new_cache(len(prompts), max(lens))
-        tokens = torch.zeros(len(prompts), max(lens), dtype=torch.long)
-        for g, p in enumerate(prompts):
-            tokens[g, :len(p)] = torch.tensor(p, dtype=torch.long)
-        self.model(tokens.to(device), cache, torch.tensor(lens, device=device), self.attn, last_only=True)
+        self.model(padded_ids(prompts, device=device), cache, torch.tensor(lens, device=device), self.attn,
+                   last_only=True)
         self.cache = self.arena.fork(cache, samples, capacity)
         self.prompt_lens = [n for n in lens for _ in range(samples)]
         self.in_cache = list(self.prompt_lens)
@@ -247,11 +238,8 @@ class FeatureDrafter(Drafter):
         T = max(lens) - 1  # the prompt's last feature waits for the first sampled token
         cache = self.draft.new_cache(len(prompts), max(T, 1))
         if T > 0:
-            tokens = torch.zeros(len(prompts), T, dtype=torch.long)
-            for g, p in enumerate(prompts):
-                tokens[g, :len(p) - 1] = torch.tensor(p[1:], dtype=torch.long)
-            self.draft(tokens.to(device), cache, torch.tensor(lens, device=device) - 1, self.attn,
-                       features=features[:, :T], last_only=True)
+            self.draft(padded_ids([p[1:] for p in prompts], T, device), cache, torch.tensor(lens, device=device) - 1,
+                       self.attn, features=features[:, :T], last_only=True)
         self.cache = self.arena.fork(cache, samples, capacity)
         self.prompt_entries = [n - 1 for n in lens for _ in range(samples)]
         self.fed = list(self.prompt_entries)
@@ -314,12 +302,10 @@ class FeatureDrafter(Drafter):
         tokens, features = self._pending(histories, self._catch_up_starts)
         tokens = [t[:-1] for t in tokens]
         width = max(map(len, tokens))
-        padded = torch.zeros(len(tokens), width, dtype=torch.long)
-        for b, t in enumerate(tokens):
-            padded[b, :len(t)] = torch.tensor(t, dtype=torch.long)
         device = self.feats.device
         q_len = torch.tensor([len(t) for t in tokens], dtype=torch.int32, device=device)
-        self.forward(padded.to(device), self.cache, q_len, self.attn, features=features[:, :width], last_only=True)
+        self.forward(padded_ids(tokens, width, device), self.cache, q_len, self.attn, features=features[:, :width],
+                     last_only=True)
         self.fed = [f + len(t) for f, t in zip(self.fed, tokens, strict=True)]
 
     def select(self, rows):

@@ -32,7 +32,7 @@ from bass.models.draft import DRAFT_FILE, DRAFT_SHA256, shipped_draft
 from bass.models.loader import LoadedModel, check_same_vocab, load_model
 from bass.sampling import SequenceRNG, process_logits, sample_from
 from bass.sequences import Sequence as Seq
-from bass.sequences import StopRule
+from bass.sequences import StopRule, padded_ids
 from bass.speculative import DecodeState, speculative_decode
 
 MAX_K = 64
@@ -227,10 +227,8 @@ class Engine:
         model = self.target.model
         G, lens = len(ids), [len(p) for p in ids]
         cache = model.new_cache(G, max(lens))
-        tokens = torch.zeros(G, max(lens), dtype=torch.long)
-        for g, p in enumerate(ids):
-            tokens[g, :len(p)] = torch.tensor(p, dtype=torch.long)
-        logits = model(tokens.to(self.device), cache, torch.tensor(lens, device=self.device), attn, last_only=True)
+        logits = model(padded_ids(ids, device=self.device), cache, torch.tensor(lens, device=self.device), attn,
+                       last_only=True)
         features = model.hidden  # [G, T, H]: what a feature draft starts from
         cache = self._arena.fork(cache, k, capacity)
         seqs = [Seq(seq=g * k + s, prompt_index=g, sample_index=s, prompt_len=lens[g], history=list(ids[g]))

@@ -57,7 +57,12 @@ def process_logits_deferred(logits: torch.Tensor, params: SamplingParams,
     """
     if params.greedy:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float(), None
-    probs = _tempered(logits, params)
+    return _top_p(_tempered(logits, params), params, full_sort)
+
+
+def _top_p(probs: torch.Tensor, params: SamplingParams, full_sort: bool = False
+           ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Top-p of tempered probabilities: (probs, covered) as `process_logits_deferred` returns them."""
     if params.top_p >= 1.0:
         return probs, None
     if full_sort or probs.shape[-1] // 2 <= TOP_P_CANDIDATES:
@@ -84,10 +89,11 @@ def draft_distribution(logits: torch.Tensor, params: SamplingParams) -> torch.Te
     others (flat distributions, rare) get the tempered softmax without top-p, where the target's side
     would redo the row by a full sort after a synchronisation, one per draft step.
     """
-    probs, covered = process_logits_deferred(logits, params)
-    if covered is None:
-        return probs
-    return torch.where(covered[..., None], probs, _tempered(logits, params))
+    if params.greedy:
+        return process_logits_deferred(logits, params)[0]
+    tempered = _tempered(logits, params)  # one softmax serves both kinds of row
+    probs, covered = _top_p(tempered, params)
+    return probs if covered is None else torch.where(covered[..., None], probs, tempered)
 
 
 def _stable_descending(values: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,7 +7,10 @@ tokens of which the second is EOS keeps exactly the tokens regular decoding woul
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from collections.abc import Sequence as Rows
 from dataclasses import dataclass, field
+
+import torch
 
 from bass.config import SamplingParams
 from bass.events import SequenceStats
@@ -139,3 +142,12 @@ class StopRule:
         if reason is not None:
             seq.finish_reason = reason
         return new_text
+
+
+def padded_ids(rows: Rows[Rows[int]], width: int | None = None, device: torch.device | str = "cpu") -> torch.Tensor:
+    """[len(rows), width] int64 on `device`: row b holds rows[b], then zeros (width: the longest row's).
+
+    How a ragged batch of token ids becomes a forward's input; the zeros are padding past each q_len."""
+    width = max(map(len, rows), default=0) if width is None else width
+    return torch.tensor([list(r) + [0] * (width - len(r)) for r in rows], dtype=torch.long).view(len(rows), width) \
+        .to(device)

@@ -58,3 +58,12 @@ def test_eos_and_length():
     s2 = _seq()
     rule.extend(s2, [ord(c) for c in "abcdef"])
     assert s2.finish_reason == "length" and len(s2.generated) == 4
+
+
+def test_padded_ids_pads_ragged_rows_with_zeros():
+    from bass.sequences import padded_ids
+
+    got = padded_ids([[5, 6, 7], [8], []])
+    assert got.dtype == torch.long and got.tolist() == [[5, 6, 7], [8, 0, 0], [0, 0, 0]]
+    assert padded_ids([[1], [2, 3]], width=4).tolist() == [[1, 0, 0, 0], [2, 3, 0, 0]]
+    assert padded_ids([[], []]).shape == (2, 0)
