@@ -15,6 +15,7 @@ token limit. Its arguments are [B] or [B, T - 1, ...] tensors (T: the forward's 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -97,13 +98,16 @@ class DraftRule:
         return sample_from(q, u), q
 
 
+@functools.lru_cache(maxsize=64)
 def verify_rule(params: SamplingParams) -> VerifyRule:
-    """The verify rule of a request sampled with `params`."""
+    """The verify rule of a request sampled with `params` (one object per setting: asked for every round)."""
     return VerifyRule(processing(params))
 
 
+@functools.lru_cache(maxsize=64)
 def draft_rule(params: SamplingParams, vocab: int) -> DraftRule:
-    """The draft-step rule of a request sampled with `params`, over the target's `vocab` tokens."""
+    """The draft-step rule of a request sampled with `params`, over the target's `vocab` tokens (cached:
+    every proposal asks for it)."""
     return DraftRule(processing(params), vocab)
 
 
