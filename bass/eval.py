@@ -78,7 +78,7 @@ def summarize(rows: Sequence[dict]) -> dict:
 def stream_with_verdicts(engine, prompt, *, k: int, params: SamplingParams, method: str, check: Checker,
                          passed: Callable[[object], bool], stop_at_first_pass: bool = False, chat: bool = False,
                          cancel=None, worker: VerdictWorker | None = None,
-                         round_starts: dict[int, float | None] | None = None
+                         round_starts: dict[int, float | None] | None = None, drafter: str | None = None
                          ) -> tuple[GenerationResult, dict[int, Verdict]]:
     """Generate k candidates, testing each in the background the moment it finishes by itself.
 
@@ -86,12 +86,12 @@ def stream_with_verdicts(engine, prompt, *, k: int, params: SamplingParams, meth
     verdict cancels the sequences still decoding. Returns the result and the verdicts by sequence.
     `worker` replaces the one built from `check`, `passed` and `stop_at_first_pass` (tests observe it).
     `round_starts`, when given, receives for each finished sequence the budget check's reading before its
-    last round (`bass.budgets.record_round_starts`).
+    last round (`bass.budgets.record_round_starts`). `drafter`: None for the engine's default.
     """
     worker = worker or VerdictWorker(check, passed, stop_at_first_pass=stop_at_first_pass)
     result = None
     try:
-        for event in engine.stream(prompt, k=k, params=params, method=method, chat=chat,
+        for event in engine.stream(prompt, k=k, params=params, method=method, chat=chat, drafter=drafter,
                                    cancel=either(cancel, worker.first_pass)):
             submit_finished(worker, event)
             if round_starts is not None:

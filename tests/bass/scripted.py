@@ -25,7 +25,8 @@ class ScriptedEngine:
         self.texts, self.prefill_s, self.round_s, self.settle = list(texts), prefill_s, round_s, settle
         self.now = 0.0  # decoding time of the last event, for a test's clock
 
-    def stream(self, prompt, *, k, params=None, method="bass", chat=False, cancel: threading.Event | None = None):
+    def stream(self, prompt, *, k, params=None, method="bass", chat=False, cancel: threading.Event | None = None,
+               drafter=None):
         assert k == len(self.texts)
         yield GenerationEvent("prefill", 0, self.prefill_s, 0, (), ("",) * k)
         pos, reason, fin_t = [0] * k, [None] * k, [0.0] * k

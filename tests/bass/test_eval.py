@@ -191,3 +191,11 @@ def test_drain_reports_the_pending_candidates_until_the_last_verdict_or_a_stop()
     for _ in stuck.drain(stop, poll_s=0.01):
         stop.set()  # a Stop while the sandbox is busy ends the wait at the next poll
     assert time.perf_counter() - t0 < 5 and stuck.pending == 1
+
+
+def test_stream_with_verdicts_runs_the_drafter_asked_for(tiny_engine):
+    engine = tiny_engine("llama", draft_seed=1)  # its default drafter is the draft model
+    assert engine.default_drafter == "model"
+    result, _ = stream_with_verdicts(engine, "def f():", k=2, params=SamplingParams(max_new_tokens=6), method="bass",
+                                     check=lambda items: [False] * len(items), passed=bool, drafter="ngram")
+    assert result.stats.drafter == "ngram"
