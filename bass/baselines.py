@@ -20,7 +20,7 @@ from bass.speculative import DecodeState, RoundReport, speculative_decode
 
 def single_sequence(target: torch.nn.Module, attn: Callable, new_drafter: Callable, live: list, cache: KVCache,
                     stop, rng, dl_cfg: DraftLengthConfig, *, t0: float, time_budget_s=None,
-                    cancel=None) -> Iterator[RoundReport]:
+                    cancel=None, look_ahead: bool = False) -> Iterator[RoundReport]:
     """Speculative decoding of each live sequence alone (B = 1), one after another.
 
     `new_drafter(seq)` returns a drafter prefilled for that one sequence: a drafter's state belongs
@@ -37,6 +37,7 @@ def single_sequence(target: torch.nn.Module, attn: Callable, new_drafter: Callab
         state = DecodeState([seq], cache.compact([row]))
         policy = shared if dl_cfg.policy == "cost" else DraftLengthPolicy(dl_cfg, [seq.seq])
         for report in speculative_decode(target, attn, new_drafter(seq), policy, state, stop, rng, t0=t0,
-                                         time_budget_s=time_budget_s, cancel=cancel, first_round=r):
+                                         time_budget_s=time_budget_s, cancel=cancel, first_round=r,
+                                         look_ahead=look_ahead):
             r = report.index + 1
             yield report

@@ -117,6 +117,9 @@ class EngineConfig:
     ngram_min: int = 1
     layer_skip_layers: int | None = None
     cuda_graphs: bool = True  # capture decode-time forwards on CUDA (ignored on the CPU)
+    # launch plain steps before reading the round before (`bass.speculative`): None = on CUDA, where the
+    # device runs ahead of the host; on the CPU a step launched ahead only delays the round's report
+    look_ahead: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.target or not isinstance(self.target, str):
@@ -134,5 +137,7 @@ class EngineConfig:
             raise ValueError(f"dtype must be 'auto', 'float32', 'bfloat16' or 'float16', got {self.dtype!r}")
         if not 1 <= self.ngram_min <= self.ngram_max:
             raise ValueError(f"need 1 <= ngram_min <= ngram_max, got {self.ngram_min}, {self.ngram_max}")
+        if self.look_ahead not in (None, True, False):
+            raise ValueError(f"look_ahead must be None (on CUDA only), True or False, got {self.look_ahead!r}")
         if self.layer_skip_layers is not None and self.layer_skip_layers < 1:
             raise ValueError(f"layer_skip_layers must be >= 1, got {self.layer_skip_layers}")

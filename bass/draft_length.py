@@ -251,42 +251,55 @@ class RoundClock:
 
     CPU: time.perf_counter. CUDA: the draft part between two events, read once `query()` says they are
     done, which the round's own sync guarantees by its end (so at worst a round later).
+
+    Rounds may overlap: the round loop launches a plain step before it reads the round before
+    (`bass.speculative`, look-ahead). Rounds end in the order they start, and a round's whole time runs
+    from its start or the previous round's end, whichever is later: in a pipelined run of steps that is
+    the interval between results, what a step costs once the pipeline is full.
     """
 
     def __init__(self, device: torch.device | str = "cpu"):
         self.cuda = torch.device(device).type == "cuda"
-        self._pending: deque = deque()
-        self._t0 = self._t1 = None
-        self._ev0 = self._ev1 = None
+        self._open: deque = deque()  # started rounds: [t0, t1, ev0, ev1]
+        self._pending: deque = deque()  # ended CUDA rounds whose events are not read yet
+        self._last_end: float | None = None
 
     def start(self) -> None:
         """A round starts drafting."""
-        self._t0 = time.perf_counter()
+        ev0 = None
         if self.cuda:
-            self._ev0 = torch.cuda.Event(enable_timing=True)
-            self._ev0.record()
+            ev0 = torch.cuda.Event(enable_timing=True)
+            ev0.record()
+        self._open.append([time.perf_counter(), None, ev0, None])
+
+    def restart(self) -> None:
+        """The round started last, decided early, starts only now."""
+        if self._open:
+            self._open.pop()
+            self.start()
 
     def drafted(self) -> None:
         """The round's proposals are made: the draft part ends here."""
-        if self._t0 is None:  # no round being timed (regular decoding never starts one): record nothing
+        if not self._open:  # no round being timed (regular decoding never starts one): record nothing
             return
         if self.cuda:
-            self._ev1 = torch.cuda.Event(enable_timing=True)
-            self._ev1.record()
+            self._open[-1][3] = torch.cuda.Event(enable_timing=True)
+            self._open[-1][3].record()
         else:
-            self._t1 = time.perf_counter()
+            self._open[-1][1] = time.perf_counter()
 
     def stop(self, key) -> list[tuple]:
-        """End the round tagged `key`; return [(key, draft_s, round_s)] for every round whose timing is ready."""
-        if self._t0 is None:
+        """End the oldest open round, tagged `key`; return [(key, draft_s, round_s)] for every round whose
+        timing is ready."""
+        if not self._open:
             return []
         end = time.perf_counter()
-        t0, t1, self._t0, self._t1 = self._t0, self._t1, None, None
-        round_s = end - t0
+        t0, t1, ev0, ev1 = self._open.popleft()
+        round_s = end - (t0 if self._last_end is None else max(t0, self._last_end))
+        self._last_end = end
         if not self.cuda:
             return [(key, (t1 if t1 is not None else t0) - t0, round_s)]
-        self._pending.append((key, self._ev0, self._ev1 or self._ev0, round_s))
-        self._ev1 = None
+        self._pending.append((key, ev0, ev1 or ev0, round_s))
         ready = []
         while self._pending and self._pending[0][2].query():  # non-blocking: done events only
             k, e0, e1, r = self._pending.popleft()
@@ -359,6 +372,12 @@ class DraftLengthPolicy:
         return self.choice
 
     # ---- the interface of the round loop -------------------------------------------------------------
+    @property
+    def may_choose_plain(self) -> bool:
+        """Whether a round may get L = 0 (plain decoding), which the loop can launch a round ahead: only
+        the cost policy's (the heuristic and fixed lengths are at least 1)."""
+        return self.cfg.policy == "cost"
+
     def lengths(self, seqs: Sequence[int]) -> list[int]:
         """The draft length each of `seqs` gets this round (for "cost", this also starts the round's clock)."""
         if self.cfg.policy == "cost":
@@ -370,6 +389,11 @@ class DraftLengthPolicy:
         if self.cfg.policy == "per-sequence":
             return [self._own[q][0] for q in seqs]
         return [self.cfg.l0 if self.cfg.policy == "fixed" else self._shared[0]] * len(seqs)
+
+    def relaunched(self) -> None:
+        """The round decided last (a round ahead, by `lengths`) starts only now: its clock restarts."""
+        if self.cfg.policy == "cost":
+            self.clock.restart()
 
     def drafted(self) -> None:
         """The round's proposals are made (timing mark; "cost" only)."""

@@ -17,6 +17,7 @@ next round therefore starts by feeding the 1 or 2 pending tokens of each sequenc
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -60,8 +61,13 @@ class Drafter:
         """Up to lengths[b] draft tokens per sequence. u [B, max(lengths)] uniforms for sampling."""
         raise NotImplementedError
 
+    def verified(self) -> None:
+        """A verify pass was just launched (its results are not read yet). The loop commits rounds in the
+        order it launches them, and may launch the next one, a plain step, before it commits this one."""
+
     def commit(self, histories: Sequence[Sequence[int]]) -> None:
-        """The verify pass is done; histories[b] is sequence b's prompt + generated tokens now."""
+        """The oldest uncommitted verify pass is read; histories[b] is sequence b's prompt + generated
+        tokens now."""
 
     def select(self, rows: Sequence[int]) -> None:
         """Only the sequences at `rows` stay in the batch (in that order)."""
@@ -205,7 +211,8 @@ class FeatureDrafter(Drafter):
     The target's features live in `feats` [B, C, H]: feats[b, j] = f_{first_b + j}, first_b being the
     prompt's last position; the first `known_b` are real. A proposal feeds those not fed yet, then drafts
     on its own predictions f̂; `commit` drops the f̂ entries (the true features replace them next round)
-    and writes the verify pass's features in place.
+    and writes the verify pass's features in place. Those are the target's `hidden` when the verify was
+    launched (`verified`): a step launched ahead (in another graph slot) must not be read in their place.
 
     A round that drafted nothing (the cost policy's L = 0) costs one scatter here, plus every CATCH_UP such
     rounds one draft forward that feeds the backlog (`_catch_up`): the verify's columns
@@ -227,6 +234,7 @@ class FeatureDrafter(Drafter):
         self.feats: torch.Tensor | None = None  # [B, C, H]; column C-1 is scratch for writes past the end
         self.known: list[int] = []
         self._fed_at_truncate: list[int] = []
+        self._verify_features: deque[torch.Tensor] = deque()  # [B, T, H] of each launched, uncommitted verify
         self._offsets, self._lengths, self._starts, self._catch_up_starts = (HostInts() for _ in range(4))
 
     @torch.inference_mode()
@@ -250,6 +258,7 @@ class FeatureDrafter(Drafter):
                                  device=device)
         self.feats[:, 0] = last.repeat_interleave(samples, 0)
         self.known = [1] * self.feats.shape[0]
+        self._verify_features.clear()
 
     def _pending(self, histories, staging: HostInts) -> tuple[list[list[int]], torch.Tensor]:
         """Each sequence's entries not fed yet: tokens x_{t+1} (lists) and true features f_t [B, max n, H].
@@ -278,9 +287,12 @@ class FeatureDrafter(Drafter):
         self.fed = [f + len(t) for f, t in zip(self.fed, tokens, strict=True)]  # the cache also holds the f̂ entries
         return proposal
 
+    def verified(self):
+        self._verify_features.append(self.target.hidden)
+
     @torch.inference_mode()
     def commit(self, histories):
-        hidden = self.target.hidden  # [B, T, H] the verify pass's features
+        hidden = self._verify_features.popleft()  # [B, T, H] the verify pass's features
         B, T, H = hidden.shape
         C = self.feats.shape[1]
         cols = self._offsets.to(self.known, hidden.device)[:, None] + torch.arange(T, device=hidden.device)

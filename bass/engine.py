@@ -99,6 +99,7 @@ class Engine:
         if self.device.type == "cuda" and self.config.cuda_graphs:
             self.use_static_shapes(capture=True)
         self._lock = threading.Lock()  # one generation at a time on this engine's models
+        self.look_ahead = self.device.type == "cuda" if self.config.look_ahead is None else self.config.look_ahead
 
     def load_draft(self, spec: str | None, load: dict) -> LoadedModel | None:
         """The draft of `spec`: None, "auto" (what ships for the target), a trained draft file, or a model."""
@@ -280,7 +281,7 @@ class Engine:
         cache = cache.compact(rows) if len(rows) < len(seqs) else cache
         # the budget covers the whole request: the loop's clock starts after the prefill, so it gets what is left
         budget = None if params.time_budget_s is None else params.time_budget_s - prefill_s
-        loop = dict(t0=t0, time_budget_s=budget, cancel=cancel)
+        loop = dict(t0=t0, time_budget_s=budget, cancel=cancel, look_ahead=self.look_ahead)
         if method == "single":
             def single_drafter(seq: Seq) -> Drafter:
                 d = self._drafter(name, attn)

@@ -52,16 +52,22 @@ class GraphedModel:
         self.config = model.config
         self._graphs: dict[tuple, _Graph] = {}
         self._version = arena.version
-        self._pool = None
+        self._pools: dict[int, object] = {}  # slot -> the memory pool its graphs share
         self.hidden: torch.Tensor | None = None
 
     captures_then = True  # `bass.rules.run_then`: a rule after the forward joins its graph
+    slots = 2  # `slot=`: two sets of output buffers per shape (`bass.speculative`'s look-ahead)
 
     def __call__(self, tokens: torch.Tensor, cache: KVCache, q_len: torch.Tensor, attn: Callable, *,
                  num_layers: int | None = None, last_only: bool = False, features: torch.Tensor | None = None,
-                 then: Callable | None = None, args: tuple = ()):
+                 then: Callable | None = None, args: tuple = (), slot: int = 0):
         """The logits [B, T or 1, V]; with `then`, then(logits, *args) instead (a `bass.rules` rule, whose
-        args are [B] or [B, T-1, ...] tensors or None), captured in the same graph."""
+        args are [B] or [B, T-1, ...] tensors or None), captured in the same graph.
+
+        Outputs are static buffers of the graphs of `slot`, which share one memory pool: valid until the
+        next call in the same slot (of any shape: one graph's intermediates may reuse another's output
+        memory), untouched by calls in the other slot (so one step's results can be read while the next
+        step, launched ahead in the other slot, runs)."""
         B, T = tokens.shape
         base = self.arena.base
         Bb, Tb = bucket(B, BATCH_BUCKETS), bucket(T, WIDTH_BUCKETS)
@@ -73,16 +79,16 @@ class GraphedModel:
             return out if then is None else then(out, *args)
         if self._version != self.arena.version:  # the storage moved: every captured pointer is stale
             self._graphs.clear()
-            self._pool = None  # graphs of a new storage must not capture into the released pool
+            self._pools = {}  # graphs of a new storage must not capture into the released pools
             self._version = self.arena.version
         G = cache.prefix_k.shape[1]
         arg_kinds = tuple(None if a is None else (a.dim(), a.dtype) for a in args)
-        key = (Bb, Tb, G, num_layers, last_only, attn, features is not None, then, arg_kinds)
+        key = (Bb, Tb, G, num_layers, last_only, attn, features is not None, then, arg_kinds, slot)
         g = self._graphs.get(key)
         padded = KVCache(cache.prefix_k, cache.prefix_v, cache.prefix_len, base.seq_group[:Bb],
                          base.suffix_k[:, :Bb], base.suffix_v[:, :Bb], base.suffix_len[:Bb])
         if g is None:
-            g = self._capture(padded, Bb, Tb, attn, num_layers, last_only, features, then, args)
+            g = self._capture(padded, Bb, Tb, attn, num_layers, last_only, features, then, args, slot)
             self._graphs[key] = g
         g.tokens.zero_()
         g.tokens[:B, :T] = tokens
@@ -97,8 +103,15 @@ class GraphedModel:
                 static[:B, :a.shape[1]] = a
         if g.graph is not None:
             g.graph.replay()
-        else:
-            g.out, g.hidden = self._run(g, padded, attn, num_layers, last_only, then)
+        else:  # the same buffer semantics as a replay: results land in the static outputs
+            out, hidden = self._run(g, padded, attn, num_layers, last_only, then)
+            if g.hidden is None:
+                g.out, g.hidden = out, hidden
+            else:
+                for static, new in zip(g.out if then is not None else (g.out,),
+                                       out if then is not None else (out,), strict=True):
+                    static.copy_(new)
+                g.hidden.copy_(hidden)
         self.hidden = None if g.hidden is None else g.hidden[:B, :T]
         if then is not None:
             return tuple(o[:B] for o in g.out)
@@ -113,7 +126,7 @@ class GraphedModel:
         return out, self.model.hidden
 
     def _capture(self, cache: KVCache, Bb: int, Tb: int, attn: Callable, num_layers, last_only,
-                 features: torch.Tensor | None, then: Callable | None, args: tuple) -> _Graph:
+                 features: torch.Tensor | None, then: Callable | None, args: tuple, slot: int) -> _Graph:
         device = cache.suffix_k.device
         tokens = torch.zeros(Bb, Tb, dtype=torch.long, device=device)
         q_len = torch.zeros(Bb, dtype=torch.int32, device=device)  # q_len 0: warm-up writes only scratch rows
@@ -129,9 +142,8 @@ class GraphedModel:
             for _ in range(2):  # compile Triton kernels, settle the allocator
                 self._run(g, cache, attn, num_layers, last_only, then)
         torch.cuda.current_stream(device).wait_stream(stream)
-        if self._pool is None:
-            self._pool = torch.cuda.graph_pool_handle()
+        # graphs of one slot share a pool: one graph's intermediates may lie where another's outputs are
         g.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g.graph, pool=self._pool):
+        with torch.cuda.graph(g.graph, pool=self._pools.setdefault(slot, torch.cuda.graph_pool_handle())):
             g.out, g.hidden = self._run(g, cache, attn, num_layers, last_only, then)
         return g

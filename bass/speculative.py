@@ -13,6 +13,20 @@ One round, for the B live sequences:
 
 With `NoDrafter` every proposal is empty, q_len = 1, and the same loop is regular batched decoding.
 The only host synchronisation in a round is reading the accepted counts and tokens (step 4).
+
+Look-ahead (on CUDA). A plain step (L = 0) needs nothing from the host: its input is the last emitted
+token, already on the device, and its cache rows follow the rollback, which is queued on the device too. So
+when the next round is plain (regular decoding; the cost policy's L = 0), the loop launches it *before*
+it reads the round before, and the host's bookkeeping of round r (stop strings, events, the policy)
+overlaps the device's step r + 1 instead of leaving the GPU idle. The price:
+  - the step runs for sequences that round r finishes; their rows' results are dropped, and the batch is
+    compacted once both rounds are read (no look-ahead meanwhile);
+  - where round r's top-p needs the full-sort redo (rare), its corrected token was not the step's input:
+    the step is rolled back (one cache row) and launched again with the same uniforms;
+  - the two steps use the target's two graph slots (`GraphedModel.slots`), so that one's outputs are read
+    while the other runs; a drafter takes the verify's features when it is launched (`Drafter.verified`).
+The policy decides the next round's length before it has seen round r's acceptance: one round of lag.
+A drafting round is never launched ahead: its proposal needs the host's tokens.
 """
 
 from __future__ import annotations
@@ -28,7 +42,7 @@ from bass.cache import KVCache
 from bass.draft_length import DraftLengthPolicy
 from bass.drafters import Drafter, Proposal
 from bass.events import SequenceUpdate
-from bass.rules import run_then, verify_rule
+from bass.rules import VerifyRule, run_then, verify_rule
 from bass.sampling import SequenceRNG
 from bass.sequences import Sequence, StopRule
 
@@ -52,93 +66,189 @@ class DecodeState:
     cache: KVCache
 
 
+@dataclass
+class _Round:
+    """A round whose verify is queued on the device; its results are read after the next round's launch."""
+
+    index: int
+    started_s: float
+    live: list[Sequence]  # the batch it covers, in cache row order (one may finish before this round is read)
+    lengths: list[int]  # l_b asked of the drafter
+    proposal: Proposal  # tokens [B, Lp], lengths [B]
+    u: torch.Tensor  # [B, 2L+1] the round's uniforms: L to draft, L to accept, 1 to resample
+    slot: int = 0  # the target's graph slot
+    out: tuple = ()  # accepted [B], next_token [B], decided [B], logits [B, Lp+1, V] (device)
+    host: torch.Tensor | None = None  # [B, 4 + Lp] the results packed, copied to the host as they finish
+    ready: torch.cuda.Event | None = None  # recorded after that copy
+
+    @property
+    def draft_length(self) -> int:
+        """L = max_b l_b: the batch's draft width this round."""
+        return max(self.lengths, default=0)
+
+    def verify_args(self) -> tuple:
+        """(drafts [B, Lp], draft_len [B], u_accept [B, Lp], u_sample [B], draft_probs) of the verify rule."""
+        p, L = self.proposal, self.draft_length
+        Lp = p.tokens.shape[1]  # a drafter may propose fewer than L tokens (n-gram lookup): width Lp <= L
+        return p.tokens, p.lengths, self.u[:, L:L + Lp], self.u[:, 2 * L], p.probs
+
+
+def _verify(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, cache: KVCache,
+            last: torch.Tensor) -> torch.Tensor:
+    """Queue steps 3-5 of `rnd` on the device: the target's forward over [last emitted token, drafts] and the
+    accept / resample rule (one graph), the rollback of rejected rows, and the copy of the results to the
+    host. Returns the next last token [B, 1] (a copy: the graph's outputs live only until the next call
+    in its slot, a draft step included); makes no host synchronisation."""
+    args = rnd.verify_args()
+    drafts, dlen = args[0], args[1]
+    slot = {"slot": rnd.slot} if getattr(target, "slots", 1) > 1 else {}
+    rnd.out = run_then(target, rule, args, torch.cat([last, drafts], 1), cache, (dlen + 1).to(torch.int32), attn,
+                       **slot)
+    n_acc, next_token, decided, _ = rnd.out
+    if drafts.shape[1]:  # 5. roll back: the target cache holds every token but the last emitted one
+        cache.truncate(cache.suffix_len - (dlen - n_acc))  # (a finished sequence's row may be left longer)
+    packed = torch.cat([n_acc[:, None], next_token[:, None], dlen[:, None].long(), decided[:, None].long(),
+                        drafts.long()], 1)  # [B, 4 + Lp]
+    rnd.host, rnd.ready = packed, None
+    if packed.is_cuda:  # into pinned memory, without waiting for it
+        rnd.host = packed.to("cpu", non_blocking=True)
+        rnd.ready = torch.cuda.Event()
+        rnd.ready.record()
+    return next_token[:, None].clone()
+
+
+def _halt(cancel: threading.Event | None, time_budget_s: float | None, now: float) -> str | None:
+    """Why no round may start at decode clock `now`, if one may not."""
+    if cancel is not None and cancel.is_set():
+        return "cancelled"
+    if time_budget_s is not None and now >= time_budget_s:
+        return "budget"
+    return None
+
+
 def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter, policy: DraftLengthPolicy,
                        state: DecodeState, stop: StopRule, rng: SequenceRNG, *, t0: float,
                        time_budget_s: float | None = None, cancel: threading.Event | None = None,
-                       first_round: int = 0) -> Iterator[RoundReport]:
+                       first_round: int = 0, look_ahead: bool = False) -> Iterator[RoundReport]:
     """Run rounds until every live sequence has finished; yield one report per round.
 
     `time_budget_s` is on the decode clock (seconds since `t0`): a round starts iff the clock read just
     before it is below the budget, and every report carries that reading (`started_s`), so a
     caller can tell afterwards which rounds a smaller budget would have run (`bass.budgets`).
+    `look_ahead` launches plain steps before reading the round before (module docstring): on for CUDA.
     """
     params = stop.params
     device = state.cache.suffix_len.device
-    r = first_round
-    last = None  # [B, 1] the last emitted token of each live sequence, kept on the device
     rule = verify_rule(params)
+    last = None  # [B, 1] the last emitted token of each sequence after the round launched last (device)
+    ahead: _Round | None = None  # a plain step launched before the round before it was read
+    planned: dict[int, int] | None = None  # l_b decided a round ahead for a round that drafts
+    r = first_round
     while state.live:
-        now = started = time.perf_counter() - t0
-        halt = "cancelled" if cancel is not None and cancel.is_set() else None
-        if halt is None and time_budget_s is not None and now >= time_budget_s:
-            halt = "budget"
-        if halt:
-            updates = []
-            for s in state.live:
-                s.finish_reason, s.finish_time_s = halt, now
-                updates.append(SequenceUpdate(s.seq, (), "", 0, 0, True, halt))
-            state.live = []
-            yield RoundReport(r, now, 0, updates, started)
-            return
+        if ahead is not None:
+            rnd, ahead = ahead, None
+        else:
+            started = time.perf_counter() - t0
+            halt = _halt(cancel, time_budget_s, started)
+            if halt:
+                updates = []
+                for s in state.live:
+                    s.finish_reason, s.finish_time_s = halt, started
+                    updates.append(SequenceUpdate(s.seq, (), "", 0, 0, True, halt))
+                state.live = []
+                yield RoundReport(r, started, 0, updates, started)
+                return
+            # 1. draft lengths, never past the token limit: a round emits at most l_b + 1 tokens
+            seqs = [s.seq for s in state.live]
+            if planned is not None:
+                wanted, planned = [planned[q] for q in seqs], None
+                policy.relaunched()
+            else:
+                wanted = policy.lengths(seqs) if drafter.proposes else [0] * len(seqs)
+            room = [params.max_new_tokens - s.num_generated - 1 for s in state.live]
+            lengths = [max(0, min(n, m)) for n, m in zip(wanted, room, strict=True)]
+            L = max(lengths, default=0)
+            u = rng.uniforms([s.key for s in state.live], 2 * L + 1, device)  # [B, 2L+1]
+            # 2. draft (nothing to run when the policy chose plain decoding: L = 0)
+            hist = [s.history for s in state.live]
+            proposal = drafter.propose(hist, lengths, params, u[:, :L], state.cache) if L else \
+                Proposal.empty(len(seqs), device)
+            policy.drafted()  # timing mark: the cost policy weighs draft time against verify time
+            if last is None:
+                last = torch.tensor([h[-1] for h in hist], dtype=torch.long, device=device)[:, None]
+            # 3. - 5. verify, accept and roll back, queued on the device
+            rnd = _Round(r, started, list(state.live), lengths, proposal, u)
+            last = _verify(target, attn, rule, rnd, state.cache, last)
+            drafter.verified()
+            r += 1
 
-        seqs, hist = [s.seq for s in state.live], [s.history for s in state.live]
-        # never draft past the token limit: a round emits at most l_b + 1 tokens
-        room = [params.max_new_tokens - s.num_generated - 1 for s in state.live]
-        wanted = policy.lengths(seqs) if drafter.proposes else [0] * len(seqs)
-        lengths = [max(0, min(n, m)) for n, m in zip(wanted, room, strict=True)]
-        L = max(lengths, default=0)
-        u = rng.uniforms([s.key for s in state.live], 2 * L + 1, device)  # [B, 2L+1]
+        # launch the next round now if it and this one are plain steps (module docstring: look-ahead)
+        if look_ahead and rnd.proposal.tokens.shape[1] == 0 and not any(s.finished for s in state.live) and \
+                (not drafter.proposes or policy.may_choose_plain):
+            now = time.perf_counter() - t0
+            if not _halt(cancel, time_budget_s, now):
+                seqs = [s.seq for s in state.live]
+                wanted = policy.lengths(seqs) if drafter.proposes else [0] * len(seqs)
+                if max(wanted) == 0:
+                    ahead = _Round(r, now, list(state.live), wanted, Proposal.empty(len(seqs), device),
+                                   rng.uniforms([s.key for s in state.live], 1, device), slot=1 - rnd.slot)
+                    policy.drafted()
+                    last = _verify(target, attn, rule, ahead, state.cache, last)
+                    drafter.verified()
+                    r += 1
+                else:
+                    planned = dict(zip(seqs, wanted, strict=True))
 
-        # 2. draft (nothing to run when the policy chose plain decoding: L = 0)
-        proposal = drafter.propose(hist, lengths, params, u[:, :L], state.cache) if L else \
-            Proposal.empty(len(seqs), device)
-        policy.drafted()  # timing mark: the cost policy weighs draft time against verify time
-        drafts, dlen = proposal.tokens, proposal.lengths
-        if last is None:
-            last = torch.tensor([h[-1] for h in hist], dtype=torch.long, device=device)[:, None]
-        # 3. + 4. verify and accept, in the target's graph (greedy, or lossless sampling)
-        Lp = drafts.shape[1]  # a drafter may propose fewer than L tokens (n-gram lookup): width Lp <= L
-        verify_args = (drafts, dlen, u[:, L:L + Lp], u[:, 2 * L], proposal.probs)
-        # (its outputs are the graph's buffers: read before the next replay, which stream order guarantees)
-        n_acc, next_token, decided, logits = run_then(target, rule, verify_args, torch.cat([last, drafts], 1),
-                                                      state.cache, (dlen + 1).to(torch.int32), attn)
-        # the round's one host synchronisation: everything the bookkeeping needs, in one copy
-        packed = torch.cat([n_acc[:, None], next_token[:, None], dlen[:, None].long(),
-                            decided[:, None].long(), drafts.long()], 1).tolist()
+        # 4. the round's one host synchronisation: everything the bookkeeping needs, in one copy
+        if rnd.ready is not None:
+            rnd.ready.synchronize()
+        packed = rnd.host.tolist()
         if not all(row[3] for row in packed):  # rare (a flat distribution): top-p by a full sort
-            verdict = rule.exact(logits[:, :Lp + 1], *verify_args)
-            n_acc, next_token = verdict.accepted, verdict.next_token
-            for row, a, t in zip(packed, n_acc.tolist(), next_token.tolist(), strict=True):
-                row[:2] = a, t
-        accepted = [row[0] for row in packed]
-        next_tok, proposed, draft_rows = [row[1] for row in packed], [row[2] for row in packed], \
-            [row[4:] for row in packed]
-
+            last = _redo(target, attn, rule, rnd, packed, state.cache, ahead)
         now = time.perf_counter() - t0
-        updates = []
-        for s, a, t, d, n in zip(state.live, accepted, next_tok, draft_rows, proposed, strict=True):
+        updates, seqs, accepted, asked = [], [], [], []
+        for s, row, n_asked in zip(rnd.live, packed, rnd.lengths, strict=True):
+            if s.finished:  # finished by the round before, which this one was launched ahead of
+                continue
+            a, t, n, d = row[0], row[1], row[2], row[4:4 + row[0]]
             before = len(s.history)
-            new_text = stop.extend(s, d[:a] + [t])
+            new_text = stop.extend(s, d + [t])
             s.rounds, s.proposed, s.accepted = s.rounds + 1, s.proposed + n, s.accepted + a
             if s.finished:
                 s.finish_time_s = now
             updates.append(SequenceUpdate(s.seq, tuple(s.history[before:]), new_text, n, a, s.finished,
                                           s.finish_reason))
-
-        # 5. roll back: the target cache holds every token but the last emitted one
-        # (a finished sequence's row may be left longer: it leaves the batch below)
-        state.cache.truncate(state.cache.suffix_len - (dlen - n_acc))
-        last = next_token[:, None]
+            seqs.append(s.seq), accepted.append(a), asked.append(n_asked)
         drafter.commit([s.history for s in state.live])
 
-        # 6. finished sequences leave the batch
+        # 6. finished sequences leave the batch (once no round launched ahead still covers them)
         rows = [i for i, s in enumerate(state.live) if not s.finished]
-        if len(rows) < len(state.live):
+        if not rows:
+            state.live = []
+        elif len(rows) < len(state.live) and ahead is None:
             state.live = [state.live[i] for i in rows]
-            if rows:
-                state.cache = state.cache.compact(rows)
-                drafter.select(rows)
-                last = last[torch.tensor(rows, device=device)]
-        policy.update(seqs, accepted, lengths)  # after all of the round's work, which its clock covers
-        yield RoundReport(r, now, L, updates, started)
-        r += 1
+            state.cache = state.cache.compact(rows)
+            drafter.select(rows)
+            last = last[torch.tensor(rows, device=device)]
+        policy.update(seqs, accepted, asked)  # after all of the round's work, which its clock covers
+        yield RoundReport(rnd.index, now, rnd.draft_length, updates, rnd.started_s)
+
+
+def _redo(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, packed: list[list[int]],
+          cache: KVCache, ahead: _Round | None) -> torch.Tensor:
+    """Redo `rnd`'s verdict with the full-sort top-p (rows its candidates left undecided), in `packed`;
+    correct the cache's rollback, and relaunch the step launched ahead from the corrected tokens.
+    Returns the last token [B, 1] after the round launched last."""
+    old_acc = rnd.out[0]
+    verdict = rule.exact(rnd.out[3][:, :rnd.proposal.tokens.shape[1] + 1], *rnd.verify_args())
+    for row, a, t in zip(packed, verdict.accepted.tolist(), verdict.next_token.tolist(), strict=True):
+        row[:2] = a, t
+    # rows counted past the corrected end (negative where the exact rule accepts more: the verify wrote those
+    # rows, and nothing was written since, as a step is launched ahead only of a round without drafts)
+    extra = (old_acc - verdict.accepted) + (0 if ahead is None else 1)
+    cache.suffix_len.sub_(extra.to(cache.suffix_len.dtype))
+    if ahead is None:
+        return verdict.next_token[:, None]
+    # the same step, from the corrected tokens: its graph slot and uniforms, so its features stay where
+    # `Drafter.verified` noted them
+    return _verify(target, attn, rule, ahead, cache, verdict.next_token[:, None])

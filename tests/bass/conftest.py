@@ -25,7 +25,7 @@ def random_feature_draft(target: LoadedModel, seed: int) -> LoadedModel:
     m = target.model
     torch.manual_seed(seed)
     draft = FeatureDraft(config, m.embed_tokens.weight, m.embed_tokens.weight if m.lm_head is None
-                         else m.lm_head.weight).to(m.embed_tokens.weight.dtype)
+                         else m.lm_head.weight).to(m.embed_tokens.weight.device, m.embed_tokens.weight.dtype)
     return LoadedModel(draft.eval().requires_grad_(False), target.tokenizer, config, f"{target.name}-feature")
 
 
@@ -57,8 +57,8 @@ def tiny_engine(tiny_dir):
             draft = str(tiny_dir(family, draft_seed, head_scale)) if draft_seed is not None else None
             if feature_seed is None:
                 made[key] = Engine(EngineConfig(target=target, draft=draft, **cfg))
-            else:  # built on the CPU: on a GPU machine too, the engine must run where its models are
-                loaded = load_model(target)
+            else:  # built on the CPU unless cfg names a device: the engine must run where its models are
+                loaded = load_model(target, device=cfg.get("device", "cpu"))
                 made[key] = Engine(EngineConfig(target=target, draft=None, **{"device": "cpu", **cfg}), target=loaded,
                                    draft=random_feature_draft(loaded, feature_seed))
         return made[key]

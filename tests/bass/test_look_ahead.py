@@ -1,0 +1,122 @@
+"""Look-ahead (`bass.speculative`): plain steps launched before the round before them is read.
+
+On the CPU nothing runs ahead of the host, but the bookkeeping is the same: the step covers sequences the
+round before finishes, is rolled back and relaunched after a full-sort redo, and runs in the other graph
+slot (`GraphedModel` with capture=False keeps the graphs' buffer semantics). None of it may change a token.
+"""
+
+import pytest
+import torch
+
+import bass.engine
+import bass.speculative
+from bass import sampling
+from bass.config import DraftLengthConfig, SamplingParams
+from bass.draft_length import DraftLengthPolicy, RoundClock
+
+PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print(i)\n" * 2]
+PATTERN = (0, 0, 0, 2, 0, 0, 1, 3, 0, 0, 0, 0)  # runs of plain steps, drafting rounds between them
+
+
+class ScriptedPolicy(DraftLengthPolicy):
+    """May choose plain decoding, like the cost policy, but the i-th length it hands out is PATTERN[i]:
+    with and without look-ahead the same rounds get the same lengths, so the same tokens must come out."""
+
+    may_choose_plain = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.handed = 0
+
+    def lengths(self, seqs):
+        self.handed += 1
+        return [PATTERN[(self.handed - 1) % len(PATTERN)]] * len(seqs)
+
+
+def _engine(tiny_engine, drafter: str, look_ahead: bool, graphs: bool = False):
+    kw = {"feature_seed": 4} if drafter == "feature" else {"draft_seed": 1}
+    device = "cuda" if graphs else "cpu"
+    engine = tiny_engine("llama", head_scale=6.0, look_ahead=look_ahead, device=device, **kw)
+    engine.use_static_shapes(capture=graphs)  # capture=False: graph slots and static output buffers, eagerly
+    return engine
+
+
+GRAPHS = [False, pytest.param(True, marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                             reason="CUDA graphs; the CPU twin is graphs=False"))]
+
+
+@pytest.mark.parametrize("graphs", GRAPHS, ids=["cpu-twin", "cuda-graphs"])
+@pytest.mark.parametrize("greedy", [True, False], ids=["greedy", "sampled"])
+@pytest.mark.parametrize("drafter", ["regular", "ngram", "model", "feature"])
+def test_look_ahead_changes_no_token(tiny_engine, monkeypatch, drafter, greedy, graphs):
+    monkeypatch.setattr(bass.engine, "DraftLengthPolicy", ScriptedPolicy)
+    monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 8)  # many full-sort redos: steps launched ahead relaunched
+    slots, redos = [], []
+    verify, redo = bass.speculative._verify, bass.speculative._redo
+    monkeypatch.setattr(bass.speculative, "_verify", lambda *a: slots.append(a[3].slot) or verify(*a))
+    monkeypatch.setattr(bass.speculative, "_redo", lambda *a: redos.append(a[6] is not None) or redo(*a))
+    params = SamplingParams(max_new_tokens=24, seed=2, stop=(" ran", "\t"),  # some stop early (seen in their text)
+                            **({"temperature": 0.0} if greedy else {"temperature": 1.0, "top_p": 0.9}))
+    kw = dict(k=3, params=params, method="regular" if drafter == "regular" else "bass",
+              drafter=None if drafter in ("regular", "feature") else drafter, draft_length=DraftLengthConfig())
+    if drafter == "feature":
+        kw["drafter"] = "model"
+
+    want = _engine(tiny_engine, drafter, False, graphs).generate(PROMPTS, **kw)
+    assert 1 not in slots
+    got = _engine(tiny_engine, drafter, True, graphs).generate(PROMPTS, **kw)
+    assert [c.token_ids for c in got.candidates] == [c.token_ids for c in want.candidates]
+    assert [c.finish_reason for c in got.candidates] == [c.finish_reason for c in want.candidates]
+    assert 1 in slots  # steps were launched ahead
+    if not graphs:  # (the CUDA kernels' rounding changes the tiny model's text and where it stops)
+        assert len({len(c.token_ids) for c in want.candidates}) > 1  # sequences left at different rounds
+    if drafter != "regular":
+        assert got.stats.proposed > 0  # the same drafts (wrong features would change the feature draft's):
+        assert (got.stats.proposed, got.stats.accepted) == (want.stats.proposed, want.stats.accepted)
+    if not greedy:
+        assert True in redos  # a redo met a step launched ahead: it was rolled back and relaunched
+
+
+def test_single_sequence_with_look_ahead_changes_no_token(tiny_engine):
+    params = SamplingParams(max_new_tokens=16, seed=1, temperature=0.8)
+    kw = dict(k=2, params=params, method="single", drafter="ngram",
+              draft_length=DraftLengthConfig(policy="fixed", l0=2))
+    want = _engine(tiny_engine, "ngram", False).generate(PROMPTS, **kw)
+    got = _engine(tiny_engine, "ngram", True).generate(PROMPTS, **kw)
+    assert [c.token_ids for c in got.candidates] == [c.token_ids for c in want.candidates]
+
+
+def test_overlapping_rounds_are_timed_from_the_previous_end(monkeypatch):
+    """A step launched before the round before it ends costs the interval between their ends."""
+    now = iter([0.0, 1.0, 3.0, 4.5, 5.0, 9.0])  # start A, start B (ahead), stop A, stop B, start C, stop C
+    monkeypatch.setattr("bass.draft_length.time.perf_counter", lambda: next(now))
+    clock = RoundClock("cpu")
+    clock.start()
+    clock.start()
+    (a,) = clock.stop("A")
+    (b,) = clock.stop("B")
+    clock.start()
+    (c,) = clock.stop("C")
+    assert [k for k, _, _ in (a, b, c)] == ["A", "B", "C"]
+    assert a[2] == pytest.approx(3.0) and b[2] == pytest.approx(1.5) and c[2] == pytest.approx(4.0)
+
+
+def test_feature_draft_reads_its_own_rounds_features(tiny_engine, monkeypatch):
+    """Each commit must take the features of the verify it commits, not those of the step launched ahead
+    (same shapes, the other graph slot): every draft logit equals the draft's from-scratch logit."""
+    from test_feature_draft import RecordingDrafter, _from_scratch
+
+    from bass.attention import get_backend
+
+    monkeypatch.setattr(bass.engine, "DraftLengthPolicy", ScriptedPolicy)
+    engine = _engine(tiny_engine, "feature", True)
+    drafter = RecordingDrafter(engine.draft.model, engine.target_forward, get_backend("torch", engine.device),
+                               forward=engine._draft_fwd, arena=engine._draft_arena)
+    slots = []
+    verify = bass.speculative._verify
+    monkeypatch.setattr(bass.speculative, "_verify", lambda *a: slots.append(a[3].slot) or verify(*a))
+    params = SamplingParams(max_new_tokens=32, seed=1, temperature=0.0)
+    engine.generate(PROMPTS, k=2, params=params, method="bass", drafter=drafter, draft_length=DraftLengthConfig())
+    assert 1 in slots and len(drafter.seen) >= 4
+    for history, got in drafter.seen:
+        torch.testing.assert_close(got, _from_scratch(engine, history), rtol=1e-4, atol=1e-4)
