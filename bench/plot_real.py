@@ -15,21 +15,27 @@ from pathlib import Path
 
 
 def row_label(r: dict) -> str:
-    """'regular', 'BASS model', 'BASS model heuristic', 'BASS model +verdicts (service)', 'single model'."""
+    """'regular', 'BASS model', 'BASS model heuristic', 'BASS model +verdicts (service)', 'single model',
+    'regular (look-ahead off)'."""
+    ahead = "" if r.get("pair") != "look-ahead" else f" (look-ahead {'on' if r['look_ahead'] else 'off'})"
     if r["method"] == "regular":
-        return "regular"
+        return "regular" + ahead
     name = f"{'BASS' if r['method'] == 'bass' else 'single'} {r['drafter']}"
     if r.get("policy") and r.get("policy") != "cost":
         name += f" {r['policy']}"
-    return name + (f" +verdicts ({r['verdicts']})" if r.get("verdicts") else "")
+    return name + (f" +verdicts ({r['verdicts']})" if r.get("verdicts") else "") + ahead
 
 
 def add_ratios(rows: list[dict]) -> None:
     """x_regular = regular's ms/token/seq / the row's at the same k (> 1: faster than regular decoding);
-    x_throughput = the row's tokens/s / regular's. None where no regular row has that k."""
-    regular = {r["k"]: r for r in rows if r["method"] == "regular"}
+    x_throughput = the row's tokens/s / regular's. None where no regular row has that k. A row of the
+    look-ahead pair is divided by the regular row of its own pair with its own setting (measured beside it)."""
+    def key(r: dict) -> tuple:
+        return r["k"], r["look_ahead"] if r.get("pair") == "look-ahead" else None
+
+    regular = {key(r): r for r in rows if r["method"] == "regular" and r.get("pair") in (None, "look-ahead")}
     for r in rows:
-        base = regular.get(r["k"])
+        base = regular.get(key(r)) or regular.get((r["k"], None))
         r["x_regular"] = base["ms_per_token"] / r["ms_per_token"] if base and r["ms_per_token"] > 0 else None
         r["x_throughput"] = r["throughput"] / base["throughput"] if base and base["throughput"] > 0 else None
 
@@ -59,7 +65,7 @@ def plot(results: dict, path: str | Path) -> None:
 
     rows, info = results["rows"], results["info"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    main = [r for r in rows if not r.get("verdicts") and r.get("policy") in (None, "cost")]
+    main = [r for r in rows if not r.get("pair") and r.get("policy") in (None, "cost")]
     for label in dict.fromkeys(row_label(r) for r in main):
         pts = sorted((r["k"], r["ms_per_token"]) for r in main if row_label(r) == label)
         left.plot([k for k, _ in pts], [m for _, m in pts], marker="o", label=label)

@@ -12,7 +12,10 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                drafter row itself; the paper's heuristic; fixed L for each --fixed-l), and BASS with the
                best drafter without and with the streaming verdict tester (`bass.verdicts`: each candidate
                goes to the sandbox the moment it finishes), the sandbox in its own process (as the app and
-               the eval run it) and in the engine's process, the three interleaved prompt by prompt.
+               the eval run it) and in the engine's process, the three interleaved prompt by prompt;
+               and regular and BASS with the best drafter with the engine's look-ahead (`bass.speculative`:
+               on CUDA, plain steps launched before the round before them is read) and without it,
+               the four interleaved.
 
 Every configuration runs one untimed warm-up pass over the prompts first (CUDA graphs captured, caches
 sized); then --repeats passes over the prompts, and the row is the median pass by ms/token/seq (of an even
@@ -115,11 +118,21 @@ class Bench:
                                      stop=HUMANEVAL_STOPS if a.stops else (), seed=a.seed)
 
     def runner(self, method: str, k: int, drafter: str | None = None,
-               draft_length: DraftLengthConfig | None = None) -> Runner:
+               draft_length: DraftLengthConfig | None = None, look_ahead: bool | None = None) -> Runner:
+        """`look_ahead`: the engine's setting for this runner's generations (None: the engine's own)."""
         kw = dict(k=k, params=self.params, method=method, draft_length=draft_length)
         if drafter is not None:
             kw["drafter"] = drafter
-        return lambda i: self.engine.generate(self.prompts[i], **kw)
+        if look_ahead is None:
+            return lambda i: self.engine.generate(self.prompts[i], **kw)
+
+        def run(i: int) -> GenerationResult:
+            own, self.engine.look_ahead = self.engine.look_ahead, look_ahead
+            try:
+                return self.engine.generate(self.prompts[i], **kw)
+            finally:
+                self.engine.look_ahead = own
+        return run
 
     def verdict_runner(self, k: int, drafter: str, where: str) -> Runner:
         """BASS whose finished candidates go to the sandbox in the background (`bass.eval`), as the app does;
@@ -137,7 +150,7 @@ class Bench:
                 return [o.all_passed for o in run_humaneval([prob] * len(items), [text for _, text in items])]
 
             result, _ = stream_with_verdicts(self.engine, prob.prompt, k=k, params=self.params, method="bass",
-                                             check=check, passed=bool)
+                                             check=check, passed=bool, drafter=drafter)
             return result
         return run
 
@@ -185,6 +198,16 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
             t = time.perf_counter()
             add(row("bass", k, best, name, measure({"r": b.runner("bass", k, best, cfg)}, len(b.prompts),
                                                    a.repeats)["r"]), t)
+        t = time.perf_counter()  # the engine's look-ahead setting against the other, interleaved
+        other = not b.engine.look_ahead
+        pair = measure({"regular": b.runner("regular", k), "bass": b.runner("bass", k, best),
+                        "regular other": b.runner("regular", k, look_ahead=other),
+                        "bass other": b.runner("bass", k, best, look_ahead=other)}, len(b.prompts), a.repeats)
+        for name, setting in (("regular", not other), ("bass", not other), ("regular other", other),
+                              ("bass other", other)):
+            method = name.split()[0]
+            add(row(method, k, best if method == "bass" else None, "cost" if method == "bass" else None,
+                    pair[name], look_ahead=setting, pair="look-ahead"), t)
         if not a.no_verdicts:
             t = time.perf_counter()
             where = ("service", "in-process")
