@@ -76,10 +76,17 @@ def test_dry_run_rows_and_ratios(dry_run):
         == ["cost", "fixed L=3", "heuristic"]
     pair = [r for r in rows if r.get("pair") == "verdicts"]
     assert [r["verdicts"] for r in pair] == [None, "service", "in-process"] and {r["drafter"] for r in pair} == {best}
+    ahead = [r for r in rows if r.get("pair") == "look-ahead"]  # the engine's setting (off on the CPU), then on
+    assert [(r["method"], r["look_ahead"]) for r in ahead] == [("regular", False), ("bass", False),
+                                                              ("regular", True), ("bass", True)]
+    assert {r["drafter"] for r in ahead if r["method"] == "bass"} == {best}
+    for regular_row, bass_row in (ahead[0:2], ahead[2:4]):  # each against the regular row of its own setting
+        assert bass_row["x_regular"] == pytest.approx(regular_row["ms_per_token"] / bass_row["ms_per_token"])
     regular = next(r for r in rows if r["method"] == "regular")
     for r in rows:
         assert r["k"] == 2 and r["sequences"] == 2 and 2 <= r["tokens"] <= 16
-        assert r["x_regular"] == pytest.approx(regular["ms_per_token"] / r["ms_per_token"])
+        if r not in ahead:
+            assert r["x_regular"] == pytest.approx(regular["ms_per_token"] / r["ms_per_token"])
         assert r["ms_per_token"] == r["ms_per_token_passes"][0]  # one pass: the row is that pass
     assert regular["acceptance"] is None and regular["mean_draft_length"] == 0.0
     assert next(r for r in rows if r["policy"] == "fixed L=3")["mean_draft_length"] <= 3
