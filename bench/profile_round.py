@@ -148,6 +148,9 @@ class _TimedDrafter(Drafter):
     def propose(self, *args):
         return self._timed("propose", *args)
 
+    def verified(self):
+        self.inner.verified()
+
     def commit(self, histories):  # a feature draft's scatter, truncate and catch-up forward are drafter work
         return self._timed("commit", histories)
 

@@ -5,28 +5,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # the `tiny` model factory
 
-import torch  # noqa: E402
-from tiny import make_model  # noqa: E402
+from tiny import make_model, random_feature_draft  # noqa: E402
 
 from bass.config import EngineConfig  # noqa: E402
 from bass.engine import Engine  # noqa: E402
-from bass.models.config import ModelConfig  # noqa: E402
-from bass.models.feature_draft import FeatureDraft  # noqa: E402
-from bass.models.loader import LoadedModel, load_model  # noqa: E402
-
-
-def random_feature_draft(target: LoadedModel, seed: int) -> LoadedModel:
-    """A random feature draft (width 32, 2 blocks) over `target`'s own embedding and head."""
-    cfg = target.config
-    config = ModelConfig(family="qwen2", vocab_size=cfg.vocab_size, hidden_size=32, intermediate_size=64,
-                         num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8, rope_theta=cfg.rope_theta,
-                         rms_norm_eps=cfg.rms_norm_eps, tie_word_embeddings=False, qkv_bias=True,
-                         max_position_embeddings=cfg.max_position_embeddings, eos_token_ids=cfg.eos_token_ids)
-    m = target.model
-    torch.manual_seed(seed)
-    draft = FeatureDraft(config, m.embed_tokens.weight, m.embed_tokens.weight if m.lm_head is None
-                         else m.lm_head.weight).to(m.embed_tokens.weight.device, m.embed_tokens.weight.dtype)
-    return LoadedModel(draft.eval().requires_grad_(False), target.tokenizer, config, f"{target.name}-feature")
+from bass.models.loader import load_model  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,25 @@
+"""bench/profile_round.py on tiny CPU models: its drafter wrapper must pass every hook through."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))  # the tiny model factory
+from profile_round import round_breakdown  # noqa: E402
+from tiny import make_model, random_feature_draft  # noqa: E402
+
+from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
+from bass.engine import Engine  # noqa: E402
+from bass.models.loader import load_model  # noqa: E402
+
+
+def test_round_breakdown_of_a_feature_draft(tmp_path):
+    """The feature draft takes each verify's features when the verify is launched (`Drafter.verified`);
+    a wrapper that drops that hook leaves it nothing to commit."""
+    target = make_model(tmp_path / "target", seed=0)
+    loaded = load_model(str(target))
+    engine = Engine(EngineConfig(target=str(target), draft=None, device="cpu"), target=loaded,
+                    draft=random_feature_draft(loaded, 3))
+    got = round_breakdown(engine, "def f(x):\n", 2, SamplingParams(max_new_tokens=8), "bass", "model", tmp_path,
+                          "feature", draft_length=DraftLengthConfig(policy="fixed", l0=2))
+    assert got["draft_ms_per_round"] > 0 and got["wall_ms_per_round"] >= got["draft_ms_per_round"]
+    assert (tmp_path / "profile_feature.txt").stat().st_size > 0
