@@ -29,7 +29,7 @@ from bass.config import SamplingParams
 from bass.models.feature_draft import FeatureDraft
 from bass.models.layers import last_rows
 from bass.rules import draft_rule, run_then
-from bass.sequences import padded_ids
+from bass.sequences import ints_to_device, padded_ids
 
 
 @dataclass
@@ -101,12 +101,11 @@ class NgramDrafter(Drafter):
     def propose(self, histories, lengths, params, u, target_cache):
         device = target_cache.suffix_len.device
         drafts = [self.lookup(h, n) if n > 0 else [] for h, n in zip(histories, lengths, strict=True)]
-        lens = torch.tensor([len(d) for d in drafts], dtype=torch.long)
-        return Proposal(padded_ids(drafts, device=device), lens.to(device), None)
+        return Proposal(padded_ids(drafts, device=device), ints_to_device([len(d) for d in drafts], device), None)
 
 
 def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pending: Sequence[Sequence[int]],
-                           lengths: Sequence[int], params: SamplingParams, u: torch.Tensor,
+                           lengths: Sequence[int], u: torch.Tensor,
                            device: torch.device | str) -> Proposal:
     """Feed each sequence's pending tokens, then sample up to lengths[b] tokens one step at a time.
 
@@ -116,11 +115,11 @@ def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pendin
     verify; a step's outputs may be a graph's buffers, which the next step overwrites, so they are copied.
     """
     B, L = len(pending), max(lengths, default=0)
-    lens = torch.tensor(lengths, dtype=torch.long, device=device)
+    lens = ints_to_device(lengths, device)
     tokens = torch.empty(B, L, dtype=torch.long, device=device)
     probs = None
     u0 = u[:, 0] if L else torch.zeros(B, device=device)  # L = 0: the pending tokens are fed all the same
-    out = step(padded_ids(pending, device=device), torch.tensor([len(p) for p in pending], device=device), True, u0)
+    out = step(padded_ids(pending, device=device), ints_to_device([len(p) for p in pending], device), True, u0)
     for i in range(L):
         tokens[:, i] = out[0]
         if len(out) > 1:
@@ -130,24 +129,6 @@ def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pendin
         if i + 1 < L:
             out = step(tokens[:, i:i + 1], (i + 1 < lens).to(torch.int32), False, u[:, i + 1])
     return Proposal(tokens, lens, probs)
-
-
-class HostInts:
-    """A short list of ints to the device without stalling the host: through a reused pinned buffer on
-    CUDA (a pageable copy may wait for the stream). Reuse is safe because the round loop synchronises once
-    per round, after the copy of the round before was queued, and each call site has its own buffer."""
-
-    def __init__(self) -> None:
-        self._pinned: torch.Tensor | None = None
-
-    def to(self, values: Sequence[int], device: torch.device) -> torch.Tensor:
-        """values as a [len] int64 tensor on `device`."""
-        if device.type != "cuda":
-            return torch.tensor(values, dtype=torch.long, device=device)
-        if self._pinned is None or self._pinned.numel() < len(values):
-            self._pinned = torch.empty(max(64, len(values)), dtype=torch.long, pin_memory=True)
-        self._pinned.numpy()[:len(values)] = values
-        return self._pinned[:len(values)].to(device, non_blocking=True)
 
 
 class ModelDrafter(Drafter):
@@ -161,7 +142,6 @@ class ModelDrafter(Drafter):
         self.cache: KVCache | None = None
         self.in_cache: list[int] = []  # tokens of each sequence whose K/V the draft cache holds
         self.prompt_lens: list[int] = []
-        self._lengths = HostInts()
 
     @torch.inference_mode()
     def prefill(self, prompts, samples, capacity, features=None):
@@ -184,7 +164,7 @@ class ModelDrafter(Drafter):
         def step(tokens, q_len, last_only, u_i):
             return run_then(self.forward, rule, (u_i,), tokens, self.cache, q_len, self.attn, last_only=last_only)
 
-        proposal = draft_autoregressively(step, pending, lengths, params, u, device)
+        proposal = draft_autoregressively(step, pending, lengths, u, device)
         # the cache now holds the pending tokens and d_1 .. d_{l-1}
         self.in_cache = [len(h) + max(0, n - 1) for h, n in zip(histories, lengths, strict=True)]
         return proposal
@@ -192,7 +172,7 @@ class ModelDrafter(Drafter):
     def commit(self, histories):
         self.in_cache = [min(c, len(h) - 1) for c, h in zip(self.in_cache, histories, strict=True)]
         suffix = [c - p for c, p in zip(self.in_cache, self.prompt_lens, strict=True)]
-        self.cache.truncate(self._lengths.to(suffix, self.cache.suffix_len.device))
+        self.cache.truncate(ints_to_device(suffix, self.cache.suffix_len.device))
 
     def select(self, rows):
         self.cache = self.cache.compact(list(rows))
@@ -235,7 +215,6 @@ class FeatureDrafter(Drafter):
         self.known: list[int] = []
         self._fed_at_truncate: list[int] = []
         self._verify_features: deque[torch.Tensor] = deque()  # [B, T, H] of each launched, uncommitted verify
-        self._offsets, self._lengths, self._starts, self._catch_up_starts = (HostInts() for _ in range(4))
 
     @torch.inference_mode()
     def prefill(self, prompts, samples, capacity, features=None):
@@ -260,20 +239,19 @@ class FeatureDrafter(Drafter):
         self.known = [1] * self.feats.shape[0]
         self._verify_features.clear()
 
-    def _pending(self, histories, staging: HostInts) -> tuple[list[list[int]], torch.Tensor]:
-        """Each sequence's entries not fed yet: tokens x_{t+1} (lists) and true features f_t [B, max n, H].
-        `staging`: the caller's own (a proposal and the catch-up before it share no synchronisation)."""
+    def _pending(self, histories) -> tuple[list[list[int]], torch.Tensor]:
+        """Each sequence's entries not fed yet: tokens x_{t+1} (lists) and true features f_t [B, max n, H]."""
         start = [f - p for f, p in zip(self.fed, self.prompt_entries, strict=True)]  # first unfed column
         n = [k - s for k, s in zip(self.known, start, strict=True)]
         tokens = [list(h[f + 1:f + 1 + c]) for h, f, c in zip(histories, self.fed, n, strict=True)]
         device = self.feats.device
-        cols = staging.to(start, device)[:, None] + torch.arange(max(n), device=device)  # [B, max n]
+        cols = ints_to_device(start, device)[:, None] + torch.arange(max(n), device=device)  # [B, max n]
         cols = cols.clamp(max=self.feats.shape[1] - 1)
         return tokens, self.feats.gather(1, cols[:, :, None].expand(-1, -1, self.feats.shape[2]))
 
     @torch.inference_mode()
     def propose(self, histories, lengths, params, u, target_cache):
-        tokens, features = self._pending(histories, self._starts)
+        tokens, features = self._pending(histories)
         fed = {"features": features}
         rule = draft_rule(params, self.target.config.vocab_size)
 
@@ -283,7 +261,7 @@ class FeatureDrafter(Drafter):
             fed["features"] = last_rows(self.forward.hidden, q_len)  # f̂ of the last entry: the next step's input
             return out
 
-        proposal = draft_autoregressively(step, tokens, lengths, params, u, self.cache.suffix_len.device)
+        proposal = draft_autoregressively(step, tokens, lengths, u, self.cache.suffix_len.device)
         self.fed = [f + len(t) for f, t in zip(self.fed, tokens, strict=True)]  # the cache also holds the f̂ entries
         return proposal
 
@@ -295,14 +273,14 @@ class FeatureDrafter(Drafter):
         hidden = self._verify_features.popleft()  # [B, T, H] the verify pass's features
         B, T, H = hidden.shape
         C = self.feats.shape[1]
-        cols = self._offsets.to(self.known, hidden.device)[:, None] + torch.arange(T, device=hidden.device)
+        cols = ints_to_device(self.known, hidden.device)[:, None] + torch.arange(T, device=hidden.device)
         rows = torch.arange(B, device=hidden.device)[:, None] * C + cols.clamp(max=C - 1)  # [B, T]
         self.feats.view(B * C, H).index_copy_(0, rows.flatten(), hidden.reshape(B * T, H).to(self.feats.dtype))
         # every token but the last emitted one has its true feature now
         self.known = [len(h) - 1 - p for h, p in zip(histories, self.prompt_entries, strict=True)]
         if self.fed != self._fed_at_truncate:  # a proposal ran: drop its f̂ entries
             suffix = [f - p for f, p in zip(self.fed, self.prompt_entries, strict=True)]
-            self.cache.truncate(self._lengths.to(suffix, self.cache.suffix_len.device))
+            self.cache.truncate(ints_to_device(suffix, self.cache.suffix_len.device))
         elif max(k + p - f for k, p, f in zip(self.known, self.prompt_entries, self.fed, strict=True)) >= CATCH_UP:
             self._catch_up(histories)
         self._fed_at_truncate = list(self.fed)
@@ -311,11 +289,11 @@ class FeatureDrafter(Drafter):
         """Feed the pending entries now but each sequence's last (the next proposal drafts from it): after a
         run of rounds without drafts, so that the proposal's first step stays narrow (a captured graph's
         width) and its cost is not the run's backlog."""
-        tokens, features = self._pending(histories, self._catch_up_starts)
+        tokens, features = self._pending(histories)
         tokens = [t[:-1] for t in tokens]
         width = max(map(len, tokens))
         device = self.feats.device
-        q_len = torch.tensor([len(t) for t in tokens], dtype=torch.int32, device=device)
+        q_len = ints_to_device([len(t) for t in tokens], device)
         self.forward(padded_ids(tokens, width, device), self.cache, q_len, self.attn, features=features[:, :width],
                      last_only=True)
         self.fed = [f + len(t) for f, t in zip(self.fed, tokens, strict=True)]
@@ -349,7 +327,7 @@ class LayerSkipDrafter(Drafter):
             return run_then(self.target, rule, (u_i,), tokens, target_cache, q_len, self.attn,
                             num_layers=self.num_layers, last_only=last_only)
 
-        proposal = draft_autoregressively(step, pending, lengths, params, u, saved.device)
+        proposal = draft_autoregressively(step, pending, lengths, u, saved.device)
         # The verify pass rewrites these rows in every layer; only the lengths need restoring.
         target_cache.truncate(saved)
         return proposal

@@ -6,7 +6,8 @@ import torch
 import bass.drafters
 from bass.attention import get_backend
 from bass.config import DraftLengthConfig, SamplingParams
-from bass.drafters import FeatureDrafter, HostInts
+from bass.drafters import FeatureDrafter
+from bass.sequences import ints_to_device
 
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print("]
 # (policy, greedy): plain-decoding rounds (cost probes L=0), runs of them long enough for the drafter to
@@ -86,16 +87,15 @@ def test_greedy_bass_with_a_feature_draft_equals_regular(tiny_engine, static):
 
 
 def test_host_ints_reach_the_device_in_order():
-    staging = HostInts()
-    for values in ([3, 1, 2], list(range(100)), [7]):  # grows past its first buffer, then shrinks
-        got = staging.to(values, torch.device("cpu"))
+    for values in ([3, 1, 2], list(range(100)), [7]):
+        got = ints_to_device(values, torch.device("cpu"))
         assert got.dtype == torch.long and got.tolist() == values
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the pinned path needs CUDA; the CPU twin is above")
 def test_host_ints_pinned_copies_are_not_overwritten_before_they_run():
-    staging, dev = HostInts(), torch.device("cuda")
-    first = staging.to([1, 2, 3], dev)
-    torch.cuda.synchronize()  # the round loop's one sync comes between two uses
-    second = staging.to([4, 5, 6], dev)
+    dev = torch.device("cuda")
+    torch.cuda._sleep(50_000_000)  # the stream runs behind the host, as it does with look-ahead
+    first = ints_to_device([1, 2, 3], dev)
+    second = ints_to_device([4, 5, 6], dev)  # no synchronisation between the two
     assert first.tolist() == [1, 2, 3] and second.tolist() == [4, 5, 6]
