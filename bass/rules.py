@@ -68,7 +68,8 @@ class VerifyRule:
 
     def exact(self, logits: torch.Tensor, drafts: torch.Tensor, draft_len: torch.Tensor, u_accept: torch.Tensor,
               u_sample: torch.Tensor, draft_probs: torch.Tensor | None = None) -> Verdict:
-        """The same verdict with top-p by a full sort of the vocabulary (rows `__call__` left undecided)."""
+        """The same verdict with top-p by a full sort of the vocabulary, for every row (the caller uses it
+        where `__call__` left rows undecided; on decided rows the two agree)."""
         probs = process_logits_deferred(logits, self.params, full_sort=True)[0]
         return verify_sampled(drafts, draft_len, draft_probs, probs, u_accept, u_sample)
 
@@ -100,7 +101,7 @@ class DraftRule:
 
 @functools.lru_cache(maxsize=64)
 def verify_rule(params: SamplingParams) -> VerifyRule:
-    """The verify rule of a request sampled with `params` (one object per setting: asked for every round)."""
+    """The verify rule of a request sampled with `params` (one object per sampling setting)."""
     return VerifyRule(processing(params))
 
 

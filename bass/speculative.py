@@ -77,7 +77,7 @@ class _Round:
     proposal: Proposal  # tokens [B, Lp], lengths [B]
     u: torch.Tensor  # [B, 2L+1] the round's uniforms: L to draft, L to accept, 1 to resample
     slot: int = 0  # the target's graph slot
-    out: tuple = ()  # accepted [B], next_token [B], decided [B], logits [B, Lp+1, V] (device)
+    out: tuple = ()  # accepted [B], next_token [B], decided [B], logits [B, >= Lp+1, V] (device; a graph's width)
     host: torch.Tensor | None = None  # [B, 4 + Lp] the results packed, copied to the host as they finish
     ready: torch.cuda.Event | None = None  # recorded after that copy
 

@@ -6,7 +6,9 @@ synchronised around the drafter's proposal and the target's verify, so wall time
     round = drafter (propose, host and device) + verify (target forward) + host bookkeeping (the rest:
             sampling and acceptance, the round's host copy, stop strings, cache rollback, Python)
 
-The syncs cost a little themselves: the split is for profiling runs only, never for timed rows."""
+The syncs cost a little themselves: the split is for profiling runs only, never for timed rows. They also
+leave nothing for look-ahead (`bass.speculative`) to overlap, so `round_breakdown` turns it off: the split
+is of rounds run one after another, and on CUDA "verify" holds the rule captured with the forward."""
 
 from __future__ import annotations
 
@@ -179,6 +181,7 @@ def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method:
         return engine.generate(prompt, **kw)
 
     engine._target_fwd = _SyncTimed(saved, spent, paused)
+    look_ahead, engine.look_ahead = engine.look_ahead, False  # the syncs would serialise it anyway
     try:
         run()  # warm-up: graphs captured, caches sized
         spent.update(draft=0.0, verify=0.0)
@@ -189,7 +192,7 @@ def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method:
             run()
             _sync()
     finally:
-        engine._target_fwd = saved
+        engine._target_fwd, engine.look_ahead = saved, look_ahead
     (out / f"profile_{label}.txt").write_text(profiler_tables(prof))
     rounds = max(1, len(st.draft_lengths))
     wall, draft, verify = (1e3 * x / rounds for x in (st.decode_s, draft_s, verify_s))

@@ -13,7 +13,8 @@ Three views of the same engine, one model load:
               decoding and BASS under fixed L and the cost policy, with torch.profiler tables per config.
 
 The difference between a round's wall time and (forward + rule) is what the host adds on the
-critical path: launches not hidden behind the GPU, the round's sync, bookkeeping, Python.
+critical path of rounds run one after another (look-ahead off: `round_breakdown` synchronises around each
+forward): launches not hidden behind the GPU, the round's sync, bookkeeping, Python.
 """
 
 from __future__ import annotations
