@@ -378,6 +378,13 @@ class DraftLengthPolicy:
         the cost policy's (the heuristic and fixed lengths are at least 1)."""
         return self.cfg.policy == "cost"
 
+    @property
+    def decides_ahead(self) -> bool:
+        """Whether `lengths` may be asked a round early, before the last round's acceptance is in: the cost
+        policy's estimates lag a round anyway, and fixed lengths ignore it; the paper's heuristic is defined
+        by the round just before."""
+        return self.cfg.policy in ("cost", "fixed")
+
     def lengths(self, seqs: Sequence[int]) -> list[int]:
         """The draft length each of `seqs` gets this round (for "cost", this also starts the round's clock)."""
         if self.cfg.policy == "cost":

@@ -13,6 +13,11 @@
 Cache bookkeeping for model drafts: after a round the draft cache holds the accepted tokens but never
 the last emitted one (correction or bonus), and when all L drafts were accepted it also lacks d_L. The
 next round therefore starts by feeding the 1 or 2 pending tokens of each sequence (a ragged step).
+
+A drafter that `follows()` can make its next proposal from what is on the device alone (the verify's
+emitted tokens and accepted counts, handed over by `verified`), so the round loop may launch a drafting
+round before it reads the round before (`bass.speculative`, look-ahead): the feature draft after a round it
+drafted.
 """
 
 from __future__ import annotations
@@ -56,14 +61,23 @@ class Drafter:
         """Start a request of len(prompts) prompts x `samples` sequences (after the target's prefill, whose
         final normed hidden states of the prompts are `features` [G, T, H])."""
 
-    def propose(self, histories: Sequence[Sequence[int]], lengths: Sequence[int], params: SamplingParams,
+    def propose(self, histories: Sequence[Sequence[int]] | None, lengths: Sequence[int], params: SamplingParams,
                 u: torch.Tensor, target_cache: KVCache) -> Proposal:
-        """Up to lengths[b] draft tokens per sequence. u [B, max(lengths)] uniforms for sampling."""
+        """Up to lengths[b] draft tokens per sequence. u [B, max(lengths)] uniforms for sampling.
+        histories is None when the round before is not read yet (only asked of a drafter that `follows`)."""
         raise NotImplementedError
 
-    def verified(self) -> None:
-        """A verify pass was just launched (its results are not read yet). The loop commits rounds in the
-        order it launches them, and may launch the next one, a plain step, before it commits this one."""
+    def follows(self) -> bool:
+        """Whether the next proposal can be made before the verify launched last is read (histories=None)."""
+        return False
+
+    def verified(self, emitted: torch.Tensor, accepted: torch.Tensor) -> None:
+        """A verify pass was just launched (its results are not read yet): sequence b emits
+        emitted[b, :accepted[b] + 1] ([B, Lp + 1] and [B], device). The loop commits rounds in the order it
+        launches them, and may launch the next one before it commits this one."""
+
+    def withdraw(self) -> None:
+        """The verify launched last is withdrawn (a redo launches it again, with `verified` again)."""
 
     def commit(self, histories: Sequence[Sequence[int]]) -> None:
         """The oldest uncommitted verify pass is read; histories[b] is sequence b's prompt + generated
@@ -104,22 +118,23 @@ class NgramDrafter(Drafter):
         return Proposal(padded_ids(drafts, device=device), ints_to_device([len(d) for d in drafts], device), None)
 
 
-def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pending: Sequence[Sequence[int]],
-                           lengths: Sequence[int], u: torch.Tensor,
-                           device: torch.device | str) -> Proposal:
-    """Feed each sequence's pending tokens, then sample up to lengths[b] tokens one step at a time.
+def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pending: tuple[torch.Tensor, torch.Tensor],
+                           lengths: Sequence[int], u: torch.Tensor) -> Proposal:
+    """Feed each sequence's pending tokens (tokens [B, T], counts [B], device), then sample up to lengths[b]
+    tokens one step at a time.
 
     `step(tokens [B, T], q_len [B], last_only, u_i [B])` runs the draft model on its cache and samples
     from its last column by a `bass.rules.DraftRule`: (d_i [B],) greedy, else (d_i, q_i [B, V]).
     Sequences whose draft is complete get q_len 0 in later steps. The proposal carries each q_i for the
     verify; a step's outputs may be a graph's buffers, which the next step overwrites, so they are copied.
     """
-    B, L = len(pending), max(lengths, default=0)
+    first, counts = pending
+    (B, _), L, device = first.shape, max(lengths, default=0), first.device
     lens = ints_to_device(lengths, device)
     tokens = torch.empty(B, L, dtype=torch.long, device=device)
     probs = None
     u0 = u[:, 0] if L else torch.zeros(B, device=device)  # L = 0: the pending tokens are fed all the same
-    out = step(padded_ids(pending, device=device), ints_to_device([len(p) for p in pending], device), True, u0)
+    out = step(first, counts, True, u0)
     for i in range(L):
         tokens[:, i] = out[0]
         if len(out) > 1:
@@ -164,7 +179,8 @@ class ModelDrafter(Drafter):
         def step(tokens, q_len, last_only, u_i):
             return run_then(self.forward, rule, (u_i,), tokens, self.cache, q_len, self.attn, last_only=last_only)
 
-        proposal = draft_autoregressively(step, pending, lengths, u, device)
+        ids = padded_ids(pending, device=device), ints_to_device([len(p) for p in pending], device)
+        proposal = draft_autoregressively(step, ids, lengths, u)
         # the cache now holds the pending tokens and d_1 .. d_{l-1}
         self.in_cache = [len(h) + max(0, n - 1) for h, n in zip(histories, lengths, strict=True)]
         return proposal
@@ -183,16 +199,35 @@ class ModelDrafter(Drafter):
 CATCH_UP = 16  # pending entries that make a round without drafts feed them (FeatureDrafter._catch_up)
 
 
+@dataclass
+class _Verify:
+    """A verify pass as the feature draft sees it (device tensors; `hidden` may be a graph's buffer, valid
+    until the next verify in the same graph slot, by which time the next proposal has read it)."""
+
+    hidden: torch.Tensor  # [B, W, H] the target's features of its W = Lp + 1 columns
+    emitted: torch.Tensor  # [B, W] tokens emitted after each column (through accepted[b])
+    accepted: torch.Tensor  # [B]
+    drafted: bool  # its proposal came from this drafter, which had fed every entry before it
+    followed: bool = False  # the next proposal fed its entries from `emitted` and `hidden`
+    committed: bool = False
+
+
 class FeatureDrafter(Drafter):
     """Drafts with a `FeatureDraft`, fed the target's hidden states f_t (module docstring of
     `bass.models.feature_draft`).
 
     Per sequence, entries 0 .. fed-1 of the draft cache hold (f_t, x_{t+1}) with the target's true f_t.
     The target's features live in `feats` [B, C, H]: feats[b, j] = f_{first_b + j}, first_b being the
-    prompt's last position; the first `known_b` are real. A proposal feeds those not fed yet, then drafts
-    on its own predictions f̂; `commit` drops the f̂ entries (the true features replace them next round)
-    and writes the verify pass's features in place. Those are the target's `hidden` when the verify was
-    launched (`verified`): a step launched ahead (in another graph slot) must not be read in their place.
+    prompt's last position; the first `known_b` are real. `commit` writes each verify pass's features in
+    place; those are the target's `hidden` when the verify was launched (`verified`): a step launched ahead
+    (in another graph slot) must not be read in their place.
+
+    A proposal first feeds the entries not fed yet, then drafts on its own predictions f̂, which the next
+    proposal drops (truncating the cache to `fed`). After a round this drafter drafted, the entries to feed
+    are exactly that verify's columns 0 .. a_b: (f of column i, the token emitted after it), all on the
+    device, so the proposal needs nothing from the host (`follows`), and the loop may launch it before it
+    reads that verify. Its `fed` then grows by a_b + 1 when the verify is committed. After a round without
+    drafts, the entries come from the host's histories and `feats` instead.
 
     A round that drafted nothing (the cost policy's L = 0) costs one scatter here, plus every CATCH_UP such
     rounds one draft forward that feeds the backlog (`_catch_up`): the verify's columns
@@ -213,8 +248,9 @@ class FeatureDrafter(Drafter):
         self.prompt_entries: list[int] = []  # entries of each sequence in the shared prompt prefix
         self.feats: torch.Tensor | None = None  # [B, C, H]; column C-1 is scratch for writes past the end
         self.known: list[int] = []
-        self._fed_at_truncate: list[int] = []
-        self._verify_features: deque[torch.Tensor] = deque()  # [B, T, H] of each launched, uncommitted verify
+        self._launched: deque[_Verify] = deque()  # launched, uncommitted verify passes, oldest first
+        self._last: _Verify | None = None  # the verify launched last, committed or not
+        self._proposed = False  # a proposal was made since the last verify
 
     @torch.inference_mode()
     def prefill(self, prompts, samples, capacity, features=None):
@@ -230,17 +266,21 @@ class FeatureDrafter(Drafter):
         self.cache = self.arena.fork(cache, samples, capacity)
         self.prompt_entries = [n - 1 for n in lens for _ in range(samples)]
         self.fed = list(self.prompt_entries)
-        self._fed_at_truncate = list(self.fed)
         last = features[torch.arange(len(lens), device=device), torch.tensor(lens, device=device) - 1]  # [G, H]
         # a generated position's suffix row is at most `capacity`, so f of it is at j <= capacity + 1
         self.feats = torch.zeros(len(lens) * samples, capacity + 3, features.shape[-1], dtype=features.dtype,
                                  device=device)
         self.feats[:, 0] = last.repeat_interleave(samples, 0)
         self.known = [1] * self.feats.shape[0]
-        self._verify_features.clear()
+        self._launched.clear()
+        self._last, self._proposed = None, False
+
+    def follows(self) -> bool:
+        return self._last is not None and self._last.drafted
 
     def _pending(self, histories) -> tuple[list[list[int]], torch.Tensor]:
-        """Each sequence's entries not fed yet: tokens x_{t+1} (lists) and true features f_t [B, max n, H]."""
+        """Each sequence's entries not fed yet, from the host: tokens x_{t+1} (lists) and true features f_t
+        [B, max n, H]."""
         start = [f - p for f, p in zip(self.fed, self.prompt_entries, strict=True)]  # first unfed column
         n = [k - s for k, s in zip(self.known, start, strict=True)]
         tokens = [list(h[f + 1:f + 1 + c]) for h, f, c in zip(histories, self.fed, n, strict=True)]
@@ -249,9 +289,29 @@ class FeatureDrafter(Drafter):
         cols = cols.clamp(max=self.feats.shape[1] - 1)
         return tokens, self.feats.gather(1, cols[:, :, None].expand(-1, -1, self.feats.shape[2]))
 
+    def _known_entries(self) -> list[int]:
+        """The cache entries each sequence has once every known feature is fed (prompt entries included)."""
+        return [k + p for k, p in zip(self.known, self.prompt_entries, strict=True)]
+
+    def _drop_guesses(self) -> None:
+        """Truncate the cache to its `fed` true entries (a proposal's f̂ entries go)."""
+        suffix = [f - p for f, p in zip(self.fed, self.prompt_entries, strict=True)]
+        self.cache.truncate(ints_to_device(suffix, self.cache.suffix_len.device))
+
     @torch.inference_mode()
     def propose(self, histories, lengths, params, u, target_cache):
-        tokens, features = self._pending(histories)
+        prev = self._last
+        if self.follows():  # feed the last verify's accepted columns, from the device (class docstring)
+            self._drop_guesses()
+            pending, features = (prev.emitted, prev.accepted + 1), prev.hidden
+            if prev.committed:  # its entries count now; otherwise `commit` counts them
+                self.fed = self._known_entries()
+            prev.followed = True
+        else:
+            tokens, features = self._pending(histories)
+            device = features.device
+            pending = padded_ids(tokens, device=device), ints_to_device([len(t) for t in tokens], device)
+            self.fed = self._known_entries()
         fed = {"features": features}
         rule = draft_rule(params, self.target.config.vocab_size)
 
@@ -261,29 +321,35 @@ class FeatureDrafter(Drafter):
             fed["features"] = last_rows(self.forward.hidden, q_len)  # f̂ of the last entry: the next step's input
             return out
 
-        proposal = draft_autoregressively(step, tokens, lengths, u, self.cache.suffix_len.device)
-        self.fed = [f + len(t) for f, t in zip(self.fed, tokens, strict=True)]  # the cache also holds the f̂ entries
-        return proposal
+        self._proposed = True
+        return draft_autoregressively(step, pending, lengths, u)
 
-    def verified(self):
-        self._verify_features.append(self.target.hidden)
+    def verified(self, emitted, accepted):
+        self._last = _Verify(self.target.hidden, emitted, accepted, self._proposed)
+        self._launched.append(self._last)
+        self._proposed = False
+
+    def withdraw(self):
+        self._launched.pop()
+        self._last = self._launched[-1] if self._launched else None
 
     @torch.inference_mode()
     def commit(self, histories):
-        hidden = self._verify_features.popleft()  # [B, T, H] the verify pass's features
-        B, T, H = hidden.shape
+        rec = self._launched.popleft()
+        rec.committed = True
+        B, T, H = rec.hidden.shape
         C = self.feats.shape[1]
-        cols = ints_to_device(self.known, hidden.device)[:, None] + torch.arange(T, device=hidden.device)
-        rows = torch.arange(B, device=hidden.device)[:, None] * C + cols.clamp(max=C - 1)  # [B, T]
-        self.feats.view(B * C, H).index_copy_(0, rows.flatten(), hidden.reshape(B * T, H).to(self.feats.dtype))
+        cols = ints_to_device(self.known, rec.hidden.device)[:, None] + torch.arange(T, device=rec.hidden.device)
+        rows = torch.arange(B, device=rec.hidden.device)[:, None] * C + cols.clamp(max=C - 1)  # [B, T]
+        self.feats.view(B * C, H).index_copy_(0, rows.flatten(), rec.hidden.reshape(B * T, H).to(self.feats.dtype))
         # every token but the last emitted one has its true feature now
         self.known = [len(h) - 1 - p for h, p in zip(histories, self.prompt_entries, strict=True)]
-        if self.fed != self._fed_at_truncate:  # a proposal ran: drop its f̂ entries
-            suffix = [f - p for f, p in zip(self.fed, self.prompt_entries, strict=True)]
-            self.cache.truncate(ints_to_device(suffix, self.cache.suffix_len.device))
+        if rec.followed:  # the next proposal fed this verify's entries (and its own guesses follow them)
+            self.fed = self._known_entries()
+        elif rec.drafted:
+            self._drop_guesses()
         elif max(k + p - f for k, p, f in zip(self.known, self.prompt_entries, self.fed, strict=True)) >= CATCH_UP:
             self._catch_up(histories)
-        self._fed_at_truncate = list(self.fed)
 
     def _catch_up(self, histories) -> None:
         """Feed the pending entries now but each sequence's last (the next proposal drafts from it): after a
@@ -300,10 +366,15 @@ class FeatureDrafter(Drafter):
 
     def select(self, rows):
         rows = list(rows)
+        index = torch.tensor(rows, device=self.feats.device)
         self.cache = self.cache.compact(rows)
-        self.feats = self.feats[torch.tensor(rows, device=self.feats.device)]
-        self.fed, self.known, self.prompt_entries, self._fed_at_truncate = (
-            [v[r] for r in rows] for v in (self.fed, self.known, self.prompt_entries, self._fed_at_truncate))
+        self.feats = self.feats[index]
+        self.fed, self.known, self.prompt_entries = ([v[r] for r in rows] for v in (self.fed, self.known,
+                                                                                     self.prompt_entries))
+        if self._last is not None:  # the next proposal may feed from it
+            last = self._last
+            self._last = _Verify(last.hidden[index], last.emitted[index], last.accepted[index], last.drafted,
+                                 last.followed, last.committed)
 
 
 class LayerSkipDrafter(Drafter):
@@ -319,7 +390,8 @@ class LayerSkipDrafter(Drafter):
     def propose(self, histories, lengths, params, u, target_cache):
         # The target cache holds every token but the last emitted one, so each sequence has one pending.
         saved = target_cache.suffix_len.clone()
-        pending = [h[-1:] for h in histories]
+        device = saved.device
+        pending = padded_ids([h[-1:] for h in histories], device=device), ints_to_device([1] * len(histories), device)
 
         rule = draft_rule(params, self.target.config.vocab_size)
 
@@ -327,7 +399,7 @@ class LayerSkipDrafter(Drafter):
             return run_then(self.target, rule, (u_i,), tokens, target_cache, q_len, self.attn,
                             num_layers=self.num_layers, last_only=last_only)
 
-        proposal = draft_autoregressively(step, pending, lengths, u, saved.device)
+        proposal = draft_autoregressively(step, pending, lengths, u)
         # The verify pass rewrites these rows in every layer; only the lengths need restoring.
         target_cache.truncate(saved)
         return proposal

@@ -14,19 +14,23 @@ One round, for the B live sequences:
 With `NoDrafter` every proposal is empty, q_len = 1, and the same loop is regular batched decoding.
 The only host synchronisation in a round is reading the accepted counts and tokens (step 4).
 
-Look-ahead (on CUDA). A plain step (L = 0) needs nothing from the host: its input is the last emitted
-token, already on the device, and its cache rows follow the rollback, which is queued on the device too. So
-when the next round is plain (regular decoding; the cost policy's L = 0), the loop launches it *before*
-it reads the round before, and the host's bookkeeping of round r (stop strings, events, the policy)
-overlaps the device's step r + 1 instead of leaving the GPU idle. The price:
-  - the step runs for sequences that round r finishes; their rows' results are dropped, and the batch is
+Look-ahead (on CUDA). A round that needs nothing from the host can be launched before the round before it
+is read, so that the host's bookkeeping of round r (the copy, stop strings, events, the policy) overlaps
+the device's round r + 1 instead of leaving the GPU idle:
+  - a plain step (L = 0): its input is the last emitted token, already on the device, and its cache rows
+    follow the rollback, which is queued on the device too;
+  - a drafting round, from a drafter that `follows` (the feature draft after a round it drafted): what it
+    feeds is round r's emitted tokens and the target's features, both on the device, and its length must
+    fit the token limit whatever round r emits.
+The price:
+  - the round runs for sequences that round r finishes; their rows' results are dropped, and the batch is
     compacted once both rounds are read (no look-ahead meanwhile);
-  - where round r's top-p needs the full-sort redo (rare), its corrected token was not the step's input:
-    the step is rolled back (one cache row) and launched again with the same uniforms;
-  - the two steps use the target's two graph slots (`GraphedModel.slots`), so that one's outputs are read
-    while the other runs; a drafter takes the verify's features when it is launched (`Drafter.verified`).
-The policy decides the next round's length before it has seen round r's acceptance: one round of lag.
-A drafting round is never launched ahead: its proposal needs the host's tokens.
+  - where round r's top-p needs the full-sort redo (rare), its corrected tokens were not the next round's
+    input: that round is withdrawn and launched again with the same uniforms (`_redo`);
+  - the two rounds use the target's two graph slots (`GraphedModel.slots`), so that one's outputs are read
+    while the other runs; a drafter takes the verify's features when it is launched (`Drafter.verified`);
+  - the policy decides the next round's length before it has seen round r's acceptance (one round of
+    lag), so only the policies that tolerate it (`DraftLengthPolicy.decides_ahead`) are asked.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from dataclasses import dataclass
 import torch
 
 from bass.cache import KVCache
+from bass.config import SamplingParams
 from bass.draft_length import DraftLengthPolicy
 from bass.drafters import Drafter, Proposal
 from bass.events import SequenceUpdate
@@ -78,6 +83,10 @@ class _Round:
     u: torch.Tensor  # [B, 2L+1] the round's uniforms: L to draft, L to accept, 1 to resample
     slot: int = 0  # the target's graph slot
     out: tuple = ()  # accepted [B], next_token [B], decided [B], logits [B, >= Lp+1, V] (device; a graph's width)
+    start: torch.Tensor | None = None  # [B] the target cache's suffix lengths before the verify
+    last_in: torch.Tensor | None = None  # [B, 1] the token the verify started from
+    emitted: torch.Tensor | None = None  # [B, Lp+1] d_1 .. d_a, then the next token at column a (copies of out)
+    accepted: torch.Tensor | None = None  # [B] a
     host: torch.Tensor | None = None  # [B, 4 + Lp] the results packed, copied to the host as they finish
     ready: torch.cuda.Event | None = None  # recorded after that copy
 
@@ -101,10 +110,11 @@ def _verify(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, cac
     in its slot, a draft step included); makes no host synchronisation."""
     args = rnd.verify_args()
     drafts, dlen = args[0], args[1]
-    slot = {"slot": rnd.slot} if getattr(target, "slots", 1) > 1 else {}
-    rnd.out = run_then(target, rule, args, torch.cat([last, drafts], 1), cache, (dlen + 1).to(torch.int32), attn,
-                       **slot)
+    rnd.start, rnd.last_in = cache.suffix_len.clone(), last
+    rnd.out = _forward(target, attn, rule, rnd, cache)
     n_acc, next_token, decided, _ = rnd.out
+    rnd.accepted = n_acc.clone()
+    rnd.emitted = _emitted(drafts, n_acc, next_token)
     if drafts.shape[1]:  # 5. roll back: the target cache holds every token but the last emitted one
         cache.truncate(cache.suffix_len - (dlen - n_acc))  # (a finished sequence's row may be left longer)
     packed = torch.cat([n_acc[:, None], next_token[:, None], dlen[:, None].long(), decided[:, None].long(),
@@ -115,6 +125,21 @@ def _verify(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, cac
         rnd.ready = torch.cuda.Event()
         rnd.ready.record()
     return next_token[:, None].clone()
+
+
+def _forward(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, cache: KVCache) -> tuple:
+    """The target's forward over [last emitted token, drafts] of `rnd` and its verify rule, in one graph."""
+    args = rnd.verify_args()
+    drafts, dlen = args[0], args[1]
+    slot = {"slot": rnd.slot} if getattr(target, "slots", 1) > 1 else {}
+    return run_then(target, rule, args, torch.cat([rnd.last_in, drafts], 1), cache, (dlen + 1).to(torch.int32),
+                    attn, **slot)
+
+
+def _emitted(drafts: torch.Tensor, accepted: torch.Tensor, next_token: torch.Tensor) -> torch.Tensor:
+    """[B, Lp+1]: row b emits its columns 0 .. accepted[b], the accepted drafts and then the next token."""
+    emitted = torch.cat([drafts, next_token[:, None]], 1)
+    return emitted.scatter_(1, accepted[:, None].long(), next_token[:, None])
 
 
 def _halt(cancel: threading.Event | None, time_budget_s: float | None, now: float) -> str | None:
@@ -179,22 +204,27 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
             # 3. - 5. verify, accept and roll back, queued on the device
             rnd = _Round(r, started, list(state.live), lengths, proposal, u)
             last = _verify(target, attn, rule, rnd, state.cache, last)
-            drafter.verified()
+            drafter.verified(rnd.emitted, rnd.accepted)
             r += 1
 
-        # launch the next round now if it and this one are plain steps (module docstring: look-ahead)
-        if look_ahead and rnd.proposal.tokens.shape[1] == 0 and not any(s.finished for s in state.live) and \
-                (not drafter.proposes or policy.may_choose_plain):
+        # launch the next round now if it needs nothing the host has not read (module docstring: look-ahead)
+        if look_ahead and not any(s.finished for s in state.live) and _may_launch_ahead(drafter, policy):
             now = time.perf_counter() - t0
             if not _halt(cancel, time_budget_s, now):
                 seqs = [s.seq for s in state.live]
                 wanted = policy.lengths(seqs) if drafter.proposes else [0] * len(seqs)
-                if max(wanted) == 0:
-                    ahead = _Round(r, now, list(state.live), wanted, Proposal.empty(len(seqs), device),
-                                   rng.uniforms([s.key for s in state.live], 1, device), slot=1 - rnd.slot)
+                # whatever round r emits (at most l_b + 1 tokens), the round ahead must fit the token limit
+                room = [params.max_new_tokens - s.num_generated - 1 - (n + 1) for s, n in zip(rnd.live, rnd.lengths,
+                                                                                          strict=True)]
+                L = max(wanted)
+                if L == 0 or (drafter.follows() and all(w <= m for w, m in zip(wanted, room, strict=True))):
+                    u = rng.uniforms([s.key for s in state.live], 2 * L + 1, device)
+                    proposal = drafter.propose(None, wanted, params, u[:, :L], state.cache) if L else \
+                        Proposal.empty(len(seqs), device)
                     policy.drafted()
+                    ahead = _Round(r, now, list(state.live), wanted, proposal, u, slot=1 - rnd.slot)
                     last = _verify(target, attn, rule, ahead, state.cache, last)
-                    drafter.verified()
+                    drafter.verified(ahead.emitted, ahead.accepted)
                     r += 1
                 else:
                     planned = dict(zip(seqs, wanted, strict=True))
@@ -204,7 +234,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
             rnd.ready.synchronize()
         packed = rnd.host.tolist()
         if not all(row[3] for row in packed):  # rare (a flat distribution): top-p by a full sort
-            last = _redo(target, attn, rule, rnd, packed, state.cache, ahead)
+            last = _redo(target, attn, rule, rnd, packed, state.cache, ahead, drafter, params)
         now = time.perf_counter() - t0
         updates, seqs, accepted, asked = [], [], [], []
         for s, row, n_asked in zip(rnd.live, packed, rnd.lengths, strict=True):
@@ -234,21 +264,39 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
         yield RoundReport(rnd.index, now, rnd.draft_length, updates, rnd.started_s)
 
 
+def _may_launch_ahead(drafter: Drafter, policy: DraftLengthPolicy) -> bool:
+    """Whether the round after the one just launched might be launched before that one is read: a plain
+    step always can, a drafting round only from a drafter that `follows`, and only for a policy that
+    decides a round ahead."""
+    if not drafter.proposes:
+        return True
+    return policy.decides_ahead and (policy.may_choose_plain or drafter.follows())
+
+
 def _redo(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, packed: list[list[int]],
-          cache: KVCache, ahead: _Round | None) -> torch.Tensor:
-    """Redo `rnd`'s verdict with the full-sort top-p (rows its candidates left undecided), in `packed`;
-    correct the cache's rollback, and relaunch the step launched ahead from the corrected tokens.
-    Returns the last token [B, 1] after the round launched last."""
-    old_acc = rnd.out[0]
-    verdict = rule.exact(rnd.out[3][:, :rnd.proposal.tokens.shape[1] + 1], *rnd.verify_args())
-    for row, a, t in zip(packed, verdict.accepted.tolist(), verdict.next_token.tolist(), strict=True):
+          cache: KVCache, ahead: _Round | None, drafter: Drafter, params: SamplingParams) -> torch.Tensor:
+    """Redo `rnd`'s verdict with the full-sort top-p (rows its candidates left undecided), in `packed` and
+    in `rnd.accepted` / `rnd.emitted`; correct the cache's rollback, and launch the round launched ahead
+    again from the corrected tokens. Returns the last token [B, 1] after the round launched last."""
+    Lp = rnd.proposal.tokens.shape[1]
+    verdict = rule.exact(rnd.out[3][:, :Lp + 1], *rnd.verify_args())
+    accepted = verdict.accepted.tolist()
+    overwritten = ahead is not None and any(a > row[0] for a, row in zip(accepted, packed, strict=True))
+    for row, a, t in zip(packed, accepted, verdict.next_token.tolist(), strict=True):
         row[:2] = a, t
-    # rows counted past the corrected end (negative where the exact rule accepts more: the verify wrote those
-    # rows, and nothing was written since, as a step is launched ahead only of a round without drafts)
-    extra = (old_acc - verdict.accepted) + (0 if ahead is None else 1)
-    cache.suffix_len.sub_(extra.to(cache.suffix_len.dtype))
+    if overwritten:  # the round ahead wrote over cache rows this one accepts after all: write them again
+        cache.suffix_len.copy_(rnd.start)
+        _forward(target, attn, rule, rnd, cache)  # the same graph and inputs, so the same logits too
+    cache.suffix_len.copy_(rnd.start + verdict.accepted.to(rnd.start.dtype) + 1)  # [last, d_1 .. d_a]
+    rnd.accepted.copy_(verdict.accepted)
+    rnd.emitted.copy_(_emitted(rnd.proposal.tokens, verdict.accepted, verdict.next_token))
     if ahead is None:
         return verdict.next_token[:, None]
-    # the same step, from the corrected tokens: its graph slot and uniforms, so its features stay where
-    # `Drafter.verified` noted them
-    return _verify(target, attn, rule, ahead, cache, verdict.next_token[:, None])
+    # the same round from the corrected tokens: its graph slot and uniforms, and, if it drafts, a proposal
+    # made again from them (the drafter drops the withdrawn one's entries as it would a rejected guess)
+    drafter.withdraw()
+    if ahead.draft_length:
+        ahead.proposal = drafter.propose(None, ahead.lengths, params, ahead.u[:, :ahead.draft_length], cache)
+    last = _verify(target, attn, rule, ahead, cache, verdict.next_token[:, None])
+    drafter.verified(ahead.emitted, ahead.accepted)
+    return last

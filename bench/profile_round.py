@@ -150,8 +150,14 @@ class _TimedDrafter(Drafter):
     def propose(self, *args):
         return self._timed("propose", *args)
 
-    def verified(self):
-        self.inner.verified()
+    def follows(self):
+        return self.inner.follows()
+
+    def verified(self, emitted, accepted):
+        self.inner.verified(emitted, accepted)
+
+    def withdraw(self):
+        self.inner.withdraw()
 
     def commit(self, histories):  # a feature draft's scatter, truncate and catch-up forward are drafter work
         return self._timed("commit", histories)

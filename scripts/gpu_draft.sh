@@ -10,6 +10,7 @@
 #   accept       bench/draft_acceptance.py (--drafts NAME=SPEC ...)
 #   profile      bench/step_costs.py (what a step and a round cost, piece by piece)
 #   bench, eval  bench/real_bench.py and `python -m bass eval humaneval` on the assembled target
+#   tests        the CUDA tests (graphs, look-ahead, pinned copies, losslessness with the shipped draft)
 set -euo pipefail
 V=/var/tmp
 export BASS_CACHE=$V/bass PYTHONPATH=$PWD:$V/site:${PYTHONPATH:-} PYTHONUNBUFFERED=1
@@ -51,5 +52,9 @@ case "$1" in
   eval)  # python -m bass eval humaneval on the real target (args after the stage, e.g. --budgets 0.25,0.5,1)
     python3 -m bass eval humaneval --target $GGUF --backend ragged "${@:2}" 2>&1 | grep -v Warning \
       | tee -a $OUT/eval.log ;;
-  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | accept | bench | profile | eval" >&2; exit 2 ;;
+  tests)  # the tests that skip on the CPU, on this GPU (their CPU twins run in `make test`)
+    BASS_TARGET=$GGUF python3 -m pytest tests/bass/test_look_ahead.py tests/bass/test_feature_draft.py \
+      tests/bass/test_lossless_shipped.py -q -p no:cacheprovider -o addopts="" "${@:2}" \
+      2>&1 | grep -v Warning | tee $OUT/gpu_tests.log ;;
+  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | accept | bench | profile | eval | tests" >&2; exit 2 ;;
 esac

@@ -17,14 +17,26 @@ CASES = [(DraftLengthConfig(), True), (DraftLengthConfig(probe_lengths=(0,) * 9 
 
 
 class RecordingDrafter(FeatureDrafter):
-    """Keeps, for every proposal, each sequence's history and the draft's logits of its first draft token."""
+    """Keeps, for every proposal, each sequence's history and the draft's logits of its first draft token.
+    A proposal launched ahead (histories None) is based on the histories its round's commit brings."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.seen: list[tuple[list[int], torch.Tensor]] = []
+        self.ahead: list[torch.Tensor] = []  # [B, V] first-step logits of proposals launched ahead
+
+    def withdraw(self):
+        self.ahead.clear()  # that proposal is made again
+        super().withdraw()
+
+    def commit(self, histories):
+        for logits in self.ahead:
+            self.seen.extend((list(h), row) for h, row in zip(histories, logits, strict=True))
+        self.ahead.clear()
+        super().commit(histories)
 
     def propose(self, histories, lengths, params, u, target_cache):
-        inner, seen = self.forward, self.seen
+        inner, seen, ahead = self.forward, self.seen, self.ahead
 
         class Record:  # the draft's forward, noting the step that feeds the pending entries and drafts d_1
             hidden = None
@@ -32,7 +44,9 @@ class RecordingDrafter(FeatureDrafter):
             def __call__(self, tok, cache, q_len, attn, **kw):
                 logits = inner(tok, cache, q_len, attn, **kw)
                 self.hidden = inner.hidden
-                if kw.get("last_only"):
+                if kw.get("last_only") and histories is None:
+                    ahead.append(logits[:, -1].clone())
+                elif kw.get("last_only"):
                     seen.extend((list(h), logits[b, -1].clone()) for b, h in enumerate(histories))
                 return logits
 

@@ -15,14 +15,14 @@ from bass.config import DraftLengthConfig, SamplingParams
 from bass.draft_length import DraftLengthPolicy, RoundClock
 
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print(i)\n" * 2]
-PATTERN = (0, 0, 0, 2, 0, 0, 1, 3, 0, 0, 0, 0)  # runs of plain steps, drafting rounds between them
+PATTERN = (0, 0, 0, 2, 0, 0, 1, 3, 2, 0, 0, 0)  # runs of plain steps, of drafting rounds between them
 
 
 class ScriptedPolicy(DraftLengthPolicy):
     """May choose plain decoding, like the cost policy, but the i-th length it hands out is PATTERN[i]:
     with and without look-ahead the same rounds get the same lengths, so the same tokens must come out."""
 
-    may_choose_plain = True
+    may_choose_plain = decides_ahead = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -51,10 +51,11 @@ GRAPHS = [False, pytest.param(True, marks=pytest.mark.skipif(not torch.cuda.is_a
 def test_look_ahead_changes_no_token(tiny_engine, monkeypatch, drafter, greedy, graphs):
     monkeypatch.setattr(bass.engine, "DraftLengthPolicy", ScriptedPolicy)
     monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 8)  # many full-sort redos: steps launched ahead relaunched
-    slots, redos = [], []
+    slots, redos = [], []  # (slot, L) of each verify; L of the round ahead (None: none) at each redo
     verify, redo = bass.speculative._verify, bass.speculative._redo
-    monkeypatch.setattr(bass.speculative, "_verify", lambda *a: slots.append(a[3].slot) or verify(*a))
-    monkeypatch.setattr(bass.speculative, "_redo", lambda *a: redos.append(a[6] is not None) or redo(*a))
+    monkeypatch.setattr(bass.speculative, "_verify", lambda *a: slots.append((a[3].slot, a[3].draft_length))
+                        or verify(*a))
+    monkeypatch.setattr(bass.speculative, "_redo", lambda *a: redos.append(a[6] and a[6].draft_length) or redo(*a))
     params = SamplingParams(max_new_tokens=24, seed=2, stop=(" ran", "\t"),  # some stop early (seen in their text)
                             **({"temperature": 0.0} if greedy else {"temperature": 1.0, "top_p": 0.9}))
     kw = dict(k=3, params=params, method="regular" if drafter == "regular" else "bass",
@@ -63,18 +64,23 @@ def test_look_ahead_changes_no_token(tiny_engine, monkeypatch, drafter, greedy, 
         kw["drafter"] = "model"
 
     want = _engine(tiny_engine, drafter, False, graphs).generate(PROMPTS, **kw)
-    assert 1 not in slots
+    assert {s for s, _ in slots} == {0}
+    slots.clear()
     got = _engine(tiny_engine, drafter, True, graphs).generate(PROMPTS, **kw)
     assert [c.token_ids for c in got.candidates] == [c.token_ids for c in want.candidates]
     assert [c.finish_reason for c in got.candidates] == [c.finish_reason for c in want.candidates]
-    assert 1 in slots  # steps were launched ahead
+    assert any(s == 1 for s, _ in slots)  # steps were launched ahead
+    # drafting rounds were launched ahead only by the drafter that follows its rounds on the device
+    assert any(s == 1 and L > 0 for s, L in slots) == (drafter == "feature")
     if not graphs:  # (the CUDA kernels' rounding changes the tiny model's text and where it stops)
         assert len({len(c.token_ids) for c in want.candidates}) > 1  # sequences left at different rounds
     if drafter != "regular":
         assert got.stats.proposed > 0  # the same drafts (wrong features would change the feature draft's):
         assert (got.stats.proposed, got.stats.accepted) == (want.stats.proposed, want.stats.accepted)
-    if not greedy:
-        assert True in redos  # a redo met a step launched ahead: it was rolled back and relaunched
+    if not greedy:  # a redo met a round launched ahead: it was withdrawn and launched again
+        assert any(L is not None for L in redos)
+        if drafter == "feature":
+            assert any(L for L in redos)  # ... a drafting one, proposed again
 
 
 def test_single_sequence_with_look_ahead_changes_no_token(tiny_engine):

@@ -81,9 +81,10 @@ def test_draft_steps_survive_outputs_that_the_next_step_overwrites():
         q_buf.zero_()[:, i] = 1.0
         return token_buf, q_buf
 
-    p = draft_autoregressively(step, [[7, 8], [9]], [3, 2], torch.rand(2, 3), "cpu")
+    pending = torch.tensor([[7, 8], [9, 0]]), torch.tensor([2, 1])  # tokens [B, T], counts [B]
+    p = draft_autoregressively(step, pending, [3, 2], torch.rand(2, 3))
     assert widths == [2, 1, 1] and p.tokens.tolist() == [[1, 2, 3], [1, 2, 3]] and p.lengths.tolist() == [3, 2]
     assert [int(p.probs[0, i].argmax()) for i in range(3)] == [0, 1, 2]
     widths.clear()
-    empty = draft_autoregressively(step, [[7, 8], [9]], [0, 0], torch.rand(2, 0), "cpu")
+    empty = draft_autoregressively(step, pending, [0, 0], torch.rand(2, 0))
     assert widths == [2] and empty.tokens.shape == (2, 0) and empty.probs is None
