@@ -11,7 +11,7 @@ x_{t+1} that followed, and predicts the next hidden state:
 
 While drafting, the target's f for the newest positions is not known yet, so step i feeds the draft's own
 prediction f̂ back in place of f. After each verify, the target's true features of the accepted positions
-replace those guesses (`bass.drafters.FeatureDrafter`). The head and embedding are the target's tensors,
+replace those guesses (`bass.feature_drafter.FeatureDrafter`). The head and embedding are the target's tensors,
 so the draft proposes over the target's whole vocabulary (sampling stays lossless) and its own file holds
 only W_fc, the blocks and W_out: with d = 512, 2 blocks, about 8 M parameters (17 MB in bf16).
 

@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-import bass.drafters
+import bass.feature_drafter
 from bass.attention import get_backend
 from bass.config import DraftLengthConfig, SamplingParams
-from bass.drafters import FeatureDrafter
+from bass.feature_drafter import FeatureDrafter
 from bass.sequences import ints_to_device
 
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print("]
@@ -74,7 +74,7 @@ def _from_scratch(engine, history: list[int]) -> torch.Tensor:
 @pytest.mark.parametrize(("policy", "greedy"), CASES, ids=["cost-greedy", "cost-runs-of-L0-sampled", "fixed3-sampled",
                                                         "heuristic-sampled"])
 def test_draft_cache_holds_the_targets_true_features(tiny_engine, monkeypatch, policy, greedy):
-    monkeypatch.setattr(bass.drafters, "CATCH_UP", 4)  # catch up within a short run of rounds without drafts
+    monkeypatch.setattr(bass.feature_drafter, "CATCH_UP", 4)  # catch up within a short run of rounds without drafts
     engine = tiny_engine("llama", feature_seed=3, backend="torch")
     drafter = RecordingDrafter(engine.draft.model, engine.target.model, get_backend("torch", engine.device))
     params = SamplingParams(max_new_tokens=32, seed=1, **({"temperature": 0.0} if greedy else {}))
@@ -83,6 +83,30 @@ def test_draft_cache_holds_the_targets_true_features(tiny_engine, monkeypatch, p
     assert result.stats.proposed > 0 and len(drafter.seen) >= 6
     for history, got in drafter.seen:
         torch.testing.assert_close(got, _from_scratch(engine, history), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("look_ahead", [False, True], ids=["in-order", "look-ahead"])
+def test_runs_without_drafts_keep_the_first_draft_step_narrow(tiny_engine, monkeypatch, look_ahead):
+    """Rounds without drafts leave entries to feed; the drafter feeds them once they reach CATCH_UP, so no
+    draft forward is wider than a backlog below CATCH_UP plus one verify's columns."""
+    monkeypatch.setattr(bass.feature_drafter, "CATCH_UP", 4)
+    engine = tiny_engine("llama", feature_seed=3, backend="torch", look_ahead=look_ahead)
+    drafter = FeatureDrafter(engine.draft.model, engine.target.model, get_backend("torch", engine.device))
+    widths, model = [], engine.draft.model
+
+    class Recording:  # the draft model, noting each forward's width
+        def __call__(self, tok, *args, **kwargs):
+            widths.append(tok.shape[1])
+            return model(tok, *args, **kwargs)
+
+        hidden = property(lambda self: model.hidden)
+
+    drafter.forward = Recording()
+    policy = DraftLengthConfig(probe_lengths=(0,) * 11 + (2,), explore_every=0)  # 11 plain rounds, then L = 2
+    params = SamplingParams(max_new_tokens=40, seed=3)
+    engine.generate(PROMPTS, k=2, params=params, method="bass", drafter=drafter, draft_length=policy)
+    assert widths[:2] == [4, 4]  # the first forwards fed backlogs as they reached CATCH_UP, in rounds 4 and 8 ...
+    assert max(widths) <= 4 + 3  # ... so no feed is wider than that plus L + 1 columns (not 11 + 1)
 
 
 @pytest.mark.parametrize("static", [False, True], ids=["eager", "static-shapes"])

@@ -1,0 +1,225 @@
+"""The feature draft's drafter: a `FeatureDraft` fed the target's own hidden states, round after round.
+
+Its bookkeeping is the draft cache's: which entries (f_t, x_{t+1}) it holds with the target's true f_t,
+which are its own guesses, and what the next proposal must feed first. That next proposal needs nothing
+the host has not read (the last verify's emitted tokens and features are on the device), which is what
+lets the round loop launch drafting rounds ahead (`bass.speculative`, look-ahead).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from bass.cache import CacheArena, KVCache
+from bass.drafters import Drafter, draft_autoregressively
+from bass.models.layers import last_rows
+from bass.rules import draft_rule, run_then
+from bass.sequences import ints_to_device, padded_ids
+
+CATCH_UP = 16  # backlog entries that make a round without drafts feed them (FeatureDrafter._catch_up)
+
+
+@dataclass
+class _Verify:
+    """A verify pass as the feature draft sees it (device tensors; `hidden` may be a graph's buffer, valid
+    until the next verify in the same graph slot, by which time the next proposal has read it)."""
+
+    hidden: torch.Tensor  # [B, W, H] the target's features of its W = Lp + 1 columns
+    emitted: torch.Tensor  # [B, W] tokens emitted after each column (through accepted[b])
+    accepted: torch.Tensor  # [B]
+    drafted: bool  # this drafter proposed its drafts
+    followed: bool = False  # the next proposal fed its entries from `emitted` and `hidden`
+    known_before: list[int] | None = None  # `known` before its commit (None: not committed)
+
+
+class FeatureDrafter(Drafter):
+    """Drafts with a `FeatureDraft`, fed the target's hidden states f_t (module docstring of
+    `bass.models.feature_draft`).
+
+    Per sequence, entries 0 .. fed-1 of the draft cache hold (f_t, x_{t+1}) with the target's true f_t.
+    The target's features live in `feats` [B, C, H]: feats[b, j] = f_{first_b + j}, first_b being the
+    prompt's last position; the first `known_b` are real. `commit` writes each verify pass's features in
+    place; those are the target's `hidden` when the verify was launched (`verified`): a round launched
+    ahead (in another graph slot) must not be read in their place.
+
+    A proposal first feeds the entries not fed yet, then drafts on its own predictions f̂, which the next
+    proposal drops (truncating the cache to `fed`). The entries to feed are a backlog the host knows (those
+    before the last verify pass, left by rounds without drafts) followed by that verify's columns 0 .. a_b:
+    (f of column i, the token emitted after it), which are on the device. So a proposal needs nothing the
+    host has not read (`follows`), and the loop may launch it before it reads that verify; `fed` then grows
+    by a_b + 1 when the verify is committed.
+
+    A round without drafts (the cost policy's L = 0) costs one scatter here, and when the backlog reaches
+    CATCH_UP entries, one draft forward that feeds it (`_catch_up`), so that a proposal's first step stays
+    narrow (a captured graph's width) and its cost is not a long run's backlog. Both happen where the
+    host's knowledge is the same with and without look-ahead (the backlog stops before the last verify),
+    so look-ahead changes no computation. The verify's columns i = 0 .. T-1 go to feats[b, known_b + i]
+    whatever was accepted, because column i holds f of position first_b + known_b + i exactly when it was
+    accepted, and the columns after the accepted ones lie past the new known_b, where the next verify
+    writes before anything reads them.
+    """
+
+    name = "model"
+
+    def __init__(self, draft: torch.nn.Module, target: torch.nn.Module, attn: Callable, *,
+                 forward: Callable | None = None, arena: CacheArena | None = None):
+        self.draft, self.target, self.attn = draft, target, attn  # target: what the loop calls (reads .hidden)
+        self.forward = forward or draft  # a GraphedModel on CUDA
+        self.arena = arena or CacheArena(persistent=False)
+        self.cache: KVCache | None = None
+        self.fed: list[int] = []
+        self.prompt_entries: list[int] = []  # entries of each sequence in the shared prompt prefix
+        self.feats: torch.Tensor | None = None  # [B, C, H]; column C-1 is scratch for writes past the end
+        self.known: list[int] = []
+        self._histories: list[Sequence[int]] = []  # as of the last commit: the backlog's tokens
+        self._launched: deque[_Verify] = deque()  # launched, uncommitted verify passes, oldest first
+        self._last: _Verify | None = None  # the verify launched last, committed or not
+        self._proposed = False  # a proposal was made since the last verify
+
+    @torch.inference_mode()
+    def prefill(self, prompts, samples, capacity, features=None):
+        if features is None:
+            raise ValueError("the feature draft needs the target's hidden states of the prompts")
+        device = features.device
+        lens = [len(p) for p in prompts]
+        T = max(lens) - 1  # the prompt's last feature waits for the first sampled token
+        cache = self.draft.new_cache(len(prompts), max(T, 1))
+        if T > 0:
+            self.draft(padded_ids([p[1:] for p in prompts], T, device), cache, torch.tensor(lens, device=device) - 1,
+                       self.attn, features=features[:, :T], last_only=True)
+        self.cache = self.arena.fork(cache, samples, capacity)
+        self.prompt_entries = [n - 1 for n in lens for _ in range(samples)]
+        self.fed = list(self.prompt_entries)
+        last = features[torch.arange(len(lens), device=device), torch.tensor(lens, device=device) - 1]  # [G, H]
+        # a generated position's suffix row is at most `capacity`, so f of it is at j <= capacity + 1
+        self.feats = torch.zeros(len(lens) * samples, capacity + 3, features.shape[-1], dtype=features.dtype,
+                                 device=device)
+        self.feats[:, 0] = last.repeat_interleave(samples, 0)
+        self.known = [1] * self.feats.shape[0]
+        self._launched.clear()
+        self._last, self._proposed, self._histories = None, False, []
+
+    def follows(self) -> bool:
+        return self._last is not None
+
+    def _entries(self, known: list[int]) -> list[int]:
+        """The cache entries of each sequence once `known` features are fed (prompt entries included)."""
+        return [k + p for k, p in zip(known, self.prompt_entries, strict=True)]
+
+    def _backlog(self, histories, known: list[int], width: int | None = None):
+        """The entries fed .. known-1 of each sequence (the host's): tokens [B, width], counts n [B] (host
+        list) and true features [B, width, H]; width defaults to the longest backlog."""
+        start = [f - p for f, p in zip(self.fed, self.prompt_entries, strict=True)]  # first unfed column
+        n = [k - s for k, s in zip(known, start, strict=True)]
+        width = max(n) if width is None else width
+        device = self.feats.device
+        tokens = padded_ids([list(h[f + 1:f + 1 + c]) for h, f, c in zip(histories, self.fed, n, strict=True)],
+                            width, device)
+        cols = (ints_to_device(start, device)[:, None] + torch.arange(width, device=device)).clamp(
+            max=self.feats.shape[1] - 1)  # [B, width]
+        return tokens, n, self.feats.gather(1, cols[:, :, None].expand(-1, -1, self.feats.shape[2]))
+
+    def _drop_guesses(self) -> None:
+        """Truncate the cache to its `fed` true entries (a proposal's f̂ entries go)."""
+        self.cache.truncate(ints_to_device([f - p for f, p in zip(self.fed, self.prompt_entries, strict=True)],
+                                           self.cache.suffix_len.device))
+
+    def _pending(self, histories) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """What a proposal feeds first: tokens [B, T], counts [B], features [B, T, H] (class docstring)."""
+        prev = self._last
+        if prev is None:  # the first round: the prompt's last feature and the first sampled token
+            tokens, n, features = self._backlog(histories, self.known)
+            return tokens, ints_to_device(n, tokens.device), features
+        known = self.known if prev.known_before is None else prev.known_before
+        n_host = [k + p - f for k, p, f in zip(known, self.prompt_entries, self.fed, strict=True)]
+        if max(n_host) == 0:  # after a round that drafted: only the verify's columns
+            return prev.emitted, prev.accepted + 1, prev.hidden
+        B, W = prev.emitted.shape
+        T = max(n_host) + W
+        tokens, _, features = self._backlog(histories or self._histories, known, T)
+        device = tokens.device
+        n = ints_to_device(n_host, device)[:, None]  # [B, 1]
+        cols = torch.arange(T, device=device)
+        host = cols < n  # [B, T]: the backlog, then the verify's columns from column n_b on
+        idx = (cols - n).clamp(0, W - 1)
+        tokens = torch.where(host, tokens, prev.emitted.gather(1, idx))
+        hidden = prev.hidden.gather(1, idx[:, :, None].expand(-1, -1, prev.hidden.shape[2]))
+        return tokens, n[:, 0] + prev.accepted + 1, torch.where(host[:, :, None], features, hidden.to(features.dtype))
+
+    @torch.inference_mode()
+    def propose(self, histories, lengths, params, u, target_cache):
+        prev = self._last
+        self._drop_guesses()
+        tokens, counts, features = self._pending(histories)
+        if prev is None or prev.known_before is not None:  # all it feeds is known now
+            self.fed = self._entries(self.known)
+        if prev is not None:  # otherwise `commit` counts its entries
+            prev.followed = True
+        fed = {"features": features}
+        rule = draft_rule(params, self.target.config.vocab_size)
+
+        def step(tok, q_len, last_only, u_i):
+            out = run_then(self.forward, rule, (u_i,), tok, self.cache, q_len, self.attn, features=fed["features"],
+                           last_only=last_only)
+            fed["features"] = last_rows(self.forward.hidden, q_len)  # f̂ of the last entry: the next step's input
+            return out
+
+        self._proposed = True
+        return draft_autoregressively(step, (tokens, counts), lengths, u)
+
+    def verified(self, emitted, accepted):
+        if not self._proposed and self._last is not None:  # a round without drafts
+            prev = self._last
+            known = self.known if prev.known_before is None else prev.known_before
+            if max(k + p - f for k, p, f in zip(known, self.prompt_entries, self.fed, strict=True)) >= CATCH_UP:
+                self._catch_up(known)
+        self._last = _Verify(self.target.hidden, emitted, accepted, self._proposed)
+        self._launched.append(self._last)
+        self._proposed = False
+
+    def withdraw(self):
+        self._launched.pop()
+        self._last = self._launched[-1] if self._launched else None
+
+    @torch.inference_mode()
+    def commit(self, histories):
+        rec = self._launched.popleft()
+        rec.known_before, self._histories = self.known, list(histories)
+        B, T, H = rec.hidden.shape
+        C = self.feats.shape[1]
+        cols = ints_to_device(self.known, rec.hidden.device)[:, None] + torch.arange(T, device=rec.hidden.device)
+        rows = torch.arange(B, device=rec.hidden.device)[:, None] * C + cols.clamp(max=C - 1)  # [B, T]
+        self.feats.view(B * C, H).index_copy_(0, rows.flatten(), rec.hidden.reshape(B * T, H).to(self.feats.dtype))
+        # every token but the last emitted one has its true feature now
+        self.known = [len(h) - 1 - p for h, p in zip(histories, self.prompt_entries, strict=True)]
+        if rec.followed:  # the next proposal fed this verify's entries (and its own guesses follow them)
+            self.fed = self._entries(self.known)
+        elif rec.drafted:
+            self._drop_guesses()
+
+    def _catch_up(self, known: list[int]) -> None:
+        """Feed the backlog (entries fed .. known-1) now: a run of rounds without drafts made it CATCH_UP
+        long (class docstring). Any guesses in the cache go first: the round that made them may be unread."""
+        self._drop_guesses()
+        tokens, n, features = self._backlog(self._histories, known)
+        self.forward(tokens, self.cache, ints_to_device(n, tokens.device), self.attn, features=features,
+                     last_only=True)
+        self.fed = self._entries(known)
+
+    def select(self, rows):
+        rows = list(rows)
+        index = torch.tensor(rows, device=self.feats.device)
+        self.cache = self.cache.compact(rows)
+        self.feats = self.feats[index]
+        self.fed, self.known, self.prompt_entries = ([v[r] for r in rows] for v in (self.fed, self.known,
+                                                                                     self.prompt_entries))
+        self._histories = [self._histories[r] for r in rows] if self._histories else []  # none before a commit
+        if self._last is not None:  # the next proposal feeds from it
+            last = self._last
+            before = None if last.known_before is None else [last.known_before[r] for r in rows]
+            self._last = _Verify(last.hidden[index], last.emitted[index], last.accepted[index], last.drafted,
+                                 last.followed, before)
