@@ -104,7 +104,7 @@ class FeatureDrafter(Drafter):
         self._last, self._proposed, self._histories = None, False, []
 
     def follows(self) -> bool:
-        return self._last is not None
+        return self._last is not None and bool(self._histories)  # a backlog's tokens come from a commit
 
     def _entries(self, known: list[int]) -> list[int]:
         """The cache entries of each sequence once `known` features are fed (prompt entries included)."""

@@ -83,6 +83,19 @@ def test_look_ahead_changes_no_token(tiny_engine, monkeypatch, drafter, greedy, 
             assert any(L for L in redos)  # ... a drafting one, proposed again
 
 
+def test_a_drafting_second_round_changes_no_token(tiny_engine, monkeypatch):
+    """Round 1 drafts while round 0 (plain) is unread, before any commit gave the feature drafter the
+    histories its backlog's tokens come from: it must wait for the read (found on the H100)."""
+    monkeypatch.setattr(bass.engine, "DraftLengthPolicy", ScriptedPolicy)
+    monkeypatch.setitem(globals(), "PATTERN", (0, 2, 2, 0, 1))
+    params = SamplingParams(max_new_tokens=16, seed=5, temperature=1.0)
+    kw = dict(k=2, params=params, method="bass", drafter="model", draft_length=DraftLengthConfig())
+    want = _engine(tiny_engine, "feature", False).generate(PROMPTS, **kw)
+    got = _engine(tiny_engine, "feature", True).generate(PROMPTS, **kw)
+    assert [c.token_ids for c in got.candidates] == [c.token_ids for c in want.candidates]
+    assert got.stats.proposed > 0
+
+
 def test_single_sequence_with_look_ahead_changes_no_token(tiny_engine):
     params = SamplingParams(max_new_tokens=16, seed=1, temperature=0.8)
     kw = dict(k=2, params=params, method="single", drafter="ngram",
