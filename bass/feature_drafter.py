@@ -136,7 +136,7 @@ class FeatureDrafter(Drafter):
             return tokens, ints_to_device(n, tokens.device), features
         known = self.known if prev.known_before is None else prev.known_before
         n_host = [k + p - f for k, p, f in zip(known, self.prompt_entries, self.fed, strict=True)]
-        if max(n_host) == 0:  # after a round that drafted: only the verify's columns
+        if max(n_host) == 0:  # no backlog (as after a round that drafted): only the verify's columns
             return prev.emitted, prev.accepted + 1, prev.hidden
         B, W = prev.emitted.shape
         T = max(n_host) + W
@@ -157,7 +157,7 @@ class FeatureDrafter(Drafter):
         tokens, counts, features = self._pending(histories)
         if prev is None or prev.known_before is not None:  # all it feeds is known now
             self.fed = self._entries(self.known)
-        if prev is not None:  # otherwise `commit` counts its entries
+        if prev is not None:  # its entries are fed now; if it is unread, its commit counts them
             prev.followed = True
         fed = {"features": features}
         rule = draft_rule(params, self.target.config.vocab_size)

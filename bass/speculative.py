@@ -160,13 +160,14 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
     `time_budget_s` is on the decode clock (seconds since `t0`): a round starts iff the clock read just
     before it is below the budget, and every report carries that reading (`started_s`), so a
     caller can tell afterwards which rounds a smaller budget would have run (`bass.budgets`).
-    `look_ahead` launches plain steps before reading the round before (module docstring): on for CUDA.
+    `look_ahead` launches a round before reading the round before, where it needs nothing unread (module
+    docstring): on for CUDA.
     """
     params = stop.params
     device = state.cache.suffix_len.device
     rule = verify_rule(params)
     last = None  # [B, 1] the last emitted token of each sequence after the round launched last (device)
-    ahead: _Round | None = None  # a plain step launched before the round before it was read
+    ahead: _Round | None = None  # a round launched before the round before it was read
     planned: dict[int, int] | None = None  # l_b decided a round ahead for a round that drafts
     r = first_round
     while state.live:
