@@ -117,8 +117,8 @@ class EngineConfig:
     ngram_min: int = 1
     layer_skip_layers: int | None = None
     cuda_graphs: bool = True  # capture decode-time forwards on CUDA (ignored on the CPU)
-    # launch plain steps before reading the round before (`bass.speculative`): None = on CUDA, where the
-    # device runs ahead of the host; on the CPU a step launched ahead only delays the round's report
+    # launch a round that needs nothing unread before reading the round before (`bass.speculative`):
+    # None = on CUDA, where the device runs ahead of the host; on the CPU it would only delay each report
     look_ahead: bool | None = None
 
     def __post_init__(self) -> None:

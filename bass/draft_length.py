@@ -252,10 +252,10 @@ class RoundClock:
     CPU: time.perf_counter. CUDA: the draft part between two events, read once `query()` says they are
     done, which the round's own sync guarantees by its end (so at worst a round later).
 
-    Rounds may overlap: the round loop launches a plain step before it reads the round before
+    Rounds may overlap: the round loop may launch a round before it reads the round before
     (`bass.speculative`, look-ahead). Rounds end in the order they start, and a round's whole time runs
-    from its start or the previous round's end, whichever is later: in a pipelined run of steps that is
-    the interval between results, what a step costs once the pipeline is full.
+    from its start or the previous round's end, whichever is later: in a pipelined run of rounds that is
+    the interval between results, what a round costs once the pipeline is full.
     """
 
     def __init__(self, device: torch.device | str = "cpu"):

@@ -17,8 +17,8 @@ next round therefore starts by feeding the 1 or 2 pending tokens of each sequenc
 
 A drafter that `follows()` can make its next proposal from what is on the device alone (the verify's
 emitted tokens and accepted counts, handed over by `verified`), so the round loop may launch a drafting
-round before it reads the round before (`bass.speculative`, look-ahead): the feature draft after a round it
-drafted.
+round before it reads the round before (`bass.speculative`, look-ahead): the feature draft, once its
+first round is committed.
 """
 
 from __future__ import annotations

@@ -182,10 +182,11 @@ class Engine:
                params: SamplingParams | None = None,
                method: str = "bass", drafter: str | Drafter | None = None, backend: str | None = None,
                draft_length: DraftLengthConfig | None = None, chat: bool = False,
-               cancel: threading.Event | None = None) -> Iterator[GenerationEvent]:
+               cancel: threading.Event | None = None, look_ahead: bool | None = None) -> Iterator[GenerationEvent]:
         """Generate k samples per prompt; yield a "prefill" event, one "round" event per round, then "done".
 
         `drafter` names a drafter ("ngram", "model", "layer-skip") or is a `Drafter` instance (method "bass").
+        `look_ahead` overrides the engine's setting (`EngineConfig.look_ahead`) for this request.
         """
         params = params or SamplingParams()
         if not isinstance(k, int) or not 1 <= k <= MAX_K:
@@ -212,7 +213,8 @@ class Engine:
                                  "max_new_tokens")
         with self._lock, torch.inference_mode():
             yield from self._run(ids, k, params, method, drafter, backend, attn,
-                                 draft_length or self.config.draft_length, cancel)
+                                 draft_length or self.config.draft_length, cancel,
+                                 self.look_ahead if look_ahead is None else look_ahead)
 
     def generate(self, prompts: str | Sequence[str], **kwargs) -> GenerationResult:
         """Like `stream`, but return only the final result."""
@@ -251,7 +253,7 @@ class Engine:
                              ngram_max=c.ngram_max, ngram_min=c.ngram_min, layer_skip_layers=c.layer_skip_layers,
                              draft_forward=self._draft_fwd, draft_arena=self._draft_arena)
 
-    def _run(self, ids, k, params, method, drafter_name, backend, attn, dl_cfg, cancel):
+    def _run(self, ids, k, params, method, drafter_name, backend, attn, dl_cfg, cancel, look_ahead):
         t_start = time.perf_counter()
         keys = [(g, s) for g in range(len(ids)) for s in range(k)]
         rng = SequenceRNG(params.seed, keys)
@@ -281,7 +283,7 @@ class Engine:
         cache = cache.compact(rows) if len(rows) < len(seqs) else cache
         # the budget covers the whole request: the loop's clock starts after the prefill, so it gets what is left
         budget = None if params.time_budget_s is None else params.time_budget_s - prefill_s
-        loop = dict(t0=t0, time_budget_s=budget, cancel=cancel, look_ahead=self.look_ahead)
+        loop = dict(t0=t0, time_budget_s=budget, cancel=cancel, look_ahead=look_ahead)
         if method == "single":
             def single_drafter(seq: Seq) -> Drafter:
                 d = self._drafter(name, attn)

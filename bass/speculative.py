@@ -79,9 +79,9 @@ class _Round:
     started_s: float
     live: list[Sequence]  # the batch it covers, in cache row order (one may finish before this round is read)
     lengths: list[int]  # l_b asked of the drafter
-    proposal: Proposal  # tokens [B, Lp], lengths [B]
     u: torch.Tensor  # [B, 2L+1] the round's uniforms: L to draft, L to accept, 1 to resample
     slot: int = 0  # the target's graph slot
+    proposal: Proposal | None = None  # tokens [B, Lp], lengths [B] (made by `_launch`)
     out: tuple = ()  # accepted [B], next_token [B], decided [B], logits [B, >= Lp+1, V] (device; a graph's width)
     start: torch.Tensor | None = None  # [B] the target cache's suffix lengths before the verify
     last_in: torch.Tensor | None = None  # [B, 1] the token the verify started from
@@ -125,6 +125,22 @@ def _verify(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, cac
         rnd.ready = torch.cuda.Event()
         rnd.ready.record()
     return next_token[:, None].clone()
+
+
+def _launch(target: Callable, attn: Callable, rule: VerifyRule, drafter: Drafter, rnd: _Round, cache: KVCache,
+            last: torch.Tensor, histories: list[list[int]] | None, params: SamplingParams,
+            policy: DraftLengthPolicy | None = None) -> torch.Tensor:
+    """Queue steps 2-5 of `rnd`: its proposal if it drafts (histories None: from what is on the device, by
+    a drafter that `follows`), then `_verify`, which the drafter is told of. `policy` gets the timing
+    mark between drafting and verifying. Returns the next last token [B, 1]."""
+    L = rnd.draft_length  # 0: the policy chose plain decoding, nothing to draft
+    rnd.proposal = drafter.propose(histories, rnd.lengths, params, rnd.u[:, :L], cache) if L else \
+        Proposal.empty(len(rnd.lengths), rnd.u.device)
+    if policy is not None:
+        policy.drafted()  # the cost policy weighs draft time against verify time
+    last = _verify(target, attn, rule, rnd, cache, last)
+    drafter.verified(rnd.emitted, rnd.accepted)
+    return last
 
 
 def _forward(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, cache: KVCache) -> tuple:
@@ -195,17 +211,12 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
             lengths = [max(0, min(n, m)) for n, m in zip(wanted, room, strict=True)]
             L = max(lengths, default=0)
             u = rng.uniforms([s.key for s in state.live], 2 * L + 1, device)  # [B, 2L+1]
-            # 2. draft (nothing to run when the policy chose plain decoding: L = 0)
             hist = [s.history for s in state.live]
-            proposal = drafter.propose(hist, lengths, params, u[:, :L], state.cache) if L else \
-                Proposal.empty(len(seqs), device)
-            policy.drafted()  # timing mark: the cost policy weighs draft time against verify time
             if last is None:
                 last = torch.tensor([h[-1] for h in hist], dtype=torch.long, device=device)[:, None]
-            # 3. - 5. verify, accept and roll back, queued on the device
-            rnd = _Round(r, started, list(state.live), lengths, proposal, u)
-            last = _verify(target, attn, rule, rnd, state.cache, last)
-            drafter.verified(rnd.emitted, rnd.accepted)
+            # 2. - 5. draft, verify, accept and roll back, queued on the device
+            rnd = _Round(r, started, list(state.live), lengths, u)
+            last = _launch(target, attn, rule, drafter, rnd, state.cache, last, hist, params, policy)
             r += 1
 
         # launch the next round now if it needs nothing the host has not read (module docstring: look-ahead)
@@ -220,12 +231,8 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
                 L = max(wanted)
                 if L == 0 or (drafter.follows() and all(w <= m for w, m in zip(wanted, room, strict=True))):
                     u = rng.uniforms([s.key for s in state.live], 2 * L + 1, device)
-                    proposal = drafter.propose(None, wanted, params, u[:, :L], state.cache) if L else \
-                        Proposal.empty(len(seqs), device)
-                    policy.drafted()
-                    ahead = _Round(r, now, list(state.live), wanted, proposal, u, slot=1 - rnd.slot)
-                    last = _verify(target, attn, rule, ahead, state.cache, last)
-                    drafter.verified(ahead.emitted, ahead.accepted)
+                    ahead = _Round(r, now, list(state.live), wanted, u, slot=1 - rnd.slot)
+                    last = _launch(target, attn, rule, drafter, ahead, state.cache, last, None, params, policy)
                     r += 1
                 else:
                     planned = dict(zip(seqs, wanted, strict=True))
@@ -296,8 +303,4 @@ def _redo(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, packe
     # the same round from the corrected tokens: its graph slot and uniforms, and, if it drafts, a proposal
     # made again from them (the drafter drops the withdrawn one's entries as it would a rejected guess)
     drafter.withdraw()
-    if ahead.draft_length:
-        ahead.proposal = drafter.propose(None, ahead.lengths, params, ahead.u[:, :ahead.draft_length], cache)
-    last = _verify(target, attn, rule, ahead, cache, verdict.next_token[:, None])
-    drafter.verified(ahead.emitted, ahead.accepted)
-    return last
+    return _launch(target, attn, rule, drafter, ahead, cache, verdict.next_token[:, None], None, params)

@@ -180,14 +180,14 @@ def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method:
         return bool(timed_drafter) and timed_drafter[-1].inside
 
     def run():
-        kw = dict(k=k, params=params, method=method, **stream_kwargs)
+        kw = dict(k=k, params=params, method=method, look_ahead=False, **stream_kwargs)  # the syncs would
+        # serialise look-ahead anyway
         if method == "bass":
             timed_drafter.append(_TimedDrafter(engine.new_drafter(drafter), spent))
             kw["drafter"] = timed_drafter[-1]
         return engine.generate(prompt, **kw)
 
     engine._target_fwd = _SyncTimed(saved, spent, paused)
-    look_ahead, engine.look_ahead = engine.look_ahead, False  # the syncs would serialise it anyway
     try:
         run()  # warm-up: graphs captured, caches sized
         spent.update(draft=0.0, verify=0.0)
@@ -198,7 +198,7 @@ def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method:
             run()
             _sync()
     finally:
-        engine._target_fwd, engine.look_ahead = saved, look_ahead
+        engine._target_fwd = saved
     (out / f"profile_{label}.txt").write_text(profiler_tables(prof))
     rounds = max(1, len(st.draft_lengths))
     wall, draft, verify = (1e3 * x / rounds for x in (st.decode_s, draft_s, verify_s))

@@ -14,7 +14,7 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                goes to the sandbox the moment it finishes), the sandbox in its own process (as the app and
                the eval run it) and in the engine's process, the three interleaved prompt by prompt;
                and regular and BASS with the best drafter with the engine's look-ahead (`bass.speculative`:
-               on CUDA, plain steps launched before the round before them is read) and without it,
+               on CUDA, a round launched before the round before it is read) and without it,
                the four interleaved.
 
 Every configuration runs one untimed warm-up pass over the prompts first (CUDA graphs captured, caches
@@ -119,20 +119,11 @@ class Bench:
 
     def runner(self, method: str, k: int, drafter: str | None = None,
                draft_length: DraftLengthConfig | None = None, look_ahead: bool | None = None) -> Runner:
-        """`look_ahead`: the engine's setting for this runner's generations (None: the engine's own)."""
-        kw = dict(k=k, params=self.params, method=method, draft_length=draft_length)
+        """`look_ahead`: the engine's look-ahead for this runner's generations (None: the engine's own)."""
+        kw = dict(k=k, params=self.params, method=method, draft_length=draft_length, look_ahead=look_ahead)
         if drafter is not None:
             kw["drafter"] = drafter
-        if look_ahead is None:
-            return lambda i: self.engine.generate(self.prompts[i], **kw)
-
-        def run(i: int) -> GenerationResult:
-            own, self.engine.look_ahead = self.engine.look_ahead, look_ahead
-            try:
-                return self.engine.generate(self.prompts[i], **kw)
-            finally:
-                self.engine.look_ahead = own
-        return run
+        return lambda i: self.engine.generate(self.prompts[i], **kw)
 
     def verdict_runner(self, k: int, drafter: str, where: str) -> Runner:
         """BASS whose finished candidates go to the sandbox in the background (`bass.eval`), as the app does;

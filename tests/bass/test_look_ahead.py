@@ -139,3 +139,16 @@ def test_feature_draft_reads_its_own_rounds_features(tiny_engine, monkeypatch):
     assert 1 in slots and len(drafter.seen) >= 4
     for history, got in drafter.seen:
         torch.testing.assert_close(got, _from_scratch(engine, history), rtol=1e-4, atol=1e-4)
+
+
+def test_a_request_may_override_the_engines_look_ahead(tiny_engine, monkeypatch):
+    slots = []
+    verify = bass.speculative._verify
+    monkeypatch.setattr(bass.speculative, "_verify", lambda *a: slots.append(a[3].slot) or verify(*a))
+    engine = _engine(tiny_engine, "regular", False)
+    params = SamplingParams(max_new_tokens=6, seed=1)
+    engine.generate(PROMPTS, k=2, params=params, method="regular", look_ahead=True)
+    assert 1 in slots and engine.look_ahead is False  # launched ahead for this request only
+    slots.clear()
+    engine.generate(PROMPTS, k=2, params=params, method="regular")
+    assert slots and 1 not in slots

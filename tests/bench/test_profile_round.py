@@ -23,4 +23,4 @@ def test_round_breakdown_of_a_feature_draft(tmp_path):
                           "feature", draft_length=DraftLengthConfig(policy="fixed", l0=2))
     assert got["draft_ms_per_round"] > 0 and got["wall_ms_per_round"] >= got["draft_ms_per_round"]
     assert (tmp_path / "profile_feature.txt").stat().st_size > 0
-    assert engine.look_ahead is True  # off for the synchronised split only, then restored
+    assert engine.look_ahead is True  # the split asks its own requests for no look-ahead; the engine keeps its own
