@@ -171,6 +171,7 @@ class FeatureDrafter(Drafter):
         self._proposed = True
         return draft_autoregressively(step, (tokens, counts), lengths, u)
 
+    @torch.inference_mode()  # a catch-up runs the draft, as `propose` and `commit` may
     def verified(self, emitted, accepted):
         if not self._proposed and self._last is not None:  # a round without drafts
             prev = self._last
