@@ -266,11 +266,11 @@ class RoundClock:
 
     def start(self) -> None:
         """A round starts drafting."""
-        ev0 = None
+        t0, ev0 = time.perf_counter(), None  # the host clock first: the round's whole holds its draft part
         if self.cuda:
             ev0 = torch.cuda.Event(enable_timing=True)
             ev0.record()
-        self._open.append([time.perf_counter(), None, ev0, None])
+        self._open.append([t0, None, ev0, None])
 
     def restart(self) -> None:
         """The round started last, decided early, starts only now."""
