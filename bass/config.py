@@ -75,6 +75,7 @@ class DraftLengthConfig:
     verify_growth: float = 0.05  # assumed relative verify cost per extra draft token, until measured
     probe_lengths: tuple[int, ...] = (0, 2)  # the first rounds' lengths: measure plain decoding and a draft
     explore_every: int = 64  # every so many rounds, try a length beside the chosen one (0 = never)
+    remember: bool = True  # start from the costs and acceptance an engine's earlier requests measured
 
     def __post_init__(self) -> None:
         if self.policy not in DRAFT_LENGTH_POLICIES:

@@ -47,16 +47,21 @@ buckets c_verify is interpolated linearly; beyond them it is extrapolated with t
 two (scaled to its point), else assumes the prior slope verify_growth · c; one with none borrows the
 nearest bucket's curve.
 
-Exploration. The first rounds run probe_lengths twice (default L = 0, 2, 0, 2), which times plain
-decoding and a draft (a bucket's estimate keeps the lower of its first two samples, so one descheduled
-round does not condemn a length). A drafting probe is skipped when it is hopeless: when even α_b = 1 for
-every sequence would not make any L > 0 beat L = 0 at the measured costs (a draft step as slow as a
-verify step). Plain decoding, the anchor of "never slower than regular", is timed twice in every batch
-bucket met. Afterwards, every explore_every rounds, one round tries a length beside L* (1 when L* = 0,
-unless hopeless, else the next bucket up or down, alternating), so an early wrong estimate cannot lock
-in L = 0 (or any L) for good; at the default 64 a probe costs regular decoding at most about 1% when
-drafting never pays. Unmeasured lengths are also explored by the argmax itself, through the optimistic
-extrapolation.
+Memory. The costs are the device's, not the request's: an engine hands each cost-policy request the
+costs its earlier requests of the same kind measured (same drafter, backend, look-ahead, greedy or not,
+`DraftLengthConfig.remember`) and their pooled acceptance as the prior ᾱ (`PolicyMemory`), so a short
+request does not pay the probes again. Every round still updates the shared estimates.
+
+Exploration. The first rounds run probe_lengths twice (default L = 0, 2, 0, 2), which times plain decoding
+and a draft (a bucket's estimate keeps the lower of its first two samples, so one descheduled round does
+not condemn a length); they are skipped where the batch's bucket was measured before (memory). A drafting
+probe is skipped when it is hopeless: when even α_b = 1 for every sequence would not make any L > 0 beat
+L = 0 at the measured costs (a draft step as slow as a verify step). Plain decoding, the anchor of "never
+slower than regular", is timed twice in every batch bucket met. Afterwards, every explore_every rounds, one
+round tries a length beside L* (1 when L* = 0, unless hopeless, else the next bucket up or down,
+alternating), so an early wrong estimate cannot lock in L = 0 (or any L) for good; at the default 64 a
+probe costs regular decoding at most about 1% when drafting never pays. Unmeasured lengths are also
+explored by the argmax itself, through the optimistic extrapolation.
 `describe()` reports what was measured and decided.
 
 Heuristic (BASS, Algorithm 1; DESIGN.md §3), updated after every round from x_max, the most draft tokens
@@ -77,6 +82,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -124,8 +130,9 @@ def best_length(alphas: Sequence[float] | np.ndarray, verify_cost: Sequence[floa
 class AcceptanceEstimator:
     """Per-sequence acceptance α_b from discounted (successes, trials), shrunk to the batch's pooled rate."""
 
-    def __init__(self, cfg: DraftLengthConfig):
+    def __init__(self, cfg: DraftLengthConfig, prior: float | None = None):
         self.cfg = cfg
+        self.prior = cfg.alpha_prior if prior is None else prior  # the pooled prior mean
         self.succ: dict[int, float] = {}
         self.trials: dict[int, float] = {}
         self.pool_succ = self.pool_trials = 0.0
@@ -148,7 +155,7 @@ class AcceptanceEstimator:
     def pooled(self) -> float:
         """ᾱ, the batch's rate under the prior."""
         m = self.cfg.prior_strength
-        return (self.pool_succ + m * self.cfg.alpha_prior) / (self.pool_trials + m)
+        return (self.pool_succ + m * self.prior) / (self.pool_trials + m)
 
     def alphas(self, seqs: Sequence[int]) -> np.ndarray:
         """α_b for each of `seqs`."""
@@ -234,6 +241,11 @@ class CostModel:
         e = self.verify_.get(_bucket(B, B_BUCKETS), {}).get(_bucket(L, L_BUCKETS))
         return 0 if e is None else e.n
 
+    def known(self, B: int) -> bool:
+        """Whether B's batch bucket has what the probes measure: plain decoding and a draft length, twice each."""
+        row = self.verify_.get(_bucket(B, B_BUCKETS), {})
+        return 0 in row and row[0].n >= 2 and any(L > 0 and e.n >= 2 for L, e in row.items())
+
     def draft_step(self, B: int) -> float | None:
         """Predicted c_draft(B), or None before any drafting round was timed."""
         e = self._nearest(self.draft_, _bucket(B, B_BUCKETS))
@@ -307,6 +319,15 @@ class RoundClock:
         return ready
 
 
+@dataclass
+class PolicyMemory:
+    """What a cost policy learnt that outlives its request: the device's costs (mutated in place by the
+    policies that share it) and the drafter's pooled acceptance, the next request's prior."""
+
+    costs: CostModel
+    alpha: float
+
+
 class DraftLengthPolicy:
     """Draft lengths for the live sequences, keyed by their stable sequence index.
 
@@ -315,13 +336,14 @@ class DraftLengthPolicy:
     """
 
     def __init__(self, cfg: DraftLengthConfig, seqs: Sequence[int], device: torch.device | str = "cpu", *,
-                 clock: RoundClock | None = None):
+                 clock: RoundClock | None = None, memory: PolicyMemory | None = None):
+        """`memory`: what earlier requests measured; this policy goes on updating its costs."""
         self.cfg = cfg
         self._shared = (cfg.l0, 0)
         self._own = {q: (cfg.l0, 0) for q in seqs}
         # the cost policy's state
-        self.acceptance = AcceptanceEstimator(cfg)
-        self.costs = CostModel(cfg)
+        self.acceptance = AcceptanceEstimator(cfg, None if memory is None else memory.alpha)
+        self.costs = CostModel(cfg) if memory is None else memory.costs
         self.clock = clock or RoundClock(device)
         self.rounds = 0  # rounds started by `lengths`
         self.choice = 0  # the last argmax L*
@@ -351,8 +373,10 @@ class DraftLengthPolicy:
 
     def _cost_length(self, seqs: Sequence[int]) -> int:
         r, cfg = self.rounds, self.cfg
-        if r < 2 * len(cfg.probe_lengths):  # twice each: one slow round must not decide a length's fate,
-            L = cfg.probe_lengths[r % len(cfg.probe_lengths)]  # unless the first showed drafting cannot pay
+        if r < 2 * len(cfg.probe_lengths) and not self.costs.known(len(seqs)):
+            # twice each: one slow round must not decide a length's fate, unless the first showed drafting
+            # cannot pay; an earlier request's rounds at this batch size measured it already (`memory`)
+            L = cfg.probe_lengths[r % len(cfg.probe_lengths)]
             return 0 if r >= len(cfg.probe_lengths) and L > 0 and self._hopeless(seqs) else L
         if self.costs.samples(0, len(seqs)) < 2:
             # plain decoding is the anchor of "never slower than regular": time it twice at every batch

@@ -23,7 +23,7 @@ from bass import baselines
 from bass.attention import available_backends, get_backend
 from bass.cache import CacheArena
 from bass.config import METHODS, DraftLengthConfig, EngineConfig, SamplingParams
-from bass.draft_length import DraftLengthPolicy
+from bass.draft_length import CostModel, DraftLengthPolicy, PolicyMemory
 from bass.drafters import Drafter, build_drafter
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceUpdate
 from bass.graphs import GraphedModel
@@ -99,6 +99,7 @@ class Engine:
         if self.device.type == "cuda" and self.config.cuda_graphs:
             self.use_static_shapes(capture=True)
         self._lock = threading.Lock()  # one generation at a time on this engine's models
+        self._policy_memory: dict[tuple, PolicyMemory] = {}  # the cost policy's, per kind of request
         self.look_ahead = self.device.type == "cuda" if self.config.look_ahead is None else self.config.look_ahead
 
     def load_draft(self, spec: str | None, load: dict) -> LoadedModel | None:
@@ -284,6 +285,7 @@ class Engine:
         # the budget covers the whole request: the loop's clock starts after the prefill, so it gets what is left
         budget = None if params.time_budget_s is None else params.time_budget_s - prefill_s
         loop = dict(t0=t0, time_budget_s=budget, cancel=cancel, look_ahead=look_ahead)
+        memory = None
         if method == "single":
             def single_drafter(seq: Seq) -> Drafter:
                 d = self._drafter(name, attn)
@@ -295,7 +297,8 @@ class Engine:
         else:
             if len(rows) < len(seqs):
                 drafter.select(rows)
-            policy = DraftLengthPolicy(dl_cfg, [s.seq for s in live], self.device)
+            memory = self._memory(name, backend, look_ahead, params, dl_cfg) if method == "bass" else None
+            policy = DraftLengthPolicy(dl_cfg, [s.seq for s in live], self.device, memory=memory)
             reports = speculative_decode(self._target_fwd, attn, drafter, policy, DecodeState(live, cache),
                                          stop, rng, first_round=1, **loop) if live else iter(())
         draft_lengths: list[int] = []
@@ -304,10 +307,23 @@ class Engine:
             yield GenerationEvent("round", report.index, report.time_s, report.draft_length,
                                   tuple(report.updates), tuple(s.text for s in seqs), started_s=report.started_s)
         now = time.perf_counter() - t0
+        if memory is not None:
+            memory.alpha = policy.acceptance.pooled()  # the next request's prior (the costs are shared already)
         shown = getattr(drafter_name, "name", drafter_name)
         result = self._result(seqs, method, None if method == "regular" else shown, backend,
                               prefill_s, now, draft_lengths, None if method == "single" else policy.describe())
         yield GenerationEvent("done", len(draft_lengths), now, 0, (), tuple(s.text for s in seqs), result)
+
+    def _memory(self, drafter, backend: str, look_ahead: bool, params: SamplingParams, cfg: DraftLengthConfig
+                ) -> PolicyMemory | None:
+        """The cost policy's memory for requests of this kind (`bass.draft_length`, Memory): None where the
+        policy does not measure, where `cfg.remember` is off, or for a caller's own Drafter instance."""
+        if cfg.policy != "cost" or not cfg.remember or not isinstance(drafter, str):
+            return None
+        key = (drafter, backend, look_ahead, params.greedy, cfg)
+        if key not in self._policy_memory:
+            self._policy_memory[key] = PolicyMemory(CostModel(cfg), cfg.alpha_prior)
+        return self._policy_memory[key]
 
     def _result(self, seqs, method, drafter, backend, prefill_s, decode_s, draft_lengths, policy) -> GenerationResult:
         cands = tuple(Candidate(s.prompt_index, s.sample_index, s.text, tuple(s.generated), s.finish_reason or "",

@@ -17,7 +17,7 @@ import torch
 from bass.cache import CacheArena, KVCache
 from bass.drafters import Drafter, draft_autoregressively
 from bass.models.layers import last_rows
-from bass.rules import draft_rule, run_then
+from bass.rules import TokenSubset, draft_rule, run_then
 from bass.sequences import ints_to_device, padded_ids
 
 CATCH_UP = 16  # backlog entries that make a round without drafts feed them (FeatureDrafter._catch_up)
@@ -69,6 +69,7 @@ class FeatureDrafter(Drafter):
                  forward: Callable | None = None, arena: CacheArena | None = None):
         self.draft, self.target, self.attn = draft, target, attn  # target: what the loop calls (reads .hidden)
         self.forward = forward or draft  # a GraphedModel on CUDA
+        self.subset = None if draft.vocab is None else TokenSubset(draft.vocab)  # a reduced proposal vocabulary
         self.arena = arena or CacheArena(persistent=False)
         self.cache: KVCache | None = None
         self.fed: list[int] = []
@@ -160,7 +161,7 @@ class FeatureDrafter(Drafter):
         if prev is not None:  # its entries are fed now; if it is unread, its commit counts them
             prev.followed = True
         fed = {"features": features}
-        rule = draft_rule(params, self.target.config.vocab_size)
+        rule = draft_rule(params, self.target.config.vocab_size, self.subset)
 
         def step(tok, q_len, last_only, u_i):
             out = run_then(self.forward, rule, (u_i,), tok, self.cache, q_len, self.attn, features=fed["features"],

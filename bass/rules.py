@@ -74,6 +74,14 @@ class VerifyRule:
         return verify_sampled(drafts, draft_len, draft_probs, probs, u_accept, u_sample)
 
 
+@dataclass(frozen=True, eq=False)
+class TokenSubset:
+    """A draft's reduced vocabulary: the target ids its logits' columns stand for ([V'] long, ascending, on
+    the draft's device). Compared by identity, so a rule keyed on it hashes in O(1); a draft owns one."""
+
+    ids: torch.Tensor
+
+
 @dataclass(frozen=True)
 class DraftRule:
     """One draft step's sample: logits [B, T, V'] (the last column is used), u [B] -> (token [B], q [B, V]),
@@ -81,13 +89,26 @@ class DraftRule:
 
     V' may differ from the target's vocabulary V (a family's models pad their embeddings differently):
     extra columns are dropped, missing ones get probability 0, so q is over the target's vocabulary.
+
+    With a `subset`, column j of the logits is target token subset.ids[j] (a draft that proposes from the
+    V' tokens code uses most: its head and its sampling cost V'/V of the full ones). The token is drawn from
+    q' over those V' columns, and q is q' scattered into V zeros: the target's rule sees exactly the
+    distribution the token came from, so sampling stays lossless; a token outside the subset has q = 0 and
+    is reached only by the verify's residual max(0, p − q).
     """
 
     params: SamplingParams
     vocab: int
+    subset: TokenSubset | None = None
 
     def __call__(self, logits: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, ...]:
         logits = logits[:, -1]
+        if self.subset is not None:
+            ids = self.subset.ids
+            if self.params.greedy:
+                return (ids[logits.argmax(-1)],)
+            q = draft_distribution(logits, self.params)  # [B, V']
+            return ids[sample_from(q, u)], q.new_zeros(q.shape[0], self.vocab).index_copy_(1, ids, q)
         V = logits.shape[-1]
         if self.vocab < V:
             logits = logits[:, :self.vocab]
@@ -106,10 +127,10 @@ def verify_rule(params: SamplingParams) -> VerifyRule:
 
 
 @functools.lru_cache(maxsize=64)
-def draft_rule(params: SamplingParams, vocab: int) -> DraftRule:
-    """The draft-step rule of a request sampled with `params`, over the target's `vocab` tokens (cached:
-    every proposal asks for it)."""
-    return DraftRule(processing(params), vocab)
+def draft_rule(params: SamplingParams, vocab: int, subset: TokenSubset | None = None) -> DraftRule:
+    """The draft-step rule of a request sampled with `params`, over the target's `vocab` tokens, from a
+    draft whose logits cover `subset` (None: the whole vocabulary). Cached: every proposal asks for it."""
+    return DraftRule(processing(params), vocab, subset)
 
 
 def run_then(forward: Callable, then: Callable, args: tuple, *fargs, **fkwargs) -> tuple[torch.Tensor, ...]:

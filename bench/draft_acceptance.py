@@ -11,6 +11,7 @@ and tokens per round (emitted tokens per verify pass, bonus included). One model
 run; prints a table last and writes JSON.
 
     python bench/draft_acceptance.py --drafts trained=auto plain=runs/draft/draft-next-token.safetensors
+    python bench/draft_acceptance.py --baselines "" --drafts full=FILE_WITHOUT_VOCAB shipped=auto  # two drafts
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="embedded")
     p.add_argument("--drafts", nargs="*", default=["trained=auto"], help="NAME=SPEC pairs of model drafts")
+    p.add_argument("--baselines", default="ngram,layer-skip", help="drafters measured beside the drafts ('': none)")
     p.add_argument("--draft-length", type=int, default=5)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--limit", type=int, default=None, help="prompts per set (default: all)")
@@ -74,7 +76,7 @@ def main() -> None:
     a = p.parse_args()
 
     engine = Engine(EngineConfig(target=a.target, draft=None, drafter="ngram", backend=a.backend))
-    drafters: dict[str, object] = {"ngram": "ngram", "layer-skip": "layer-skip"}
+    drafters: dict[str, object] = {name: name for name in a.baselines.split(",") if name}
     for pair in a.drafts:
         name, spec = pair.split("=", 1)
         loaded = engine.load_draft(spec, {"progress": None, "device": engine.device, "dtype": engine.dtype})

@@ -8,18 +8,38 @@ synchronised around the drafter's proposal and the target's verify, so wall time
 
 The syncs cost a little themselves: the split is for profiling runs only, never for timed rows. They also
 leave nothing for look-ahead (`bass.speculative`) to overlap, so `round_breakdown` turns it off: the split
-is of rounds run one after another, and on CUDA "verify" holds the rule captured with the forward."""
+is of rounds run one after another, and on CUDA "verify" holds the rule captured with the forward.
+
+`pipelined_round` (`bench/step_costs.py`): rounds as the engine runs them, look-ahead on where the engine
+has it (each round launched before the previous one is read), no syncs inside. Then only the device's
+occupancy says where time goes: over the decode window of one profiled generation,
+
+    busy = |union of the kernel / memcpy / memset intervals|    (overlapping kernels count once)
+    idle = wall - busy                                          (the device waits for the host)
+
+per round; a host-bound round shows as idle, one the device bounds as busy ~ wall."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
+from torch.autograd import DeviceType
 
 from bass.config import SamplingParams
 from bass.drafters import Drafter
+
+if TYPE_CHECKING:
+    from torch.autograd.profiler_util import FunctionEvent
+
+    from bass.engine import Engine
+    from bass.events import GenerationResult
 
 
 class _Timed:
@@ -209,3 +229,116 @@ def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method:
           f"{verify:.2f} + host bookkeeping {wall - draft - verify:.2f} (mean L {summary['mean_draft_length']:.1f}, "
           f"{st.tokens_per_round:.2f} tokens/round)", flush=True)
     return summary
+
+
+# ---- the pipelined view: rounds as the engine runs them (look-ahead at its default), GPU busy vs idle -----
+DECODE_MARK = "pipelined decode"  # a record_function over the decode part of the profiled generation
+DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset")  # kineto activity types that occupy the device
+
+
+def interval_union(intervals: Iterable[tuple[float, float]]) -> float:
+    """Total length covered by (start, end) `intervals` in any order: overlaps count once, empty ones not at all."""
+    total, reach = 0.0, -math.inf
+    for start, end in sorted(i for i in intervals if i[1] > i[0]):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def _is_device_work(ev: FunctionEvent) -> bool:
+    """A kernel, memcpy or memset on the device: not a host event, not the device-side span of a
+    `record_function` (it covers gaps), not a sync. torch versions without `activity_type` fall back to
+    every device event but user annotations."""
+    if ev.device_type == DeviceType.CPU or getattr(ev, "is_user_annotation", False) or ev.name == DECODE_MARK:
+        return False
+    kind = getattr(ev, "activity_type", None)
+    return kind in DEVICE_WORK if kind else True
+
+
+def _top(spent: dict[str, list[float]], rounds: int, what: str, n: int = 8) -> str:
+    """The `n` names of most total µs in `spent` (name -> durations): ms and calls per round."""
+    rows = sorted(spent.items(), key=lambda kv: -sum(kv[1]))[:n]
+    return "\n".join([f"top {n} {what}\n    ms/round  calls/round  name"] + [
+        f"  {sum(d) / 1e3 / rounds:10.4f}  {len(d) / rounds:11.2f}  {name[:60]}" for name, d in rows])
+
+
+def device_busy(events: Sequence[FunctionEvent], rounds: int) -> tuple[float | None, str]:
+    """(µs the device worked during the decode window, a report of the top kernels and host ops per round)
+    from a profile's `events()`. Busy is the length of the union of the kernel / memcpy / memset intervals
+    clipped to the window (`DECODE_MARK`): kernels that overlap (streams, graph branches) count once. It is
+    None, never 0, where the window or any device work is missing (no GPU, or the profiler lost them)."""
+    marks = [e for e in events if e.name == DECODE_MARK and e.device_type == DeviceType.CPU]
+    if not marks:
+        return None, f"no {DECODE_MARK!r} range in the profile: nothing measured"
+    w0, w1 = marks[0].time_range.start, marks[0].time_range.end
+    kernels, ops = defaultdict(list), defaultdict(list)
+    spans = []
+    for e in events:
+        start, end = max(e.time_range.start, w0), min(e.time_range.end, w1)
+        if _is_device_work(e):
+            if end > start:
+                spans.append((start, end))
+                kernels[e.name].append(end - start)
+        elif (e.device_type == DeviceType.CPU and w0 <= e.time_range.start < w1 and e.name != DECODE_MARK
+              and not getattr(e, "is_user_annotation", False)):
+            ops[e.name].append(e.self_cpu_time_total)
+    report = _top(kernels, rounds, "device kernels / copies by time in the window") if kernels else (
+        "no device kernels in the window (no GPU, or the profiler recorded none): GPU busy unknown")
+    return (interval_union(spans) if spans else None), report + "\n\n" + _top(ops, rounds, "host ops by self CPU time")
+
+
+def _generation(engine: Engine, prompt: str, mark: str | None, **kw) -> tuple[GenerationResult, float, float]:
+    """Stream one generation: (result, s to the "prefill" event, s from it to the end), the device synchronised
+    before the first clock and before the last; with `mark`, a `record_function(mark)` spans the decode part."""
+    rf, result = None, None
+    _sync()
+    t0 = t1 = time.perf_counter()
+    try:
+        for ev in engine.stream(prompt, **kw):
+            if ev.kind == "prefill":
+                t1 = time.perf_counter()
+                if mark:
+                    rf = torch.profiler.record_function(mark)
+                    rf.__enter__()
+            result = ev.result or result
+        _sync()
+        t2 = time.perf_counter()
+    finally:
+        if rf is not None:
+            rf.__exit__(None, None, None)
+    return result, t1 - t0, t2 - t1
+
+
+def pipelined_round(engine: Engine, prompt: str, k: int, params: SamplingParams, method: str, drafter: str | None,
+                    out: Path, label: str, **stream_kwargs) -> dict:
+    """Rounds as the engine runs them (look-ahead at its default, no syncs inside): after a warm-up, one
+    plain timed generation and one under torch.profiler; per round of the profiled one, the decode wall ms,
+    the device's busy ms (`device_busy`) and idle = wall - busy, on CPU None. Top kernels and host ops go to
+    `out/profile_pipelined_<label>_k<k>.txt`."""
+    from torch.profiler import ProfilerActivity, profile
+
+    kw = dict(k=k, params=params, method=method, **({"drafter": drafter} if drafter else {}), **stream_kwargs)
+    engine.generate(prompt, **kw)  # warm-up: graphs captured at this k, caches sized
+    plain, _, plain_s = _generation(engine, prompt, None, **kw)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=activities) as prof:
+        result, _, wall_s = _generation(engine, prompt, DECODE_MARK, **kw)
+    st = result.stats
+    rounds = max(1, len(st.draft_lengths))
+    try:
+        busy_us, report = device_busy(prof.events(), rounds)
+    except Exception as e:  # a profiler that fails leaves busy unknown (None), not 0; the rest stands
+        busy_us, report = None, f"profiler events unavailable: {e!r}"
+    wall = 1e3 * wall_s / rounds
+    busy = None if busy_us is None else busy_us / 1e3 / rounds
+    row = dict(label=label, method=method, drafter=drafter, k=k, rounds=rounds, wall_ms_per_round=wall,
+               plain_ms_per_round=1e3 * plain_s / max(1, len(plain.stats.draft_lengths)), gpu_busy_ms_per_round=busy,
+               idle_ms_per_round=None if busy is None else wall - busy, tokens_per_round=st.tokens_per_round,
+               mean_draft_length=sum(st.draft_lengths) / rounds, tokens=st.tokens, sequences=st.num_sequences,
+               ms_per_token_per_seq=1e3 * wall_s / (st.tokens / st.num_sequences) if st.tokens else None)
+    head = (f"{label} k={k}: {rounds} rounds, {wall:.3f} ms/round (profiled; plain {row['plain_ms_per_round']:.3f}), "
+            f"GPU busy {'-' if busy is None else f'{busy:.3f}'} ms/round")
+    (out / f"profile_pipelined_{label}_k{k}.txt").write_text(head + "\n\n" + report + "\n")
+    print(f"    pipelined {head}", flush=True)
+    return row

@@ -73,7 +73,8 @@ def aggregate(results: list[GenerationResult]) -> dict:
                 tokens_per_round=(tokens - len(seqs)) / rounds if rounds else 0.0,
                 mean_draft_length=sum(lengths) / len(lengths) if lengths else 0.0,
                 prefill_ms=1e3 * sum(r.stats.prefill_s for r in results) / len(results),
-                tokens=tokens, sequences=len(seqs), rounds=len(lengths))
+                tokens=tokens, sequences=len(seqs), rounds=len(lengths),
+                policy_state=results[-1].stats.policy if results else None)  # the cost policy's last account
 
 
 def measure(runners: dict[str, Runner], n_prompts: int, repeats: int) -> dict[str, dict]:

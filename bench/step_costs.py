@@ -3,18 +3,26 @@
     PYTHONPATH=. python bench/step_costs.py --target embedded --k 8 --out bench/results/
     PYTHONPATH=. python bench/step_costs.py --target tiny-folder --k 2 --max-new-tokens 8 (CPU plumbing)
 
-Three views of the same engine, one model load:
+Four views of the same engine, one model load:
 
   forward     the target's forward at batch k and width T = 1 .. (a verify of L = T - 1 drafts), replayed
               back to back with no host sync: the device time of the (graphed) forward alone;
   rule        top-p processing + the accept/resample rule of those logits launched eagerly (host-bound on
               a GPU), and forward + rule as the round runs them (one graph on CUDA);
   rounds      `profile_round.round_breakdown` of whole rounds (wall = drafter + verify + host) for regular
-              decoding and BASS under fixed L and the cost policy, with torch.profiler tables per config.
+              decoding and BASS under fixed L and the cost policy, with torch.profiler tables per config;
+  pipelined   `profile_round.pipelined_round`: rounds as the engine really runs them (look-ahead at its
+              default, no syncs inside), at each k of --pipelined-ks, for regular decoding and BASS under
+              fixed L = 1 and the cost policy: wall ms per round of the decode, the GPU's busy ms per round
+              (the union of its kernel / copy intervals: overlaps count once) and idle = wall - busy, the
+              time the GPU waits for the host; ms/tok/seq = wall ms / (new tokens / sequences). Top kernels
+              and host ops per round go to profile_pipelined_<config>_k<k>.txt.
 
 The difference between a round's wall time and (forward + rule) is what the host adds on the
 critical path of rounds run one after another (look-ahead off: `round_breakdown` synchronises around each
-forward): launches not hidden behind the GPU, the round's sync, bookkeeping, Python.
+forward): launches not hidden behind the GPU, the round's sync, bookkeeping, Python. Look-ahead hides
+some of it behind the previous round's device work: what it cannot hide is the pipelined view's idle time.
+The profiler's own per-op cost lands in idle too: the "plain" column is the unprofiled run's ms/round.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from profile_round import profiler_tables, round_breakdown  # noqa: E402
+from profile_round import pipelined_round, profiler_tables, round_breakdown  # noqa: E402
 
 from bass.attention import get_backend  # noqa: E402
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
@@ -100,6 +108,29 @@ def forward_and_sampling(engine: Engine, prompt: str, k: int, params: SamplingPa
     return rows
 
 
+def _config(label: str, drafter: str | None, cfg: str | None) -> tuple[str, dict]:
+    """A config's file-safe name and its generate kwargs: regular decoding (cfg None), or BASS under "cost"
+    (the default policy) or "fixed L=<n>"."""
+    if cfg is None:
+        return label, {}
+    dl = DraftLengthConfig() if cfg == "cost" else DraftLengthConfig(policy="fixed", l0=int(cfg.split("=")[1]))
+    return f"{drafter}_{cfg.replace(' ', '').replace('=', '')}", {"draft_length": dl}
+
+
+def _ms(x: float | None, width: int) -> str:
+    """`x` to 2 decimals in `width` columns, "-" where unknown."""
+    return f"{'-':>{width}s}" if x is None else f"{x:{width}.2f}"
+
+
+def pipelined_table(rows: list[dict]) -> list[str]:
+    """The pipelined view's lines of step_costs.txt (module docstring)."""
+    lines = ["pipelined (look-ahead as the engine runs)",
+             "config            k  ms/round  gpu busy   idle  tok/round  mean L  ms/tok/seq  plain"]
+    return lines + [f"{r['label']:16s} {r['k']:2d} {r['wall_ms_per_round']:9.2f} {_ms(r['gpu_busy_ms_per_round'], 9)} "
+                    f"{_ms(r['idle_ms_per_round'], 6)} {r['tokens_per_round']:10.2f} {r['mean_draft_length']:7.2f} "
+                    f"{_ms(r['ms_per_token_per_seq'], 11)} {r['plain_ms_per_round']:6.2f}" for r in rows]
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="embedded")
@@ -110,6 +141,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--reps", type=int, default=50)
     p.add_argument("--max-new-tokens", type=int, default=48, help="tokens of each profiled generation")
     p.add_argument("--drafters", default=None, help="default: every drafter the engine offers but layer-skip")
+    p.add_argument("--pipelined-ks", default=None, help="k values of the pipelined view, e.g. 8,32 (default: --k; "
+                   "empty: none)")
     p.add_argument("--out", default="bench/results/")
     a = p.parse_args(argv)
     backend = a.backend or ("ragged" if torch.cuda.is_available() else "torch")
@@ -128,11 +161,9 @@ def main(argv: list[str] | None = None) -> dict:
                                            ("fixed L=1", "fixed L=3", "cost")]
     rounds = []
     for label, drafter, cfg in configs:
-        dl = None if cfg is None else (DraftLengthConfig() if cfg == "cost" else
-                                       DraftLengthConfig(policy="fixed", l0=int(cfg.split("=")[1])))
-        name = label if cfg is None else f"{drafter}_{cfg.replace(' ', '').replace('=', '')}"
+        name, kw = _config(label, drafter, cfg)
         r = round_breakdown(engine, prompt, a.k, params, "regular" if drafter is None else "bass", drafter, out,
-                            name, **({} if dl is None else {"draft_length": dl}))
+                            name, **kw)
         rounds.append(dict(r, policy=cfg))
     # a correctness spot check of the whole GPU path (graphs with the rules inside): greedy BASS and regular
     # decoding; bf16 GEMMs of other widths may break a near-tie, so this counts, it does not assert
@@ -143,8 +174,16 @@ def main(argv: list[str] | None = None) -> dict:
         got = engine.generate(prompt, k=a.k, params=greedy, method="bass", drafter=d,
                               draft_length=DraftLengthConfig(policy="fixed", l0=3))
         same[d] = sum(x.token_ids == y.token_ids for x, y in zip(got.candidates, want.candidates, strict=True))
+    ks = [a.k] if a.pipelined_ks is None else [int(x) for x in a.pipelined_ks.split(",") if x.strip()]
+    pipelined = []
+    for k in ks:  # regular decoding, then each drafter under fixed L = 1 and the cost policy
+        for label, drafter, cfg in [c for c in configs if c[2] in (None, "fixed L=1", "cost")]:
+            name, kw = _config(label, drafter, cfg)
+            r = pipelined_round(engine, prompt, k, params, "regular" if drafter is None else "bass", drafter, out,
+                                name, **kw)
+            pipelined.append(dict(r, policy=cfg))
     info = dict(device=device_line(engine.device), target=engine.target.name, k=a.k, steps=steps, rounds=rounds,
-                greedy_identical=same)
+                greedy_identical=same, pipelined=pipelined)
     (out / "step_costs.json").write_text(json.dumps(info, indent=1))
     lines = [info["device"], "width  forward ms  rule eager ms  forward+rule ms"]
     lines += [f"{s['width']:5d}  {s['forward_ms']:10.3f}  {s['rule_eager_ms']:13.3f}  {s['verify_ms']:15.3f}"
@@ -154,6 +193,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{r['verify_ms_per_round']:7.2f} {r['host_ms_per_round']:6.2f} {r['mean_draft_length']:7.2f} "
               f"{r['tokens_per_round']:10.2f}" for r in rounds]
     lines += [f"greedy BASS ({d}, L=3) sequences identical to regular: {n}/{a.k}" for d, n in same.items()]
+    lines += pipelined_table(pipelined) if pipelined else []
     (out / "step_costs.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return info

@@ -4,10 +4,12 @@
     python -m draft_training corpus --work runs/draft                      # CPU: token ids + prompts
     python -m draft_training completions --target X.gguf --work runs/draft # GPU: the target's completions
     python -m draft_training train --target X.gguf --work runs/draft --loss distill --out draft.safetensors
+    python -m draft_training vocab --work runs/draft --out draft.safetensors  # CPU: its proposal vocabulary
 
 `all` trains each of `--losses` (next-token, distill, feature: the last is the EAGLE-style feature draft)
 for the same wall-clock budget, keeps the one whose top-1 agreement with the target on held-out files is
-highest, and writes it to `--out` (default: the shipped file's path).
+highest, and writes it to `--out` (default: the shipped file's path). A feature draft's file also gets its
+proposal vocabulary, the corpus's `--draft-vocab` most frequent tokens (`draft_training.vocab`; 0: all).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 
 from bass.models.draft import DRAFT_FILE
 from draft_training.config import LOSSES, CorpusConfig, DraftShape, TrainConfig, default_shape
+from draft_training.vocab import DEFAULT_SIZE
 
 
 def main(argv: list[str]) -> int:
@@ -29,7 +32,8 @@ def main(argv: list[str]) -> int:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     try:
-        return {"corpus": _corpus, "completions": _completions, "train": _train, "all": _all}[args.stage](args, work)
+        stages = {"corpus": _corpus, "completions": _completions, "train": _train, "vocab": _vocab, "all": _all}
+        return stages[args.stage](args, work)
     except ValueError as err:
         print(f"error: {err}")
         return 2
@@ -78,8 +82,10 @@ def _completions(args, work: Path, loaded=None) -> int:
 
 
 def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -> dict:
+    from bass.models.draft import file_sha256
     from draft_training.export import export_draft
     from draft_training.train import teacher_from, train
+    from draft_training.vocab import add_vocab
 
     base = default_shape(loss)
     hidden, heads = args.hidden or base.hidden_size, args.heads or base.num_heads
@@ -94,7 +100,10 @@ def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -
                             shape, cfg)
     recipe = {"shape": asdict(shape), "train": asdict(cfg), "steps": report.steps, "tokens": report.tokens,
               "seconds": report.seconds, "final": report.final, "target": loaded.name}
-    sha = export_draft(student, teacher, out, recipe)
+    export_draft(student, teacher, out, recipe)
+    if loss == "feature" and args.draft_vocab:
+        recipe["vocab"] = add_vocab(out, work, args.draft_vocab)
+    sha = file_sha256(out)
     summary = {**recipe, "file": str(out), "sha256": sha, "bytes": out.stat().st_size, "history": report.history}
     out.with_suffix(".json").write_text(json.dumps(summary, indent=1))
     print(f"[train {loss}] {report.steps} steps, {report.tokens:,} tokens in {report.seconds} s -> {out} "
@@ -105,6 +114,16 @@ def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -
 def _train(args, work: Path) -> int:
     loaded = _load_target(args.target)
     _train_one(args, work, loaded, args.loss, args.minutes, Path(args.out or work / f"draft-{args.loss}.safetensors"))
+    return 0
+
+
+def _vocab(args, work: Path) -> int:
+    from bass.models.draft import file_sha256
+    from draft_training.vocab import add_vocab
+
+    out = Path(args.out or DRAFT_FILE)
+    recipe = add_vocab(out, work, args.draft_vocab)
+    print(f"[vocab] {out}: {recipe}; sha256 {file_sha256(out)}")
     return 0
 
 
@@ -134,7 +153,7 @@ def _all(args, work: Path) -> int:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m draft_training", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("stage", choices=("corpus", "completions", "train", "all"))
+    p.add_argument("stage", choices=("corpus", "completions", "train", "vocab", "all"))
     p.add_argument("--target", default="embedded", help="the target: 'embedded', a .gguf file or an HF folder")
     p.add_argument("--work", default="runs/draft", help="folder for the corpus, completions and trained files")
     p.add_argument("--out", default=None, help="where the trained draft goes (all: default the shipped file)")
@@ -153,6 +172,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seq-len", type=int, default=t.seq_len)
     p.add_argument("--lr", type=float, default=t.lr)
     p.add_argument("--eval-every", type=int, default=t.eval_every)
+    p.add_argument("--draft-vocab", type=int, default=DEFAULT_SIZE,
+                   help="a feature draft proposes from the corpus's N most frequent tokens (0: every token)")
     # the draft's shape: by default the loss's own (config.default_shape)
     for flag in ("--hidden", "--layers", "--heads", "--kv-heads", "--intermediate"):
         p.add_argument(flag, type=int, default=None)

@@ -1,9 +1,11 @@
 """The embedded target's shipped draft, and draft files written by the training pipeline.
 
-The shipped file `bass/models/drafts/qwen2.5-coder-1.5b.draft.safetensors` (bf16, 17.3 MB, sha256-checked
+The shipped file `bass/models/drafts/qwen2.5-coder-1.5b.draft.safetensors` (bf16, 17.4 MB, sha256-checked
 at load) is a feature draft (`bass.models.feature_draft`, EAGLE-style): two blocks of width 512, W_fc and
-W_out. It reads the target's hidden states and uses the target's own embedding and LM head as they are,
-so its proposals are distributions over the target's whole vocabulary and sampling stays lossless.
+W_out. It reads the target's hidden states and uses the target's own embedding and LM head. The file's
+`vocab` tensor names the tokens it proposes from, the corpus's 32,768 most frequent and the end ids (its
+head is those rows of the target's): its proposals are distributions over the target's vocabulary that are
+zero elsewhere, so sampling stays lossless (`bass.rules.DraftRule`).
 
 The pipeline also writes "standalone" drafts: a small Qwen2 decoder with two projections onto the
 target's hidden width H, whose token tables are derived at load from the target's:
@@ -33,7 +35,7 @@ from bass.models.feature_draft import FeatureDraft
 from bass.models.llama import Transformer
 
 DRAFT_FILE = Path(__file__).parent / "drafts" / "qwen2.5-coder-1.5b.draft.safetensors"
-DRAFT_SHA256 = "6bb53de41c9fb8ce9c376d3ed82bc7b9455c2028138120c1220a16f0507e60e0"
+DRAFT_SHA256 = "3347fd8fae0eebad93b3808c0f3a49ef6f5b2a3d3aa14f502f9436d622e311d1"
 REBUILD_HINT = ("restore it with `git checkout -- bass/models/drafts` or rebuild it with the training pipeline "
                 "(`python -m draft_training all`, README 'Training the draft')")
 FINGERPRINT_ROWS = (0, 13, 220, 1000, 30000, 151643)  # token rows whose statistics identify the target
@@ -97,11 +99,12 @@ def derive_draft(target: nn.Module, config: ModelConfig, tensors: dict[str, torc
     emb = target.embed_tokens.weight
     head = emb if target.lm_head is None else target.lm_head.weight
     device, dtype = emb.device, emb.dtype
+    vocab = tensors.get("vocab")  # [V'] int32 target ids: a feature draft's reduced vocabulary
     state = {name: t.to(device=device, dtype=dtype) for name, t in tensors.items()
-             if not name.startswith("derive.")}
+             if not name.startswith("derive.") and name != "vocab"}
     if kind == "feature":
         with torch.device("meta"):
-            feature = FeatureDraft(config, emb, head)
+            feature = FeatureDraft(config, emb, head, vocab)
         feature.load_state_dict(state, strict=True, assign=True)
         return feature.eval().requires_grad_(False)
     with torch.no_grad():

@@ -9,11 +9,18 @@ x_{t+1} that followed, and predicts the next hidden state:
     f̂_{t+1} = W_out RMSNorm(z'_t)                          [H]
     logits   = W_head f̂_{t+1}                              [V]     (the target's LM head: q(x_{t+2}))
 
+A draft may propose from a reduced vocabulary (`vocab`, EAGLE-3's habit): the V' target ids code uses most
+(the shipped draft: the training corpus's 32,768 most frequent tokens, 99.6 % of its tokens). Its head is
+then those V' rows of the target's, and its logits [.., V'] cover only them. The full head is what a
+draft step reads most (V x H = 151,936 x 1,536 bf16 is 467 MB, against 17 MB of blocks), and sampling
+scans every logit of a row, so both shrink by V'/V. The draft rule maps the columns back to target ids and
+gives every other token q = 0 (`bass.rules.DraftRule`), so sampling stays lossless.
+
 While drafting, the target's f for the newest positions is not known yet, so step i feeds the draft's own
 prediction f̂ back in place of f. After each verify, the target's true features of the accepted positions
-replace those guesses (`bass.feature_drafter.FeatureDrafter`). The head and embedding are the target's tensors,
-so the draft proposes over the target's whole vocabulary (sampling stays lossless) and its own file holds
-only W_fc, the blocks and W_out: with d = 512, 2 blocks, about 8 M parameters (17 MB in bf16).
+replace those guesses (`bass.feature_drafter.FeatureDrafter`). The head and embedding are the target's tensors
+(a reduced vocabulary's head rows are copied at load), so the draft's own file holds only W_fc, the blocks,
+W_out and the reduced vocabulary's ids: with d = 512, 2 blocks, about 8 M parameters (17 MB in bf16).
 
 Like every decoder here, `forward` leaves its output features in `self.hidden` ([B, T, H]): the next draft
 step's input, and what `GraphedModel` hands back after a graph replay.
@@ -32,12 +39,22 @@ from bass.models.llama import Block, run_blocks
 
 
 class FeatureDraft(nn.Module):
-    """The draft of the module docstring; `embedding` and `head` are the target's [V, H] tables (not copied)."""
+    """The draft of the module docstring; `embedding` and `head` are the target's [V, H] tables (not copied);
+    `vocab` ([V'] target ids, ascending), when given, the reduced vocabulary it proposes from (its head is a
+    copy of those rows of `head`)."""
 
-    def __init__(self, config: ModelConfig, embedding: torch.Tensor, head: torch.Tensor) -> None:
+    def __init__(self, config: ModelConfig, embedding: torch.Tensor, head: torch.Tensor,
+                 vocab: torch.Tensor | None = None) -> None:
         super().__init__()
         H, d = embedding.shape[1], config.hidden_size
         self.config, self.target_hidden = config, H
+        if vocab is not None:
+            vocab = vocab.to(device=head.device, dtype=torch.long)
+            ascending = vocab.ndim == 1 and bool((vocab[1:] > vocab[:-1]).all())
+            if not ascending or int(vocab[0]) < 0 or int(vocab[-1]) >= head.shape[0]:
+                raise ValueError(f"a draft's vocabulary must be ascending target ids in 0 .. {head.shape[0] - 1}")
+            head = head[vocab]  # [V', H]
+        self.vocab = vocab
         self.fc = nn.Linear(2 * H, d, bias=False)
         self.layers = nn.ModuleList(Block(config, i) for i in range(config.num_layers))
         self.norm = RMSNorm(d, config.rms_norm_eps)
@@ -53,7 +70,7 @@ class FeatureDraft(nn.Module):
 
     def forward(self, tokens: torch.Tensor, cache: KVCache, q_len: torch.Tensor, attn: AttentionFn, *,
                 features: torch.Tensor, num_layers: int | None = None, last_only: bool = False) -> torch.Tensor:
-        """Logits [B, T or 1, V] (float32) of x_{t+2} for entries (features [B, T, H], tokens [B, T]) =
+        """Logits [B, T or 1, V or V'] (float32) of x_{t+2} for entries (features [B, T, H], tokens [B, T]) =
         (f_t, x_{t+1}), continuing each sequence in `cache`; rows past q_len[b] are padding (as the target's
         forward). Leaves the predicted features f̂ [B, T, H] in `self.hidden`."""
         emb, head = self._tables

@@ -32,9 +32,10 @@ def tiny_engine(tiny_dir):
     made = {}
 
     def get(family: str = "llama", draft_seed: int | None = None, head_scale: float = 30.0,
-            feature_seed: int | None = None, **cfg) -> Engine:
-        """`draft_seed`: another tiny model as draft; `feature_seed`: a random feature draft."""
-        key = (family, draft_seed, head_scale, feature_seed, tuple(sorted(cfg.items())))
+            feature_seed: int | None = None, feature_vocab: int | None = None, **cfg) -> Engine:
+        """`draft_seed`: another tiny model as draft; `feature_seed`: a random feature draft, proposing from
+        `feature_vocab` random tokens if given."""
+        key = (family, draft_seed, head_scale, feature_seed, feature_vocab, tuple(sorted(cfg.items())))
         if key not in made:
             target = str(tiny_dir(family, 0, head_scale))
             draft = str(tiny_dir(family, draft_seed, head_scale)) if draft_seed is not None else None
@@ -43,7 +44,7 @@ def tiny_engine(tiny_dir):
             else:  # built on the CPU unless cfg names a device: the engine must run where its models are
                 loaded = load_model(target, device=cfg.get("device", "cpu"))
                 made[key] = Engine(EngineConfig(target=target, draft=None, **{"device": "cpu", **cfg}), target=loaded,
-                                   draft=random_feature_draft(loaded, feature_seed))
+                                   draft=random_feature_draft(loaded, feature_seed, feature_vocab))
         return made[key]
 
     return get

@@ -11,6 +11,7 @@ from bass.draft_length import (
     AcceptanceEstimator,
     CostModel,
     DraftLengthPolicy,
+    PolicyMemory,
     RoundClock,
     best_length,
     expected_tokens,
@@ -323,3 +324,41 @@ def test_the_result_says_what_the_policy_measured(tiny_engine):
     assert fixed.stats.policy == {"policy": "fixed", "L": 3}
     single = engine.generate(PROMPTS[:1], k=2, params=params, method="single", drafter="ngram")
     assert single.stats.policy is None
+
+
+def test_memory_skips_the_probes_of_measured_batch_sizes():
+    """A policy handed an earlier request's memory decides from its first round: no probe where the costs
+    were measured; the earlier request's pooled acceptance is its prior."""
+    seqs = [0, 1]
+    cfg = DraftLengthConfig(explore_every=0)
+    first = DraftLengthPolicy(cfg, seqs, clock=FakeClock(lambda L: 1.0, 0.6))
+    chosen = []
+    for _ in range(8):
+        lengths = first.lengths(seqs)
+        first.update(seqs, [0] * len(seqs), lengths)  # a useless, costly draft
+        chosen.append(lengths[0])
+    assert chosen[:4] == [0, 2, 0, 2] and set(chosen[4:]) == {0}
+    memory = PolicyMemory(first.costs, first.acceptance.pooled())
+    second = DraftLengthPolicy(cfg, seqs, clock=FakeClock(lambda L: 1.0, 0.6), memory=memory)
+    assert second.acceptance.pooled() == pytest.approx(memory.alpha) and memory.alpha < cfg.alpha_prior
+    assert [second.lengths(seqs)[0] for _ in range(4)] == [0, 0, 0, 0]
+    # a batch size never measured is probed as before (costs borrowed from the nearest size say nothing of it)
+    wide = list(range(16))
+    assert not first.costs.known(16) and DraftLengthPolicy(cfg, wide, memory=memory).lengths(wide)[0] == 0
+
+
+def test_an_engine_remembers_costs_per_kind_of_request(tiny_engine):
+    engine = tiny_engine("llama", draft_seed=1)
+    params = SamplingParams(max_new_tokens=12)
+    engine._policy_memory.clear()
+    for _ in range(2):
+        engine.generate(PROMPTS[:1], k=2, params=params, method="bass", drafter="ngram")
+    assert len(engine._policy_memory) == 1  # the second request used the first one's memory
+    (memory,) = engine._policy_memory.values()
+    assert memory.costs.known(2) and memory.alpha != DraftLengthConfig().alpha_prior
+    engine.generate(PROMPTS[:1], k=2, params=SamplingParams(max_new_tokens=12, temperature=0.8), method="bass",
+                    drafter="ngram")  # sampled: another kind (other rules, other costs)
+    engine.generate(PROMPTS[:1], k=2, params=params, method="bass", drafter="ngram",
+                    draft_length=DraftLengthConfig(remember=False))
+    engine.generate(PROMPTS[:1], k=2, params=params, method="regular")
+    assert len(engine._policy_memory) == 2

@@ -12,7 +12,8 @@ from bass.sequences import ints_to_device
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print("]
 # (policy, greedy): plain-decoding rounds (cost probes L=0), runs of them long enough for the drafter to
 # catch up in between (CATCH_UP), full drafts, growing drafts; both sampling modes
-CASES = [(DraftLengthConfig(), True), (DraftLengthConfig(probe_lengths=(0,) * 9 + (3,), explore_every=3), False),
+CASES = [(DraftLengthConfig(), True),
+         (DraftLengthConfig(probe_lengths=(0,) * 9 + (3,), explore_every=3, remember=False), False),
          (DraftLengthConfig(policy="fixed", l0=3), False), (DraftLengthConfig(policy="heuristic"), False)]
 
 
@@ -102,7 +103,8 @@ def test_runs_without_drafts_keep_the_first_draft_step_narrow(tiny_engine, monke
         hidden = property(lambda self: model.hidden)
 
     drafter.forward = Recording()
-    policy = DraftLengthConfig(probe_lengths=(0,) * 11 + (2,), explore_every=0)  # 11 plain rounds, then L = 2
+    # 11 plain rounds, then L = 2
+    policy = DraftLengthConfig(probe_lengths=(0,) * 11 + (2,), explore_every=0, remember=False)
     params = SamplingParams(max_new_tokens=40, seed=3)
     engine.generate(PROMPTS, k=2, params=params, method="bass", drafter=drafter, draft_length=policy)
     assert widths[:2] == [4, 4]  # the first forwards fed backlogs as they reached CATCH_UP, in rounds 4 and 8 ...

@@ -42,15 +42,21 @@ def _chi_square_pvalue(samples, expected_probs):
     return chisquare(obs.numpy(), exp.numpy()).pvalue
 
 
+# the cost policy's round must draft: its default first probe is plain decoding (and a remembered cost model
+# would skip probes), so it probes L=1 afresh in every request here
+PROBE_1 = DraftLengthConfig(probe_lengths=(1,), remember=False)
+
+
 @pytest.mark.parametrize("params", [SamplingParams(temperature=1.0), SamplingParams(temperature=0.7, top_p=0.9)],
                          ids=["t1", "t0.7-p0.9"])
-@pytest.mark.parametrize("drafter", ["model", "feature", "ngram", "layer-skip"])
-@pytest.mark.parametrize("policy", [DraftLengthConfig(policy="heuristic"), DraftLengthConfig(probe_lengths=(1,))],
-                         ids=["heuristic", "cost"])
+@pytest.mark.parametrize("drafter", ["model", "feature", "feature-subset", "ngram", "layer-skip"])
+@pytest.mark.parametrize("policy", [DraftLengthConfig(policy="heuristic"), PROBE_1], ids=["heuristic", "cost"])
 def test_second_token_follows_the_target(tiny_engine, tiny_dir, params, drafter, policy):
     # head_scale 6: peaked but not degenerate distributions; the draft is another random model (bad on purpose)
-    if drafter == "feature":  # a random feature draft (EAGLE-style): it reads the target's hidden states
-        engine, drafter = tiny_engine("llama", feature_seed=7, head_scale=6.0), "model"
+    if drafter.startswith("feature"):  # a random feature draft (EAGLE-style): it reads the target's hidden
+        # states; "feature-subset" proposes from half the vocabulary (q = 0 on the rest)
+        vocab = 192 if drafter == "feature-subset" else None
+        engine, drafter = tiny_engine("llama", feature_seed=7, head_scale=6.0, feature_vocab=vocab), "model"
     else:
         engine = tiny_engine("llama", draft_seed=7, head_scale=6.0)
     _assert_second_token_follows(engine, tiny_dir, params, drafter, policy)
@@ -86,5 +92,5 @@ def test_second_token_follows_the_target_when_the_draft_skips_top_p(tiny_engine,
         return sampling.draft_distribution(logits, params)
 
     monkeypatch.setattr(rules, "draft_distribution", counted)
-    _assert_second_token_follows(engine, tiny_dir, params, "model", DraftLengthConfig(probe_lengths=(1,)))
+    _assert_second_token_follows(engine, tiny_dir, params, "model", PROBE_1)
     assert sum(skipped) > 0

@@ -65,7 +65,7 @@ def test_second_token_follows_the_target_with_the_shipped_draft():
     for seed in range(50):
         p = SamplingParams(temperature=PARAMS.temperature, top_p=PARAMS.top_p, max_new_tokens=3, seed=seed)
         r = engine.generate(PROMPT, k=64, params=p, method="bass", drafter="model",
-                            draft_length=DraftLengthConfig(probe_lengths=(1,)))  # the round must draft
+                            draft_length=DraftLengthConfig(probe_lengths=(1,), remember=False))  # the round must draft
         samples += [c.token_ids[1] for c in r.candidates if len(c.token_ids) > 1]
         proposed, accepted = proposed + r.stats.proposed, accepted + r.stats.accepted
     assert proposed > 0 and accepted > 0  # the draft was used (on this prompt it is often right)

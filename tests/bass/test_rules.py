@@ -88,3 +88,21 @@ def test_draft_steps_survive_outputs_that_the_next_step_overwrites():
     widths.clear()
     empty = draft_autoregressively(step, pending, [0, 0], torch.rand(2, 0))
     assert widths == [2] and empty.tokens.shape == (2, 0) and empty.probs is None
+
+
+def test_a_subset_draft_proposes_its_tokens_and_gives_the_rest_q_zero():
+    """A draft over a reduced vocabulary: column j of its logits is target token ids[j]. The token is a
+    target id of the subset, q is the subset's distribution scattered into the target's vocabulary."""
+    from bass.rules import TokenSubset
+
+    ids = torch.tensor([2, 5, 11, 12, 30])
+    logits = torch.randn(4, 1, 5)
+    params = SamplingParams(temperature=1.0)
+    rule = draft_rule(params, 40, TokenSubset(ids))
+    assert rule != draft_rule(params, 40) and rule == draft_rule(params, 40, rule.subset)
+    token, q = rule(logits, torch.rand(4))
+    assert q.shape == (4, 40) and torch.allclose(q[:, ids], torch.softmax(logits[:, -1], -1))
+    assert float(q.sum(-1).min()) > 0.999 and float(q.sum(-1).max()) < 1.001
+    assert bool(torch.isin(token, ids).all()) and bool((q.gather(1, token[:, None]) > 0).all())
+    (greedy,) = draft_rule(SamplingParams(), 40, rule.subset)(logits, torch.rand(4))
+    assert greedy.tolist() == ids[logits[:, -1].argmax(-1)].tolist()

@@ -18,7 +18,8 @@ def test_step_costs_dry_run(tmp_path):
     target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)
     out = tmp_path / "out"
     info = step_costs.main(["--target", str(target), "--draft", str(draft), "--k", "2", "--widths", "1,3",
-                            "--reps", "2", "--max-new-tokens", "6", "--drafters", "ngram", "--out", str(out)])
+                            "--reps", "2", "--max-new-tokens", "6", "--drafters", "ngram", "--pipelined-ks", "2",
+                            "--out", str(out)])
     assert [s["width"] for s in info["steps"]] == [1, 3]
     assert all(s["forward_ms"] > 0 and s["rule_eager_ms"] > 0 and s["verify_ms"] > 0 for s in info["steps"])
     labels = [r["label"] for r in info["rounds"]]
@@ -30,5 +31,56 @@ def test_step_costs_dry_run(tmp_path):
                    - r["wall_ms_per_round"]) < 1e-6
         assert (out / f"profile_{r['label']}.txt").stat().st_size > 100
     assert info["greedy_identical"] == {"ngram": 2}  # greedy BASS is regular decoding, token for token
-    assert json.loads((out / "step_costs.json").read_text())["k"] == 2
+    saved = json.loads((out / "step_costs.json").read_text())
+    assert saved["k"] == 2
     assert "ms/round" in (out / "step_costs.txt").read_text()
+    # the pipelined view: regular, then ngram under fixed L = 1 and the cost policy, at k = 2
+    pipelined = saved["pipelined"]
+    assert [(r["label"], r["k"]) for r in pipelined] == [("regular", 2), ("ngram_fixedL1", 2), ("ngram_cost", 2)]
+    for r in pipelined:
+        assert r["rounds"] > 0 and r["wall_ms_per_round"] > 0 and r["plain_ms_per_round"] > 0
+        assert r["gpu_busy_ms_per_round"] is None and r["idle_ms_per_round"] is None  # no GPU: unknown, not 0
+        assert r["tokens"] >= r["sequences"] == 2 and r["ms_per_token_per_seq"] > 0
+        text = (out / f"profile_pipelined_{r['label']}_k2.txt").read_text()
+        assert "host ops by self CPU time" in text and "aten::" in text  # the profiler saw the decode's ops
+    assert pipelined[0]["mean_draft_length"] == 0 and 0 < pipelined[1]["mean_draft_length"] <= 1  # ngram: L <= 1
+    table = (out / "step_costs.txt").read_text().split("pipelined (look-ahead as the engine runs)\n")[1]
+    assert len(table.splitlines()) == 1 + len(pipelined) and " - " in table
+
+
+def test_interval_union():
+    from profile_round import interval_union
+
+    assert interval_union([]) == 0
+    assert interval_union([(0, 2), (5, 6)]) == 3  # disjoint: the sum
+    assert interval_union([(5, 9), (0, 4), (3, 6)]) == 9  # overlapping, any order: [0, 9] once
+    assert interval_union([(0, 10), (2, 3), (4, 5)]) == 10  # nested ones add nothing
+    assert interval_union([(0, 1), (1, 2), (3, 3), (4, 2)]) == 2  # touching ones join; empty / reversed are 0
+
+
+def test_device_busy_counts_kernels_in_the_decode_window_once():
+    """The GPU path, on stand-in events: overlapping kernels count once, work outside the decode window is
+    clipped off, the device-side span of a record_function (it covers gaps) and host ops are not device work."""
+    from types import SimpleNamespace
+
+    from profile_round import DECODE_MARK, device_busy
+    from torch.autograd import DeviceType
+
+    def ev(name, start, end, device=DeviceType.CUDA, kind="kernel", annotation=False):
+        return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start, end=end), device_type=device,
+                               activity_type=kind, is_user_annotation=annotation, self_cpu_time_total=end - start)
+
+    events = [ev(DECODE_MARK, 100, 200, DeviceType.CPU, "user_annotation", True),
+              ev(DECODE_MARK, 90, 210, kind="gpu_user_annotation", annotation=True),
+              ev("prefill_gemm", 50, 110),  # 10 of it in the window
+              ev("gemm", 120, 150), ev("softmax", 140, 160),  # overlapping: [120, 160] = 40
+              ev("Memcpy DtoH", 170, 175, kind="gpu_memcpy"), ev("cuda_sync", 180, 199, kind="cuda_sync"),
+              ev("aten::mm", 120, 130, DeviceType.CPU, "cpu_op")]
+    busy, report = device_busy(events, rounds=2)
+    assert busy == 10 + 40 + 5
+    assert "gemm" in report and "aten::mm" in report and "cuda_sync" not in report
+    for e in events:  # a torch without activity_type: every device event but the annotations
+        del e.activity_type
+    assert device_busy(events, rounds=2)[0] == 10 + 40 + 5 + 19
+    assert device_busy([e for e in events if e.device_type == DeviceType.CPU], rounds=2)[0] is None  # no GPU
+    assert device_busy(events[2:], rounds=2)[0] is None  # no decode window: nothing measured

@@ -23,6 +23,7 @@ from draft_training.corpus import build_corpus, humaneval_signatures, load_token
 from draft_training.export import export_draft  # noqa: E402
 from draft_training.model import FeatureStudent, Student  # noqa: E402
 from draft_training.train import teacher_from, train  # noqa: E402
+from draft_training.vocab import add_vocab  # noqa: E402
 from sandbox.humaneval import load_humaneval  # noqa: E402
 
 SHAPE = DraftShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
@@ -152,6 +153,23 @@ def test_feature_draft_trains_and_exports_as_a_feature_drafter(corpus, target_di
     regular = engine.generate("def add(a, b):", k=2, params=params, method="regular")
     assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates]
     assert bass.stats.drafter == "model" and bass.stats.proposed > 0
+
+    # its proposal vocabulary: the corpus's most frequent ids and the end ids, ascending, in the file; the
+    # engine's draft then computes exactly those columns of the student's logits
+    recipe = add_vocab(path, corpus, size=64)
+    _, tensors, _ = read_draft_file(path, sha256=None)
+    ids = tensors["vocab"].long()
+    counts = np.bincount(load_tokens(corpus / "train.bin"), minlength=target.config.vocab_size)
+    eot = json.loads((corpus / "manifest.json").read_text())["end_of_text_id"]
+    assert bool((ids[1:] > ids[:-1]).all()) and set(target.config.eos_token_ids) | {eot} <= set(ids.tolist())
+    assert counts[ids].sum() >= np.sort(counts)[-64:].sum() and recipe["size"] == len(ids)
+    engine = Engine(EngineConfig(target=str(target_dir), draft=str(path), drafter="model"), target=target)
+    assert torch.equal(engine.draft.model.vocab, ids)
+    got = engine.draft.model(x[:, 1:], engine.draft.model.new_cache(1, 16), torch.tensor([5]),
+                             _torch_attention(engine), features=f[:, :-1])
+    torch.testing.assert_close(got, want[..., ids], rtol=1e-4, atol=1e-4)
+    bass = engine.generate("def add(a, b):", k=2, params=params, method="bass")
+    assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates]
 
 
 def _torch_attention(engine):
