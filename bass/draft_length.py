@@ -41,7 +41,10 @@ launches says nothing, so the draft part is bracketed by two torch.cuda.Events, 
 whole round is host time, which the per-round sync makes meaningful. Estimates are EMAs (weight
 cost_ema) per (L bucket, batch bucket) for c_verify and per batch bucket for c_draft (draft time / L);
 the first sample of a bucket may carry one-off costs (CUDA graph capture, allocator), so the second
-sample replaces it when lower, and later samples are clipped to 4x the estimate. Between measured L
+sample replaces it when lower, and later samples are clipped to 4x the estimate. Timing noise is
+one-sided (a capture or a descheduled thread only adds time), so a sample below the estimate moves it at
+least half way: an estimate inflated by a late capture recovers in a few rounds, not dozens, which
+matters when the inflated cost stops the policy from drafting, and so from timing drafts again. Between measured L
 buckets c_verify is interpolated linearly; beyond them it is extrapolated with the last measured slope
 (never negative). A batch bucket with one measured length borrows the shape of the nearest bucket with
 two (scaled to its point), else assumes the prior slope verify_growth · c; one with none borrows the
@@ -177,6 +180,8 @@ class _Ema:
             self.value = x
         elif self.n == 1:
             self.value = min(self.value, x)  # a slow first sample is usually warm-up
+        elif x < self.value:  # timing noise is one-sided (captures, descheduling): a low sample is news,
+            self.value += max(w, 0.5) * (x - self.value)  # so the estimate falls fast and rises slowly
         else:
             self.value += w * (min(x, 4 * self.value) - self.value)
         self.n += 1

@@ -8,6 +8,7 @@ lets the round loop launch drafting rounds ahead (`bass.speculative`, look-ahead
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,17 @@ from bass.rules import TokenSubset, draft_rule, run_then
 from bass.sequences import ints_to_device, padded_ids
 
 CATCH_UP = 16  # backlog entries that make a round without drafts feed them (FeatureDrafter._catch_up)
+_SUBSETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # draft model -> its TokenSubset
+
+
+def _subset(draft: torch.nn.Module) -> TokenSubset | None:
+    """The draft's reduced vocabulary as a rule's key: one object per draft model, whatever the drafter. A
+    drafter serves one request, and a new key per request would capture the draft's graphs anew each time."""
+    if draft.vocab is None:
+        return None
+    if draft not in _SUBSETS:
+        _SUBSETS[draft] = TokenSubset(draft.vocab)
+    return _SUBSETS[draft]
 
 
 @dataclass
@@ -69,7 +81,7 @@ class FeatureDrafter(Drafter):
                  forward: Callable | None = None, arena: CacheArena | None = None):
         self.draft, self.target, self.attn = draft, target, attn  # target: what the loop calls (reads .hidden)
         self.forward = forward or draft  # a GraphedModel on CUDA
-        self.subset = None if draft.vocab is None else TokenSubset(draft.vocab)  # a reduced proposal vocabulary
+        self.subset = _subset(draft)  # a reduced proposal vocabulary, or None
         self.arena = arena or CacheArena(persistent=False)
         self.cache: KVCache | None = None
         self.fed: list[int] = []

@@ -362,3 +362,18 @@ def test_an_engine_remembers_costs_per_kind_of_request(tiny_engine):
                     draft_length=DraftLengthConfig(remember=False))
     engine.generate(PROMPTS[:1], k=2, params=params, method="regular")
     assert len(engine._policy_memory) == 2
+
+
+def test_a_cost_inflated_by_a_one_off_recovers_in_a_few_samples():
+    """A graph capture inside a timed round (say 20x the real cost) after the estimate settled: samples at
+    the real cost bring the estimate back within 10 % in a few rounds; a real rise is followed, slowly."""
+    model = CostModel(DraftLengthConfig(cost_ema=0.2))
+    for x in (1.0, 1.0, 1.0, 20.0):
+        model.observe(0, 8, 0.0, x)
+    assert model.verify_curve(8, 0)[0] > 1.5  # clipped to 4x, still inflated
+    for _ in range(4):
+        model.observe(0, 8, 0.0, 1.0)
+    assert model.verify_curve(8, 0)[0] < 1.1
+    for _ in range(30):
+        model.observe(0, 8, 0.0, 1.5)
+    assert 1.4 < model.verify_curve(8, 0)[0] <= 1.5

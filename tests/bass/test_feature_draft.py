@@ -139,3 +139,12 @@ def test_host_ints_pinned_copies_are_not_overwritten_before_they_run():
     first = ints_to_device([1, 2, 3], dev)
     second = ints_to_device([4, 5, 6], dev)  # no synchronisation between the two
     assert first.tolist() == [1, 2, 3] and second.tolist() == [4, 5, 6]
+
+
+def test_a_reduced_vocabulary_is_one_rule_key_across_requests(tiny_engine):
+    """Each request builds its drafter, but the draft's subset (a key of its captured graphs' rule) is the
+    draft model's: a new one per request would capture the draft's graphs again in every request."""
+    engine = tiny_engine("llama", feature_seed=3, feature_vocab=64)
+    first, second = engine.new_drafter("model"), engine.new_drafter("model")
+    assert first.subset is not None and first.subset is second.subset
+    assert torch.equal(first.subset.ids, engine.draft.model.vocab)
