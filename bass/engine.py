@@ -23,13 +23,14 @@ from bass import baselines
 from bass.attention import available_backends, get_backend
 from bass.cache import CacheArena
 from bass.config import METHODS, DraftLengthConfig, EngineConfig, SamplingParams
-from bass.draft_length import CostModel, DraftLengthPolicy, PolicyMemory
+from bass.draft_length import DraftLengthPolicy, PolicyMemory
 from bass.drafters import Drafter, build_drafter
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceUpdate
 from bass.graphs import GraphedModel
 from bass.metrics import mean_ms_per_token
 from bass.models.draft import DRAFT_FILE, DRAFT_SHA256, shipped_draft
 from bass.models.loader import LoadedModel, check_same_vocab, load_model
+from bass.round_costs import CostModel
 from bass.sampling import SequenceRNG, process_logits, sample_from
 from bass.sequences import Sequence as Seq
 from bass.sequences import StopRule, padded_ids

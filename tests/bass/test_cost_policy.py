@@ -9,14 +9,13 @@ import torch
 from bass.config import DraftLengthConfig, SamplingParams
 from bass.draft_length import (
     AcceptanceEstimator,
-    CostModel,
     DraftLengthPolicy,
     PolicyMemory,
-    RoundClock,
     best_length,
     expected_tokens,
 )
 from bass.drafters import Drafter, Proposal
+from bass.round_costs import CostModel, RoundClock
 
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print(", "class Stack:\n    def", "x = [1, 2, 3]\n"]
 
@@ -377,3 +376,45 @@ def test_a_cost_inflated_by_a_one_off_recovers_in_a_few_samples():
     for _ in range(30):
         model.observe(0, 8, 0.0, 1.5)
     assert 1.4 < model.verify_curve(8, 0)[0] <= 1.5
+
+
+def test_expected_tokens_by_position_is_the_product_of_the_rates_reached():
+    a = np.array([[0.9, 0.5, 0.5]])  # one sequence: position 1 at 0.9, then 0.5
+    assert np.allclose(expected_tokens(a, 3), [1, 1.9, 1.9 + 0.45, 1.9 + 0.45 + 0.225])
+    assert np.allclose(expected_tokens(np.array([[0.6] * 4]), 4), expected_tokens([0.6], 4))
+
+
+def test_a_draft_that_fades_along_its_positions_is_kept_short():
+    """Position 1 is taken 90 % of the time, later positions 30 %: the average rate over reached positions
+    (~0.7) would make long drafts look good; the position profile sees that only the first one pays."""
+    rng = np.random.default_rng(5)
+    cfg = DraftLengthConfig(l_limit=8, alpha_decay=0.99, explore_every=0, probe_lengths=(0, 4))
+    seqs = list(range(8))
+    policy = DraftLengthPolicy(cfg, seqs, clock=FakeClock(lambda L: 1.0 + 0.02 * L, 0.15))
+
+    def accepted(n: int) -> int:
+        a = 0
+        while a < n and rng.random() < (0.9 if a == 0 else 0.3):
+            a += 1
+        return a
+
+    for _ in range(300):
+        lengths = policy.lengths(seqs)
+        policy.update(seqs, [accepted(n) for n in lengths], lengths)
+    profile = policy.acceptance.profile() * policy.acceptance.pooled()
+    assert abs(profile[0] - 0.9) < 0.08 and abs(profile[1] - 0.3) < 0.12
+    truth = np.array([[0.9] + [0.3] * 7] * 8)
+    costs = [1.0 + 0.02 * L for L in range(9)]
+    assert policy.choice == best_length(truth, costs, 0.15) == 1
+    assert best_length(policy.acceptance.alphas(seqs), costs, 0.15) > 1  # what a constant rate would pick
+
+
+def test_a_verify_costs_at_least_a_plain_step():
+    """Under look-ahead a round's interval minus its draft's device time can be tiny: the floor keeps a
+    drafting round's verify at the plain step's cost."""
+    model = CostModel(DraftLengthConfig())
+    for _ in range(3):
+        model.observe(0, 8, 0.0, 2.5e-3)
+    model.observe(2, 8, 1.0e-3, 2.6e-3)  # 1.6 ms left for a verify of width 3: less than a plain step
+    curve = model.verify_curve(8, 2)
+    assert curve[2] == pytest.approx(2.5e-3) and model.draft_step(8) == pytest.approx(0.5e-3)

@@ -12,7 +12,8 @@ import bass.engine
 import bass.speculative
 from bass import sampling
 from bass.config import DraftLengthConfig, SamplingParams
-from bass.draft_length import DraftLengthPolicy, RoundClock
+from bass.draft_length import DraftLengthPolicy
+from bass.round_costs import RoundClock
 
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print(i)\n" * 2]
 PATTERN = (0, 0, 0, 2, 0, 0, 1, 3, 2, 0, 0, 0)  # runs of plain steps, of drafting rounds between them
@@ -108,7 +109,7 @@ def test_single_sequence_with_look_ahead_changes_no_token(tiny_engine):
 def test_overlapping_rounds_are_timed_from_the_previous_end(monkeypatch):
     """A step launched before the round before it ends costs the interval between their ends."""
     now = iter([0.0, 1.0, 3.0, 4.5, 5.0, 9.0])  # start A, start B (ahead), stop A, stop B, start C, stop C
-    monkeypatch.setattr("bass.draft_length.time.perf_counter", lambda: next(now))
+    monkeypatch.setattr("bass.round_costs.time.perf_counter", lambda: next(now))
     clock = RoundClock("cpu")
     clock.start()
     clock.start()
