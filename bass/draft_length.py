@@ -3,8 +3,8 @@
 Cost-aware policy (DESIGN.md §7)
 --------------------------------
 Model. Sequence b accepts each draft position, given that it reached it, with probability α_b
-(Leviathan et al.'s i.i.d. assumption; "Position" below refines it per position), so with L draft tokens
-it emits a_b + 1 tokens where P(a_b >= i) = α_b^i, and
+(Leviathan et al.'s i.i.d. assumption), so with L draft tokens it emits a_b + 1 tokens where
+P(a_b >= i) = α_b^i, and
 
     E[tokens_b | L] = Σ_{i=0..L} α_b^i = (1 − α_b^(L+1)) / (1 − α_b)          (= L + 1 at α_b = 1)
 
@@ -29,17 +29,12 @@ pooled over the batch, and shrink toward the pool (empirical Bayes, a Beta prior
 
     ᾱ = (S + m · alpha_prior) / (T + m),        α_b = (S_b + m · ᾱ) / (T_b + m)
 
-so a sequence with little evidence borrows the batch's rate; the discount lets it follow the text.
-
-Position. Real acceptance is not constant along the draft: a draft that reads the target's features is
-surest at its first position, where those features are fresh, and drifts after (the shipped draft's
-held-out agreement is 0.62 at step 1, 0.50 at step 2); n-gram drafts are all-or-nothing-ish. A constant
-α_b would then overrate long drafts. So the batch's rate is also counted per draft position j (pooled,
-discounted, shrunk to ᾱ the same way), α̂_j, and sequence b is taken to accept position j with
-
-    α_{b,j} = min(1, α_b ρ_j),      ρ_j = α̂_j / ᾱ,      E[tokens_b | L] = Σ_{i=0..L} Π_{j=1..i} α_{b,j}
-
-ρ_j = 1 at positions never tested: lengths beyond the measured ones are judged by the average rate.
+so a sequence with little evidence borrows the batch's rate. The model's weak point is position
+dependence: real acceptance is not constant along the draft (n-gram drafts are all-or-nothing-ish, model
+drafts drift); the counts estimate the average conditional rate over the positions actually reached,
+which is what the geometric sum needs near the L we run at; the discount lets it follow the text. (A
+per-position profile of the pooled rate was tried and measured worse on the H100: it chose longer drafts,
+`bench/results/real_bench_2026-11-23_h100_position_policy.*`.)
 
 Costs (`bass.round_costs`): c_verify(L, B) and c_draft(B) are measured on every round, per L bucket and
 batch bucket, without adding a host synchronisation.
@@ -94,17 +89,9 @@ def heuristic_step(L: int, s: int, x_max: int, cfg: DraftLengthConfig) -> tuple[
 
 # ---- the objective ---------------------------------------------------------------------------------
 def expected_tokens(alphas: Sequence[float] | np.ndarray, l_max: int) -> np.ndarray:
-    """[l_max + 1]: the batch's expected tokens per round for L = 0 .. l_max,
-
-        Σ_b Σ_{i=0..L} Π_{j=1..i} α_{b,j}        (P(a_b >= i) = Π_{j<=i} α_{b,j}: position j reached and taken)
-
-    alphas [B]: one rate per sequence at every position (the product is α_b^i); [B, >= l_max]: α_{b,j} for
-    positions j = 1 .. l_max.
-    """
-    a = np.asarray(alphas, dtype=np.float64)
-    a = np.repeat(a.reshape(-1, 1), l_max, axis=1) if a.ndim <= 1 else a[:, :l_max]
-    reach = np.concatenate([np.ones((a.shape[0], 1)), np.cumprod(a, axis=1)], axis=1)  # [B, l_max + 1]
-    return np.cumsum(reach, axis=1).sum(0)
+    """[l_max + 1]: Σ_b Σ_{i=0..L} α_b^i, the batch's expected tokens per round for L = 0 .. l_max."""
+    a = np.asarray(alphas, dtype=np.float64).reshape(-1, 1)
+    return np.cumsum(a ** np.arange(l_max + 1), axis=1).sum(0)
 
 
 def best_length(alphas: Sequence[float] | np.ndarray, verify_cost: Sequence[float] | np.ndarray,
@@ -121,8 +108,7 @@ def best_length(alphas: Sequence[float] | np.ndarray, verify_cost: Sequence[floa
 
 # ---- estimators ------------------------------------------------------------------------------------
 class AcceptanceEstimator:
-    """Per-sequence acceptance α_b from discounted (successes, trials), shrunk to the batch's pooled rate, and
-    the batch's profile along the draft (module docstring, "Position")."""
+    """Per-sequence acceptance α_b from discounted (successes, trials), shrunk to the batch's pooled rate."""
 
     def __init__(self, cfg: DraftLengthConfig, prior: float | None = None):
         self.cfg = cfg
@@ -130,7 +116,6 @@ class AcceptanceEstimator:
         self.succ: dict[int, float] = {}
         self.trials: dict[int, float] = {}
         self.pool_succ = self.pool_trials = 0.0
-        self.pos_succ, self.pos_trials = np.zeros(cfg.l_limit), np.zeros(cfg.l_limit)  # pooled, per position
 
     def observe(self, seqs: Sequence[int], asked: Sequence[int], accepted: Sequence[int]) -> None:
         """One round: sequence seqs[i] was asked for asked[i] positions and accepted accepted[i]."""
@@ -140,16 +125,12 @@ class AcceptanceEstimator:
             return
         self.pool_succ *= g
         self.pool_trials *= g
-        self.pos_succ *= g
-        self.pos_trials *= g
         for q, n, a in drafted:
             t = a + (a < n)  # a successes, then the first failure unless all asked positions were taken
             self.succ[q] = g * self.succ.get(q, 0.0) + a
             self.trials[q] = g * self.trials.get(q, 0.0) + t
             self.pool_succ += a
             self.pool_trials += t
-            self.pos_succ[:a] += 1  # positions 1 .. a taken, position a + 1 tested and refused
-            self.pos_trials[:t] += 1
 
     def pooled(self) -> float:
         """ᾱ, the batch's rate under the prior."""
@@ -160,15 +141,6 @@ class AcceptanceEstimator:
         """α_b for each of `seqs`."""
         m, pool = self.cfg.prior_strength, self.pooled()
         return np.array([(self.succ.get(q, 0.0) + m * pool) / (self.trials.get(q, 0.0) + m) for q in seqs])
-
-    def profile(self) -> np.ndarray:
-        """[l_limit] ρ_j = α̂_j / ᾱ: the batch's rate at draft position j against its average (1 untested)."""
-        m, pool = self.cfg.prior_strength, self.pooled()
-        return (self.pos_succ + m * pool) / (self.pos_trials + m) / max(pool, 1e-9)
-
-    def by_position(self, seqs: Sequence[int]) -> np.ndarray:
-        """[B, l_limit] α_{b,j} = min(1, α_b ρ_j)."""
-        return np.minimum(1.0, self.alphas(seqs)[:, None] * self.profile()[None, :])
 
 
 @dataclass
@@ -215,7 +187,7 @@ class DraftLengthPolicy:
         if verify is None or draft is None:
             return None
         L = np.arange(l_max + 1)
-        alphas = np.ones(B) if perfect else self.acceptance.by_position(seqs)
+        alphas = np.ones(B) if perfect else self.acceptance.alphas(seqs)
         return expected_tokens(alphas, l_max) / np.maximum(verify + L * draft, 1e-12)
 
     def _hopeless(self, seqs: Sequence[int]) -> bool:
@@ -308,8 +280,6 @@ class DraftLengthPolicy:
         out.update(L=self.choice, rounds=self.rounds, probes=self.probes,
                    alpha_pooled=round(self.acceptance.pooled(), 4),
                    alpha={q: round(float(a), 4) for q, a in zip(seqs, self.acceptance.alphas(seqs), strict=True)},
-                   alpha_by_position=[round(float(a), 4)  # α̂_j of the first positions
-                                      for a in self.acceptance.profile()[:8] * self.acceptance.pooled()],
                    **self.costs.describe())
         rate = self.rates(seqs) if seqs else None
         if rate is not None:  # predicted speed of L* over plain decoding, at the current estimates

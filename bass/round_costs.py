@@ -5,9 +5,9 @@ bookkeeping). On the CPU with time.perf_counter; on CUDA the host clock around a
 nothing, so the draft part is bracketed by two torch.cuda.Events, read (non-blocking, `query()`) after the
 round's own host synchronisation, a round later at worst; no sync is added. The whole round is host time:
 with look-ahead, the interval between two rounds' results (`RoundClock`). c_verify(L, B) is the whole
-minus the draft part, floored at the plain step's cost c_verify(0, B): a verify of L drafts does at least a
-plain step's work, and under look-ahead the draft's device time overlaps the round before, so the
-difference alone can come out near zero, which would make drafting look free.
+minus the draft part. Under look-ahead the draft's device time overlaps the round before, so that
+difference can come out near zero for a single round, and drafting looks cheap to the policy; flooring it
+at the plain step's cost was tried and measured worse on the H100 (`bass.draft_length`, Acceptance).
 
 Estimates are EMAs (weight cost_ema) per (L bucket, batch bucket) for c_verify and per batch bucket for
 c_draft (draft time / L). The first sample of a bucket may carry one-off costs (CUDA graph capture,
@@ -78,11 +78,7 @@ class CostModel:
     def observe(self, L: int, B: int, draft_s: float, round_s: float) -> None:
         """One timed round: draft length L, batch B, its draft part and its whole, in seconds."""
         bb, w = bucket(B, B_BUCKETS), self.cfg.cost_ema
-        row = self.verify_.setdefault(bb, {})
-        verify_s = max(0.0, round_s - draft_s)
-        if L > 0 and 0 in row:  # at least a plain step (module docstring)
-            verify_s = max(verify_s, row[0].value)
-        row.setdefault(bucket(L, L_BUCKETS), _Ema()).add(verify_s, w)
+        self.verify_.setdefault(bb, {}).setdefault(bucket(L, L_BUCKETS), _Ema()).add(max(0.0, round_s - draft_s), w)
         if L > 0:
             self.draft_.setdefault(bb, _Ema()).add(max(0.0, draft_s) / L, w)
 
