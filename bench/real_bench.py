@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> dict:
         info["plot_error"] = f"{type(err).__name__}: {err}"
     header = (f"{info['device']}\nreal weights: {info['target']} (draft {info['draft']}), {info['prompts']} HumanEval "
               f"prompts x k, {a.max_new_tokens} new tokens, {info['sampling']}, "
-              f"median of {a.repeats} passes (lower middle); "
+              f"median of {a.repeats} passes{' (lower middle)' if a.repeats % 2 == 0 else ''}; "
               f"total {info['seconds']:.0f} s")
     prof = [f"profile {p['label']}: {p['wall_ms_per_round']:.2f} ms/round = drafter {p['draft_ms_per_round']:.2f}"
             f" + verify {p['verify_ms_per_round']:.2f} + host {p['host_ms_per_round']:.2f}"
