@@ -54,6 +54,7 @@ class Drafter:
 
     name = "base"
     proposes = True
+    reads_verify = False  # `verified` needs the verify's emitted tokens and accepted counts on the device
 
     def prefill(self, prompts: Sequence[Sequence[int]], samples: int, capacity: int,
                 features: torch.Tensor | None = None) -> None:
@@ -70,10 +71,11 @@ class Drafter:
         """Whether the next proposal can be made before the verify launched last is read (histories=None)."""
         return False
 
-    def verified(self, emitted: torch.Tensor, accepted: torch.Tensor) -> None:
+    def verified(self, emitted: torch.Tensor | None, accepted: torch.Tensor | None) -> None:
         """A verify pass was just launched (its results are not read yet): sequence b emits
-        emitted[b, :accepted[b] + 1] ([B, Lp + 1] and [B], device). The loop commits rounds in the order it
-        launches them, and may launch the next one before it commits this one."""
+        emitted[b, :accepted[b] + 1] ([B, Lp + 1] and [B], device; None unless `reads_verify`: the loop
+        copies them out of the verify's graph buffers only for a drafter that reads them). The loop commits
+        rounds in the order it launches them, and may launch the next one before it commits this one."""
 
     def withdraw(self) -> None:
         """The verify launched last is withdrawn (a redo launches it again, with `verified` again)."""

@@ -76,6 +76,7 @@ class FeatureDrafter(Drafter):
     """
 
     name = "model"
+    reads_verify = True  # the next proposal feeds the last verify's emitted tokens from the device
 
     def __init__(self, draft: torch.nn.Module, target: torch.nn.Module, attn: Callable, *,
                  forward: Callable | None = None, arena: CacheArena | None = None):

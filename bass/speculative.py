@@ -85,7 +85,8 @@ class _Round:
     out: tuple = ()  # accepted [B], next_token [B], decided [B], logits [B, >= Lp+1, V] (device; a graph's width)
     start: torch.Tensor | None = None  # [B] the target cache's suffix lengths before the verify
     last_in: torch.Tensor | None = None  # [B, 1] the token the verify started from
-    emitted: torch.Tensor | None = None  # [B, Lp+1] d_1 .. d_a, then the next token at column a (copies of out)
+    # for a drafter that reads them (`Drafter.reads_verify`), copies of out:
+    emitted: torch.Tensor | None = None  # [B, Lp+1] d_1 .. d_a, then the next token at column a
     accepted: torch.Tensor | None = None  # [B] a
     host: torch.Tensor | None = None  # [B, 4 + Lp] the results packed, copied to the host as they finish
     ready: torch.cuda.Event | None = None  # recorded after that copy
@@ -113,8 +114,6 @@ def _verify(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, cac
     rnd.start, rnd.last_in = cache.suffix_len.clone(), last
     rnd.out = _forward(target, attn, rule, rnd, cache)
     n_acc, next_token, decided, _ = rnd.out
-    rnd.accepted = n_acc.clone()
-    rnd.emitted = _emitted(drafts, n_acc, next_token)
     if drafts.shape[1]:  # 5. roll back: the target cache holds every token but the last emitted one
         cache.truncate(cache.suffix_len - (dlen - n_acc))  # (a finished sequence's row may be left longer)
     packed = torch.cat([n_acc[:, None], next_token[:, None], dlen[:, None].long(), decided[:, None].long(),
@@ -139,6 +138,9 @@ def _launch(target: Callable, attn: Callable, rule: VerifyRule, drafter: Drafter
     if policy is not None:
         policy.drafted()  # the cost policy weighs draft time against verify time
     last = _verify(target, attn, rule, rnd, cache, last)
+    if drafter.reads_verify:  # copies: the graph's buffers live until its next replay in this slot
+        n_acc, next_token = rnd.out[:2]
+        rnd.accepted, rnd.emitted = n_acc.clone(), _emitted(rnd.proposal.tokens, n_acc, next_token)
     drafter.verified(rnd.emitted, rnd.accepted)
     return last
 
@@ -296,8 +298,9 @@ def _redo(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, packe
         cache.suffix_len.copy_(rnd.start)
         _forward(target, attn, rule, rnd, cache)  # the same graph and inputs, so the same logits too
     cache.suffix_len.copy_(rnd.start + verdict.accepted.to(rnd.start.dtype) + 1)  # [last, d_1 .. d_a]
-    rnd.accepted.copy_(verdict.accepted)
-    rnd.emitted.copy_(_emitted(rnd.proposal.tokens, verdict.accepted, verdict.next_token))
+    if rnd.accepted is not None:  # what the drafter was handed (`Drafter.reads_verify`)
+        rnd.accepted.copy_(verdict.accepted)
+        rnd.emitted.copy_(_emitted(rnd.proposal.tokens, verdict.accepted, verdict.next_token))
     if ahead is None:
         return verdict.next_token[:, None]
     # the same round from the corrected tokens: its graph slot and uniforms, and, if it drafts, a proposal

@@ -151,6 +151,7 @@ class _TimedDrafter(Drafter):
     def __init__(self, inner: Drafter, spent: dict):
         self.inner, self.spent, self.inside = inner, spent, False
         self.proposes, self.name = inner.proposes, getattr(inner, "name", type(inner).__name__)
+        self.reads_verify = inner.reads_verify
 
     def prefill(self, prompts, samples, capacity, features=None):
         self.inner.prefill(prompts, samples, capacity, features)
