@@ -29,7 +29,7 @@ def single_sequence(target: torch.nn.Module, attn: Callable, new_drafter: Callab
     r = 0
     # the cost policy's measurements (costs at B = 1, pooled acceptance) carry over between sequences;
     # the paper's heuristic starts afresh at l0 for each, as before
-    shared = DraftLengthPolicy(dl_cfg, [s.seq for s in live], cache.suffix_len.device)
+    shared = DraftLengthPolicy(dl_cfg, [s.seq for s in live])
     for row, seq in enumerate(live):
         if seq.finished:
             continue

@@ -72,7 +72,7 @@ class DraftLengthConfig:
     prior_strength: float = 4.0  # pseudo-trials: how strongly a sequence's estimate leans on the batch's
     alpha_decay: float = 0.95  # per observed round, old acceptance counts are discounted (tracks drift)
     cost_ema: float = 0.2  # weight of a new timing sample in the per-bucket cost averages
-    verify_growth: float = 0.05  # assumed relative verify cost per extra draft token, until measured
+    draft_cost_floor: float = 0.02  # a draft token adds at least this fraction of a plain step to a round
     probe_lengths: tuple[int, ...] = (0, 2)  # the first rounds' lengths: measure plain decoding and a draft
     explore_every: int = 64  # every so many rounds, try a length beside the chosen one (0 = never)
     remember: bool = True  # start from the costs and acceptance an engine's earlier requests measured
@@ -89,8 +89,8 @@ class DraftLengthConfig:
                              f"{self.prior_strength}")
         if not 0.0 < self.alpha_decay <= 1.0 or not 0.0 < self.cost_ema <= 1.0:
             raise ValueError(f"alpha_decay and cost_ema must be in (0, 1], got {self.alpha_decay}, {self.cost_ema}")
-        if self.verify_growth < 0 or self.explore_every < 0:
-            raise ValueError(f"verify_growth and explore_every must be >= 0, got {self.verify_growth}, "
+        if self.draft_cost_floor < 0 or self.explore_every < 0:
+            raise ValueError(f"draft_cost_floor and explore_every must be >= 0, got {self.draft_cost_floor}, "
                              f"{self.explore_every}")
         if not all(isinstance(n, int) and 0 <= n <= self.l_limit for n in self.probe_lengths):
             raise ValueError(f"probe_lengths must be integers in 0 .. l_limit, got {self.probe_lengths!r}")

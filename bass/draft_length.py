@@ -8,11 +8,10 @@ P(a_b >= i) = α_b^i, and
 
     E[tokens_b | L] = Σ_{i=0..L} α_b^i = (1 − α_b^(L+1)) / (1 − α_b)          (= L + 1 at α_b = 1)
 
-A round with draft length L at batch B costs c_verify(L, B) + L · c_draft(B): the verify term is the
-whole round except drafting (target forward, acceptance, the host copy, bookkeeping), so at L = 0 it is
-exactly one step of regular decoding. Each round we pick
+A round with draft length L at batch B costs c(L, B), measured whole (drafting, the verify, the host copy,
+bookkeeping; `bass.round_costs`), so c(0, B) is exactly one step of regular decoding. Each round we pick
 
-    L* = argmax_{L in 0..l_limit}  Σ_b E[tokens_b | L]  /  (c_verify(L, B) + L · c_draft(B))
+    L* = argmax_{L in 0..l_limit}  Σ_b E[tokens_b | L]  /  c(L, B)
 
 ties going to the shorter L. L = 0 is plain decoding, so as long as the estimates are right BASS is never
 slower than regular decoding. One L for the batch: the batched verify is padded to the longest draft, so
@@ -36,8 +35,8 @@ which is what the geometric sum needs near the L we run at; the discount lets it
 per-position profile of the pooled rate was tried and measured worse on the H100: it chose longer drafts,
 `bench/results/real_bench_2026-11-23_h100_position_policy.*`.)
 
-Costs (`bass.round_costs`): c_verify(L, B) and c_draft(B) are measured on every round, per L bucket and
-batch bucket, without adding a host synchronisation.
+Costs (`bass.round_costs`): c(L, B) is measured on every round, per L bucket and batch bucket, without
+adding a host synchronisation, and fitted monotone in L.
 
 Memory. The costs are the device's, not the request's: an engine hands each cost-policy request the
 costs its earlier requests of the same kind measured (same drafter, backend, look-ahead, greedy or not,
@@ -48,7 +47,7 @@ Exploration. The first rounds run probe_lengths twice (default L = 0, 2, 0, 2), 
 and a draft (a bucket's estimate keeps the lower of its first two samples, so one descheduled round does
 not condemn a length); they are skipped where the batch's bucket was measured before (memory). A drafting
 probe is skipped when it is hopeless: when even α_b = 1 for every sequence would not make any L > 0 beat
-L = 0 at the measured costs (a draft step as slow as a verify step). Plain decoding, the anchor of "never
+L = 0 at the measured costs (a draft step as slow as a plain step). Plain decoding, the anchor of "never
 slower than regular", is timed twice in every batch bucket met. Afterwards, every explore_every rounds, one
 round tries a length beside L* (1 when L* = 0, unless hopeless, else the next bucket up or down,
 alternating), so an early wrong estimate cannot lock in L = 0 (or any L) for good; at the default 64 a
@@ -74,7 +73,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from bass.config import DraftLengthConfig
 from bass.round_costs import L_BUCKETS, CostModel, RoundClock, bucket
@@ -94,15 +92,13 @@ def expected_tokens(alphas: Sequence[float] | np.ndarray, l_max: int) -> np.ndar
     return np.cumsum(a ** np.arange(l_max + 1), axis=1).sum(0)
 
 
-def best_length(alphas: Sequence[float] | np.ndarray, verify_cost: Sequence[float] | np.ndarray,
-                draft_cost: float) -> int:
-    """L* = argmax_L expected_tokens(L) / (verify_cost[L] + L * draft_cost), L = 0 .. len(verify_cost) - 1.
+def best_length(alphas: Sequence[float] | np.ndarray, round_cost: Sequence[float] | np.ndarray) -> int:
+    """L* = argmax_L expected_tokens(L) / round_cost[L], L = 0 .. len(round_cost) - 1.
 
     Ties go to the shorter length (np.argmax returns the first maximum).
     """
-    v = np.asarray(verify_cost, dtype=np.float64)
-    L = np.arange(len(v))
-    rate = expected_tokens(alphas, len(v) - 1) / np.maximum(v + L * draft_cost, 1e-12)
+    c = np.asarray(round_cost, dtype=np.float64)
+    rate = expected_tokens(alphas, len(c) - 1) / np.maximum(c, 1e-12)
     return int(np.argmax(rate))
 
 
@@ -155,12 +151,12 @@ class PolicyMemory:
 class DraftLengthPolicy:
     """Draft lengths for the live sequences, keyed by their stable sequence index.
 
-    The round loop calls `lengths` when a round starts drafting, `drafted` when its proposals are made,
-    and `update` when the round is over; only the "cost" policy uses the timing marks.
+    The round loop calls `lengths` when a round starts and `update` when it is over; the "cost" policy times
+    the round between the two.
     """
 
-    def __init__(self, cfg: DraftLengthConfig, seqs: Sequence[int], device: torch.device | str = "cpu", *,
-                 clock: RoundClock | None = None, memory: PolicyMemory | None = None):
+    def __init__(self, cfg: DraftLengthConfig, seqs: Sequence[int], *, clock: RoundClock | None = None,
+                 memory: PolicyMemory | None = None):
         """`memory`: what earlier requests measured; this policy goes on updating its costs."""
         self.cfg = cfg
         self._shared = (cfg.l0, 0)
@@ -168,7 +164,7 @@ class DraftLengthPolicy:
         # the cost policy's state
         self.acceptance = AcceptanceEstimator(cfg, None if memory is None else memory.alpha)
         self.costs = CostModel(cfg) if memory is None else memory.costs
-        self.clock = clock or RoundClock(device)
+        self.clock = clock or RoundClock()
         self.rounds = 0  # rounds started by `lengths`
         self.choice = 0  # the last argmax L*
         self.last = 0  # the length handed out last (a probe or L*)
@@ -183,12 +179,11 @@ class DraftLengthPolicy:
         perfect=True assumes every draft token is accepted (α_b = 1): an upper bound on what drafting buys.
         """
         B, l_max = len(seqs), self.cfg.l_limit
-        verify, draft = self.costs.verify_curve(B, l_max), self.costs.draft_step(B)
-        if verify is None or draft is None:
+        cost = self.costs.round_curve(B, l_max)
+        if cost is None:
             return None
-        L = np.arange(l_max + 1)
         alphas = np.ones(B) if perfect else self.acceptance.alphas(seqs)
-        return expected_tokens(alphas, l_max) / np.maximum(verify + L * draft, 1e-12)
+        return expected_tokens(alphas, l_max) / np.maximum(cost, 1e-12)
 
     def _hopeless(self, seqs: Sequence[int]) -> bool:
         """Even perfect acceptance would not pay for drafting at the measured costs: skip a probe."""
@@ -250,11 +245,6 @@ class DraftLengthPolicy:
         if self.cfg.policy == "cost":
             self.clock.restart()
 
-    def drafted(self) -> None:
-        """The round's proposals are made (timing mark; "cost" only)."""
-        if self.cfg.policy == "cost":
-            self.clock.drafted()
-
     def update(self, seqs: Sequence[int], accepted: Sequence[int], asked: Sequence[int] | None = None) -> None:
         """Feed back how many draft tokens each live sequence accepted this round, of `asked` (its l_b)."""
         if not seqs or self.cfg.policy == "fixed":
@@ -262,8 +252,9 @@ class DraftLengthPolicy:
         if self.cfg.policy == "cost":
             asked = list(asked) if asked is not None else [self.last] * len(seqs)
             self.acceptance.observe(seqs, asked, accepted)
-            for (L, B), draft_s, round_s in self.clock.stop((max(asked), len(seqs))):
-                self.costs.observe(L, B, draft_s, round_s)
+            round_s = self.clock.stop()
+            if round_s is not None:
+                self.costs.observe(max(asked), len(seqs), round_s)
         elif self.cfg.policy == "per-sequence":
             for q, a in zip(seqs, accepted, strict=True):
                 self._own[q] = heuristic_step(*self._own[q], a, self.cfg)

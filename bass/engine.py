@@ -299,7 +299,7 @@ class Engine:
             if len(rows) < len(seqs):
                 drafter.select(rows)
             memory = self._memory(name, backend, look_ahead, params, dl_cfg) if method == "bass" else None
-            policy = DraftLengthPolicy(dl_cfg, [s.seq for s in live], self.device, memory=memory)
+            policy = DraftLengthPolicy(dl_cfg, [s.seq for s in live], memory=memory)
             reports = speculative_decode(self._target_fwd, attn, drafter, policy, DecodeState(live, cache),
                                          stop, rng, first_round=1, **loop) if live else iter(())
         draft_lengths: list[int] = []

@@ -173,13 +173,15 @@ class FeatureDrafter(Drafter):
             self.fed = self._entries(self.known)
         if prev is not None:  # its entries are fed now; if it is unread, its commit counts them
             prev.followed = True
-        fed = {"features": features}
+        fed = {"features": features, "after": None}
         rule = draft_rule(params, self.target.config.vocab_size, self.subset)
 
         def step(tok, q_len, last_only, u_i):
+            if fed["after"] is not None:  # f̂ of the last step's last entry (gathered only if a step follows)
+                fed["features"] = last_rows(*fed["after"])
             out = run_then(self.forward, rule, (u_i,), tok, self.cache, q_len, self.attn, features=fed["features"],
                            last_only=last_only)
-            fed["features"] = last_rows(self.forward.hidden, q_len)  # f̂ of the last entry: the next step's input
+            fed["after"] = (self.forward.hidden, q_len)
             return out
 
         self._proposed = True
@@ -206,9 +208,9 @@ class FeatureDrafter(Drafter):
         rec.known_before, self._histories = self.known, list(histories)
         B, T, H = rec.hidden.shape
         C = self.feats.shape[1]
-        cols = ints_to_device(self.known, rec.hidden.device)[:, None] + torch.arange(T, device=rec.hidden.device)
-        rows = torch.arange(B, device=rec.hidden.device)[:, None] * C + cols.clamp(max=C - 1)  # [B, T]
-        self.feats.view(B * C, H).index_copy_(0, rows.flatten(), rec.hidden.reshape(B * T, H).to(self.feats.dtype))
+        rows = [b * C + min(k + t, C - 1) for b, k in enumerate(self.known) for t in range(T)]  # [B * T], on the host
+        self.feats.view(B * C, H).index_copy_(0, ints_to_device(rows, rec.hidden.device),
+                                              rec.hidden.reshape(B * T, H).to(self.feats.dtype))
         # every token but the last emitted one has its true feature now
         self.known = [len(h) - 1 - p for h, p in zip(histories, self.prompt_entries, strict=True)]
         if rec.followed:  # the next proposal fed this verify's entries (and its own guesses follow them)

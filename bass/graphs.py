@@ -90,10 +90,11 @@ class GraphedModel:
         if g is None:
             g = self._capture(padded, Bb, Tb, attn, num_layers, last_only, features, then, args, slot)
             self._graphs[key] = g
-        g.tokens.zero_()
+        # padding needs no zeros but q_len's: a padded row (q_len 0) and a live row's columns past its q_len
+        # are ignored, whatever stale token ids they hold (each launch the host saves counts in a round)
         g.tokens[:B, :T] = tokens
-        g.q_len.zero_()
         g.q_len[:B] = q_len
+        g.q_len[B:] = 0  # an empty slice when the batch fills the bucket
         if features is not None:
             g.features[:B, :T] = features  # padding rows keep stale values: they are never read back
         for static, a in zip(g.args, args, strict=True):  # padding entries likewise: stale, never read back

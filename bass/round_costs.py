@@ -1,25 +1,30 @@
 """What a round costs on this device: the cost policy's timing half (`bass.draft_length`, DESIGN.md §7).
 
-Every round is timed: its draft part (propose) and its whole (start of drafting to the end of the round's
-bookkeeping). On the CPU with time.perf_counter; on CUDA the host clock around asynchronous launches says
-nothing, so the draft part is bracketed by two torch.cuda.Events, read (non-blocking, `query()`) after the
-round's own host synchronisation, a round later at worst; no sync is added. The whole round is host time:
-with look-ahead, the interval between two rounds' results (`RoundClock`). c_verify(L, B) is the whole
-minus the draft part. Under look-ahead the draft's device time overlaps the round before, so that
-difference can come out near zero for a single round, and drafting looks cheap to the policy; flooring it
-at the plain step's cost was tried and measured worse on the H100 (`bass.draft_length`, Acceptance).
+The policy needs c(L, B), what one round of draft length L costs at batch B, drafting, verifying and
+bookkeeping included. It is measured whole, with the host clock, and never split: every round is timed from
+its start to the end of its bookkeeping, and with look-ahead (rounds overlapping on the device) a round's
+time runs from the previous round's end instead, the interval between two rounds' results, which is what
+a round costs once the pipeline is full (`RoundClock`). No event and no host synchronisation is added.
 
-Estimates are EMAs (weight cost_ema) per (L bucket, batch bucket) for c_verify and per batch bucket for
-c_draft (draft time / L). The first sample of a bucket may carry one-off costs (CUDA graph capture,
-allocator), so the second sample replaces it when lower, and later samples are clipped to 4x the estimate.
-Timing noise is one-sided (a capture or a descheduled thread only adds time), so a sample below the
-estimate moves it at least half way: an estimate inflated by a late capture recovers in a few rounds, not
-dozens, which matters when the inflated cost stops the policy from drafting, and so from timing drafts.
+An earlier version split the round into a draft part, timed on the device between two CUDA events, and
+the rest (c_verify = whole − draft). Under look-ahead that split is wrong in both halves: a draft step's
+device time (about 0.5 ms at batch 8 on the H100) is not what it adds to a host-bound round (about 1 ms),
+and the rest came out as noise, L = 1 dearer than L = 2 (`real_bench_2026-11-23_h100_vocab.json`,
+`policy_state`). The policy chose L = 2 where L = 1 was 12 % faster.
 
-Between measured L buckets c_verify is interpolated linearly; beyond them it is extrapolated with the last
-measured slope (never negative). A batch bucket with one measured length borrows the shape of the nearest
-bucket with two (scaled to its point), else assumes the prior slope verify_growth · c; one with none
-borrows the nearest bucket's curve.
+Estimates are EMAs (weight cost_ema) per (L bucket, batch bucket). The first sample of a bucket may carry
+one-off costs (CUDA graph capture, allocator), so the second sample replaces it when lower, and later
+samples are clipped to 4x the estimate. Timing noise is one-sided (a capture or a descheduled thread only
+adds time), so a sample below the estimate moves it at least half way: an estimate inflated by a late
+capture recovers in a few rounds, not dozens.
+
+A longer draft never makes a round cheaper, so the curve is fitted monotone: the measured buckets are
+pooled where they decrease (pool-adjacent-violators, weighted by their sample counts), interpolated
+linearly between them and extrapolated with the last slope. A draft token never costs less than
+draft_cost_floor of a plain step, lest a flat fit of noisy points make long drafts look free. A batch
+bucket with one measured length borrows the shape of the nearest bucket with two or more, scaled to its
+point; with none, the nearest bucket's curve. Before any bucket has two lengths the curve is unknown
+(the policy probes).
 """
 
 from __future__ import annotations
@@ -30,11 +35,10 @@ import time
 from collections import deque
 
 import numpy as np
-import torch
 
 from bass.config import DraftLengthConfig
 
-# Cost buckets. Lengths: exact up to 8, then coarser (the verify cost is smooth in L there).
+# Cost buckets. Lengths: exact up to 8, then coarser (a round's cost is smooth in L there).
 L_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32)
 B_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 
@@ -67,20 +71,29 @@ class _Ema:
         self.n += 1
 
 
+def monotone_fit(xs: list[int], ys: list[float], weights: list[float]) -> list[float]:
+    """The non-decreasing sequence closest to ys in weighted least squares (pool-adjacent-violators): a
+    run of values that decreases is replaced by its weighted mean. xs only orders the points."""
+    blocks: list[list[float]] = []  # [mean, weight, count]
+    for _, y, w in sorted(zip(xs, ys, weights, strict=True)):
+        blocks.append([y, max(w, 1e-9), 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m1, w1, n1), (m2, w2, n2) = blocks.pop(-2), blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, n1 + n2])
+    return [m for m, _, n in blocks for _ in range(n)]
+
+
 class CostModel:
-    """c_verify(L, B) per (L bucket, batch bucket) and c_draft(B) per batch bucket, in seconds."""
+    """c(L, B): what a round of draft length L costs at batch B, in seconds, per (L bucket, batch bucket)."""
 
     def __init__(self, cfg: DraftLengthConfig):
         self.cfg = cfg
-        self.verify_: dict[int, dict[int, _Ema]] = {}  # B bucket -> L bucket -> EMA
-        self.draft_: dict[int, _Ema] = {}  # B bucket -> EMA of seconds per draft step
+        self.round_: dict[int, dict[int, _Ema]] = {}  # B bucket -> L bucket -> EMA
 
-    def observe(self, L: int, B: int, draft_s: float, round_s: float) -> None:
-        """One timed round: draft length L, batch B, its draft part and its whole, in seconds."""
-        bb, w = bucket(B, B_BUCKETS), self.cfg.cost_ema
-        self.verify_.setdefault(bb, {}).setdefault(bucket(L, L_BUCKETS), _Ema()).add(max(0.0, round_s - draft_s), w)
-        if L > 0:
-            self.draft_.setdefault(bb, _Ema()).add(max(0.0, draft_s) / L, w)
+    def observe(self, L: int, B: int, round_s: float) -> None:
+        """One timed round: draft length L, batch B, its whole time in seconds."""
+        row = self.round_.setdefault(bucket(B, B_BUCKETS), {})
+        row.setdefault(bucket(L, L_BUCKETS), _Ema()).add(max(0.0, round_s), self.cfg.cost_ema)
 
     @staticmethod
     def _nearest(table: dict, bb: int):
@@ -90,115 +103,80 @@ class CostModel:
         return table[min(table, key=lambda k: (abs(math.log2(k) - math.log2(bb)), k))]
 
     def _row_curve(self, row: dict[int, _Ema], l_max: int) -> np.ndarray:
-        """Piecewise-linear c_verify over 0 .. l_max from one batch bucket's measured L buckets (>= 2)."""
+        """c over 0 .. l_max from one batch bucket's measured L buckets (>= 2): monotone, piecewise linear,
+        at least c(0) · (1 + draft_cost_floor · L)."""
         xs = sorted(row)
-        ys = [row[x].value for x in xs]
+        ys = monotone_fit(xs, [row[x].value for x in xs], [row[x].n for x in xs])
         Ls = np.arange(l_max + 1, dtype=np.float64)
         curve = np.interp(Ls, xs, ys)  # a measurement stands for its bucket's top length
-        slope_hi = max(0.0, (ys[-1] - ys[-2]) / (xs[-1] - xs[-2]))  # never negative: noise must not
-        slope_lo = max(0.0, (ys[1] - ys[0]) / (xs[1] - xs[0]))  # make long drafts look free
         hi, lo = Ls > xs[-1], Ls < xs[0]
+        slope_hi = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])  # >= 0 after the fit
+        slope_lo = (ys[1] - ys[0]) / (xs[1] - xs[0])
         curve[hi] = ys[-1] + slope_hi * (Ls[hi] - xs[-1])
         curve[lo] = np.maximum(ys[0] - slope_lo * (xs[0] - Ls[lo]), 0.5 * ys[0])
-        return curve
+        # noise may pool every point into a flat fit: drafts are never free, or the argmax runs to l_limit
+        return np.maximum(curve, curve[0] * (1 + self.cfg.draft_cost_floor * Ls))
 
-    def verify_curve(self, B: int, l_max: int) -> np.ndarray | None:
-        """[l_max + 1] predicted c_verify(L, B), or None before any measurement.
-
-        A batch bucket with one measured length borrows the shape of the nearest bucket with two or more
-        (scaled to its own point), else assumes the prior growth; one with none borrows the nearest's.
-        """
-        bb = bucket(B, B_BUCKETS)
-        row = self.verify_.get(bb) or self._nearest(self.verify_, bb)
-        if not row:
+    def round_curve(self, B: int, l_max: int) -> np.ndarray | None:
+        """[l_max + 1] predicted c(L, B) for L = 0 .. l_max, or None while no batch bucket has two lengths
+        measured (module docstring)."""
+        shaped = {b: r for b, r in self.round_.items() if len(r) >= 2}
+        if not shaped:
             return None
-        if len(row) >= 2:
+        bb = bucket(B, B_BUCKETS)
+        row = self.round_.get(bb)
+        if row and len(row) >= 2:
             return self._row_curve(row, l_max)
+        other = self._row_curve(self._nearest(shaped, bb), l_max)
+        if not row:
+            return other
         (x, e), = row.items()
-        shaped = {b: r for b, r in self.verify_.items() if len(r) >= 2}
-        if shaped:
-            other = self._row_curve(self._nearest(shaped, bb), l_max)
-            return other * (e.value / other[min(x, l_max)])
-        return e.value * (1 + self.cfg.verify_growth * (np.arange(l_max + 1) - x)).clip(min=0.5)
+        return other * (e.value / other[min(x, l_max)])
 
     def samples(self, L: int, B: int) -> int:
         """How many rounds were timed in the (L, B) bucket."""
-        e = self.verify_.get(bucket(B, B_BUCKETS), {}).get(bucket(L, L_BUCKETS))
+        e = self.round_.get(bucket(B, B_BUCKETS), {}).get(bucket(L, L_BUCKETS))
         return 0 if e is None else e.n
 
     def known(self, B: int) -> bool:
         """Whether B's batch bucket has what the probes measure: plain decoding and a draft length, twice each."""
-        row = self.verify_.get(bucket(B, B_BUCKETS), {})
+        row = self.round_.get(bucket(B, B_BUCKETS), {})
         return 0 in row and row[0].n >= 2 and any(L > 0 and e.n >= 2 for L, e in row.items())
 
-    def draft_step(self, B: int) -> float | None:
-        """Predicted c_draft(B), or None before any drafting round was timed."""
-        e = self._nearest(self.draft_, bucket(B, B_BUCKETS))
-        return None if e is None else e.value
-
     def describe(self) -> dict:
-        """Measured costs in milliseconds: {"verify_ms": {B: {L: ms}}, "draft_step_ms": {B: ms}}."""
-        return {"verify_ms": {b: {L: round(e.value * 1e3, 4) for L, e in sorted(r.items())}
-                              for b, r in sorted(self.verify_.items())},
-                "draft_step_ms": {b: round(e.value * 1e3, 4) for b, e in sorted(self.draft_.items())}}
+        """Measured costs in milliseconds: {"round_ms": {B: {L: ms}}}."""
+        return {"round_ms": {b: {L: round(e.value * 1e3, 4) for L, e in sorted(r.items())}
+                             for b, r in sorted(self.round_.items())}}
 
 
 class RoundClock:
-    """Times each round's draft part and whole without adding a host synchronisation.
-
-    CPU: time.perf_counter. CUDA: the draft part between two events, read once `query()` says they are
-    done, which the round's own sync guarantees by its end (so at worst a round later).
+    """Times each round whole, with the host clock, without adding a host synchronisation.
 
     Rounds may overlap: the round loop may launch a round before it reads the round before
-    (`bass.speculative`, look-ahead). Rounds end in the order they start, and a round's whole time runs
-    from its start or the previous round's end, whichever is later: in a pipelined run of rounds that is
-    the interval between results, what a round costs once the pipeline is full.
+    (`bass.speculative`, look-ahead). Rounds end in the order they start, and a round's time runs from its
+    start or the previous round's end, whichever is later: in a pipelined run of rounds that is the
+    interval between results, what a round costs once the pipeline is full.
     """
 
-    def __init__(self, device: torch.device | str = "cpu"):
-        self.cuda = torch.device(device).type == "cuda"
-        self._open: deque = deque()  # started rounds: [t0, t1, ev0, ev1]
-        self._pending: deque = deque()  # ended CUDA rounds whose events are not read yet
+    def __init__(self) -> None:
+        self._open: deque[float] = deque()  # start times of the rounds not ended yet
         self._last_end: float | None = None
 
     def start(self) -> None:
-        """A round starts drafting."""
-        t0, ev0 = time.perf_counter(), None  # the host clock first: the round's whole holds its draft part
-        if self.cuda:
-            ev0 = torch.cuda.Event(enable_timing=True)
-            ev0.record()
-        self._open.append([t0, None, ev0, None])
+        """A round starts (its draft lengths are decided)."""
+        self._open.append(time.perf_counter())
 
     def restart(self) -> None:
         """The round started last, decided early, starts only now."""
         if self._open:
-            self._open.pop()
-            self.start()
+            self._open[-1] = time.perf_counter()
 
-    def drafted(self) -> None:
-        """The round's proposals are made: the draft part ends here."""
-        if not self._open:  # no round being timed (regular decoding never starts one): record nothing
-            return
-        if self.cuda:
-            self._open[-1][3] = torch.cuda.Event(enable_timing=True)
-            self._open[-1][3].record()
-        else:
-            self._open[-1][1] = time.perf_counter()
-
-    def stop(self, key) -> list[tuple]:
-        """End the oldest open round, tagged `key`; return [(key, draft_s, round_s)] for every round whose
-        timing is ready."""
+    def stop(self) -> float | None:
+        """End the oldest open round; return its time in seconds (None if no round was started: regular
+        decoding never starts one)."""
         if not self._open:
-            return []
-        end = time.perf_counter()
-        t0, t1, ev0, ev1 = self._open.popleft()
+            return None
+        end, t0 = time.perf_counter(), self._open.popleft()
         round_s = end - (t0 if self._last_end is None else max(t0, self._last_end))
         self._last_end = end
-        if not self.cuda:
-            return [(key, (t1 if t1 is not None else t0) - t0, round_s)]
-        self._pending.append((key, ev0, ev1 or ev0, round_s))
-        ready = []
-        while self._pending and self._pending[0][2].query():  # non-blocking: done events only
-            k, e0, e1, r = self._pending.popleft()
-            ready.append((k, e0.elapsed_time(e1) / 1e3, r))
-        return ready
+        return round_s

@@ -41,7 +41,13 @@ def processing(params: SamplingParams) -> SamplingParams:
 class VerifyRule:
     """logits [B, T, V], drafts [B, T-1], draft_len [B], u_accept [B, T-1], u_sample [B], and for a
     sampled (not one-hot) draft its distributions [B, T-1, V] -> (accepted [B], next_token [B], decided [B],
-    logits [B, T, V]), the logits passed through for `exact`.
+    logits [B, T, V], packed [B, 3 + T], emitted [B, T], rejected [B]):
+      - logits are passed through for `exact`;
+      - packed = [accepted, next_token, draft_len, decided, drafts...] (int64), all the host reads of a
+        round, in one copy;
+      - emitted[b] = d_1 .. d_a, then next_token at column a (what the feature draft feeds next);
+      - rejected = draft_len − accepted (int32), the rows the target's cache rolls back.
+    The last three are the round's glue, computed here because in the graph they cost no launch.
 
     With top-p from the most likely candidates (`process_logits_deferred`) a row's result is exact when
     the candidates decided the top-p set at every position it used: positions 0 .. a_b (the accept tests
@@ -61,10 +67,14 @@ class VerifyRule:
             probs, covered = process_logits_deferred(logits, self.params)
             v = verify_sampled(drafts, draft_len, draft_probs, probs, u_accept, u_sample)
         if covered is None:
-            return v.accepted, v.next_token, torch.ones_like(v.accepted, dtype=torch.bool), logits
-        pos = torch.arange(covered.shape[1], device=covered.device)
-        decided = (covered | (pos > v.accepted[:, None])).all(-1)  # [B]
-        return v.accepted, v.next_token, decided, logits
+            decided = torch.ones_like(v.accepted, dtype=torch.bool)
+        else:
+            pos = torch.arange(covered.shape[1], device=covered.device)
+            decided = (covered | (pos > v.accepted[:, None])).all(-1)  # [B]
+        packed = torch.cat([v.accepted[:, None], v.next_token[:, None], draft_len[:, None].long(),
+                            decided[:, None].long(), drafts.long()], 1)  # [B, 3 + T]
+        rejected = (draft_len - v.accepted).to(torch.int32)
+        return v.accepted, v.next_token, decided, logits, packed, emitted(drafts, v.accepted, v.next_token), rejected
 
     def exact(self, logits: torch.Tensor, drafts: torch.Tensor, draft_len: torch.Tensor, u_accept: torch.Tensor,
               u_sample: torch.Tensor, draft_probs: torch.Tensor | None = None) -> Verdict:
@@ -72,6 +82,12 @@ class VerifyRule:
         where `__call__` left rows undecided; on decided rows the two agree)."""
         probs = process_logits_deferred(logits, self.params, full_sort=True)[0]
         return verify_sampled(drafts, draft_len, draft_probs, probs, u_accept, u_sample)
+
+
+def emitted(drafts: torch.Tensor, accepted: torch.Tensor, next_token: torch.Tensor) -> torch.Tensor:
+    """[B, L+1]: row b emits its columns 0 .. accepted[b], the accepted drafts and then the next token."""
+    out = torch.cat([drafts, next_token[:, None]], 1)
+    return out.scatter_(1, accepted[:, None].long(), next_token[:, None])
 
 
 @dataclass(frozen=True, eq=False)

@@ -47,7 +47,7 @@ from bass.config import SamplingParams
 from bass.draft_length import DraftLengthPolicy
 from bass.drafters import Drafter, Proposal
 from bass.events import SequenceUpdate
-from bass.rules import VerifyRule, run_then, verify_rule
+from bass.rules import VerifyRule, emitted, run_then, verify_rule
 from bass.sampling import SequenceRNG
 from bass.sequences import Sequence, StopRule
 
@@ -82,13 +82,13 @@ class _Round:
     u: torch.Tensor  # [B, 2L+1] the round's uniforms: L to draft, L to accept, 1 to resample
     slot: int = 0  # the target's graph slot
     proposal: Proposal | None = None  # tokens [B, Lp], lengths [B] (made by `_launch`)
-    out: tuple = ()  # accepted [B], next_token [B], decided [B], logits [B, >= Lp+1, V] (device; a graph's width)
+    out: tuple = ()  # the verify rule's outputs (`bass.rules.VerifyRule`), device; widths a graph's bucket
     start: torch.Tensor | None = None  # [B] the target cache's suffix lengths before the verify
     last_in: torch.Tensor | None = None  # [B, 1] the token the verify started from
-    # for a drafter that reads them (`Drafter.reads_verify`), copies of out:
+    # for a drafter that reads them (`Drafter.reads_verify`), views of out (valid until the slot's next replay):
     emitted: torch.Tensor | None = None  # [B, Lp+1] d_1 .. d_a, then the next token at column a
     accepted: torch.Tensor | None = None  # [B] a
-    host: torch.Tensor | None = None  # [B, 4 + Lp] the results packed, copied to the host as they finish
+    host: torch.Tensor | None = None  # [B, 3 + W] out's packed results, copied to the host as they finish
     ready: torch.cuda.Event | None = None  # recorded after that copy
 
     @property
@@ -109,15 +109,11 @@ def _verify(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, cac
     accept / resample rule (one graph), the rollback of rejected rows, and the copy of the results to the
     host. Returns the next last token [B, 1] (a copy: the graph's outputs live only until the next call
     in its slot, a draft step included); makes no host synchronisation."""
-    args = rnd.verify_args()
-    drafts, dlen = args[0], args[1]
     rnd.start, rnd.last_in = cache.suffix_len.clone(), last
     rnd.out = _forward(target, attn, rule, rnd, cache)
-    n_acc, next_token, decided, _ = rnd.out
-    if drafts.shape[1]:  # 5. roll back: the target cache holds every token but the last emitted one
-        cache.truncate(cache.suffix_len - (dlen - n_acc))  # (a finished sequence's row may be left longer)
-    packed = torch.cat([n_acc[:, None], next_token[:, None], dlen[:, None].long(), decided[:, None].long(),
-                        drafts.long()], 1)  # [B, 4 + Lp]
+    next_token, packed, rejected = rnd.out[1], rnd.out[4], rnd.out[6]
+    if rnd.proposal.tokens.shape[1]:  # 5. roll back: the cache holds every token but the last emitted one
+        cache.suffix_len.sub_(rejected)
     rnd.host, rnd.ready = packed, None
     if packed.is_cuda:  # into pinned memory, without waiting for it
         rnd.host = packed.to("cpu", non_blocking=True)
@@ -127,20 +123,16 @@ def _verify(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, cac
 
 
 def _launch(target: Callable, attn: Callable, rule: VerifyRule, drafter: Drafter, rnd: _Round, cache: KVCache,
-            last: torch.Tensor, histories: list[list[int]] | None, params: SamplingParams,
-            policy: DraftLengthPolicy | None = None) -> torch.Tensor:
+            last: torch.Tensor, histories: list[list[int]] | None, params: SamplingParams) -> torch.Tensor:
     """Queue steps 2-5 of `rnd`: its proposal if it drafts (histories None: from what is on the device, by
-    a drafter that `follows`), then `_verify`, which the drafter is told of. `policy` gets the timing
-    mark between drafting and verifying. Returns the next last token [B, 1]."""
+    a drafter that `follows`), then `_verify`, which the drafter is told of. Returns the next last token
+    [B, 1]."""
     L = rnd.draft_length  # 0: the policy chose plain decoding, nothing to draft
     rnd.proposal = drafter.propose(histories, rnd.lengths, params, rnd.u[:, :L], cache) if L else \
         Proposal.empty(len(rnd.lengths), rnd.u.device)
-    if policy is not None:
-        policy.drafted()  # the cost policy weighs draft time against verify time
     last = _verify(target, attn, rule, rnd, cache, last)
-    if drafter.reads_verify:  # copies: the graph's buffers live until its next replay in this slot
-        n_acc, next_token = rnd.out[:2]
-        rnd.accepted, rnd.emitted = n_acc.clone(), _emitted(rnd.proposal.tokens, n_acc, next_token)
+    if drafter.reads_verify:  # the graph's buffers: read by the next proposal, before this slot's next replay
+        rnd.accepted, rnd.emitted = rnd.out[0], rnd.out[5][:, :rnd.proposal.tokens.shape[1] + 1]
     drafter.verified(rnd.emitted, rnd.accepted)
     return last
 
@@ -152,12 +144,6 @@ def _forward(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, ca
     slot = {"slot": rnd.slot} if getattr(target, "slots", 1) > 1 else {}
     return run_then(target, rule, args, torch.cat([rnd.last_in, drafts], 1), cache, (dlen + 1).to(torch.int32),
                     attn, **slot)
-
-
-def _emitted(drafts: torch.Tensor, accepted: torch.Tensor, next_token: torch.Tensor) -> torch.Tensor:
-    """[B, Lp+1]: row b emits its columns 0 .. accepted[b], the accepted drafts and then the next token."""
-    emitted = torch.cat([drafts, next_token[:, None]], 1)
-    return emitted.scatter_(1, accepted[:, None].long(), next_token[:, None])
 
 
 def _halt(cancel: threading.Event | None, time_budget_s: float | None, now: float) -> str | None:
@@ -218,7 +204,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
                 last = torch.tensor([h[-1] for h in hist], dtype=torch.long, device=device)[:, None]
             # 2. - 5. draft, verify, accept and roll back, queued on the device
             rnd = _Round(r, started, list(state.live), lengths, u)
-            last = _launch(target, attn, rule, drafter, rnd, state.cache, last, hist, params, policy)
+            last = _launch(target, attn, rule, drafter, rnd, state.cache, last, hist, params)
             r += 1
 
         # launch the next round now if it needs nothing the host has not read (module docstring: look-ahead)
@@ -234,7 +220,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
                 if L == 0 or (drafter.follows() and all(w <= m for w, m in zip(wanted, room, strict=True))):
                     u = rng.uniforms([s.key for s in state.live], 2 * L + 1, device)
                     ahead = _Round(r, now, list(state.live), wanted, u, slot=1 - rnd.slot)
-                    last = _launch(target, attn, rule, drafter, ahead, state.cache, last, None, params, policy)
+                    last = _launch(target, attn, rule, drafter, ahead, state.cache, last, None, params)
                     r += 1
                 else:
                     planned = dict(zip(seqs, wanted, strict=True))
@@ -300,7 +286,7 @@ def _redo(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, packe
     cache.suffix_len.copy_(rnd.start + verdict.accepted.to(rnd.start.dtype) + 1)  # [last, d_1 .. d_a]
     if rnd.accepted is not None:  # what the drafter was handed (`Drafter.reads_verify`)
         rnd.accepted.copy_(verdict.accepted)
-        rnd.emitted.copy_(_emitted(rnd.proposal.tokens, verdict.accepted, verdict.next_token))
+        rnd.emitted.copy_(emitted(rnd.proposal.tokens, verdict.accepted, verdict.next_token))
     if ahead is None:
         return verdict.next_token[:, None]
     # the same round from the corrected tokens: its graph slot and uniforms, and, if it drafts, a proposal

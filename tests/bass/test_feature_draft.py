@@ -6,6 +6,7 @@ import torch
 import bass.feature_drafter
 from bass.attention import get_backend
 from bass.config import DraftLengthConfig, SamplingParams
+from bass.draft_length import DraftLengthPolicy
 from bass.feature_drafter import FeatureDrafter
 from bass.sequences import ints_to_device
 
@@ -104,8 +105,10 @@ def test_runs_without_drafts_keep_the_first_draft_step_narrow(tiny_engine, monke
 
     drafter.forward = Recording()
     # 11 plain rounds, then L = 2
-    policy = DraftLengthConfig(probe_lengths=(0,) * 11 + (2,), explore_every=0, remember=False)
+    policy = DraftLengthConfig(policy="cost", remember=False)
     params = SamplingParams(max_new_tokens=40, seed=3)
+    script = iter([0] * 11 + [2] * 1000)  # the cost policy's interface (L = 0 allowed, decided ahead), scripted
+    monkeypatch.setattr(DraftLengthPolicy, "lengths", lambda self, seqs: [next(script)] * len(seqs))
     engine.generate(PROMPTS, k=2, params=params, method="bass", drafter=drafter, draft_length=policy)
     assert widths[:2] == [4, 4]  # the first forwards fed backlogs as they reached CATCH_UP, in rounds 4 and 8 ...
     assert max(widths) <= 4 + 3  # ... so no feed is wider than that plus L + 1 columns (not 11 + 1)

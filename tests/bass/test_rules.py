@@ -23,9 +23,13 @@ def test_a_row_is_decided_by_the_positions_it_used(monkeypatch):
     rule = verify_rule(SamplingParams(temperature=1.0, top_p=0.9, seed=7, max_new_tokens=3))
     drafts, dlen = torch.tensor([[3], [5]]), torch.tensor([1, 1])
     u = torch.tensor([[0.5], [0.5]]), torch.tensor([0.25, 0.75])
-    accepted, next_token, decided, logits = rule(_logits(), drafts, dlen, *u)
+    accepted, next_token, decided, logits, packed, emitted, rejected = rule(_logits(), drafts, dlen, *u)
     assert accepted.tolist() == [1, 0] and decided.tolist() == [False, True]
     assert next_token[1] == 3  # rejected: the residual of a one-hot draft of 5 is p itself
+    # the round's glue: what the host reads, what the feature draft feeds, what the cache rolls back
+    t = int(next_token[0])
+    assert packed.tolist() == [[1, t, 1, 0, 3], [0, 3, 1, 1, 5]]
+    assert emitted.tolist() == [[3, t], [3, 3]] and rejected.tolist() == [0, 1]
     exact = rule.exact(logits, drafts, dlen, *u)
     assert exact.accepted.tolist() == [1, 0] and exact.next_token[1] == 3
     assert 0 <= exact.next_token[0] < 64
