@@ -20,13 +20,6 @@ import torch
 from bass.cache import CacheArena, KVCache
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
-_captures = 0  # graphs captured in this process, by every GraphedModel
-
-
-def captures() -> int:
-    """How many CUDA graphs this process has captured: a round that captured one (tens of milliseconds of
-    warm-up and capture) must not be timed as what the round costs (`bass.round_costs.RoundClock`)."""
-    return _captures
 WIDTH_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 33)
 
 
@@ -144,8 +137,6 @@ class GraphedModel:
         g = _Graph(None, tokens, q_len, static, torch.empty(0), None, static_args)
         if not self.use_graphs:
             return g
-        global _captures
-        _captures += 1
         stream = torch.cuda.Stream(device)
         stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream):

@@ -25,6 +25,12 @@ draft_cost_floor of a plain step, lest a flat fit of noisy points make long draf
 bucket with one measured length borrows the shape of the nearest bucket with two or more, scaled to its
 point; with none, the nearest bucket's curve. Before any bucket has two lengths the curve is unknown
 (the policy probes).
+
+Known weakness, measured on the H100 (`real_bench_2026-11-23_h100_whole*.json`, `policy_state`): the
+estimate of a length the policy seldom runs stays where its few samples left it, e.g. plain decoding at
+batch 32 at 6.9 ms against 2.8 measured by regular decoding, so at k = 32 the policy drafts L ≈ 2 where
+L = 1 pays best. Not timing rounds that captured a CUDA graph was tried and measured worse, with the
+same inflated estimate (`real_bench_2026-11-23_h100_capture_skip*`): captures are not its cause.
 """
 
 from __future__ import annotations
@@ -33,11 +39,9 @@ import bisect
 import math
 import time
 from collections import deque
-from collections.abc import Callable
 
 import numpy as np
 
-from bass import graphs
 from bass.config import DraftLengthConfig
 
 # Cost buckets. Lengths: exact up to 8, then coarser (a round's cost is smooth in L there).
@@ -158,34 +162,27 @@ class RoundClock:
     (`bass.speculative`, look-ahead). Rounds end in the order they start, and a round's time runs from its
     start or the previous round's end, whichever is later: in a pipelined run of rounds that is the
     interval between results, what a round costs once the pipeline is full.
-
-    A round during which a CUDA graph was captured is not timed: the capture and its warm-up cost tens of
-    milliseconds once. On the H100 such rounds, kept by the estimates of lengths the policy seldom runs
-    again, made plain decoding at batch 32 look 2.5x dearer than it is (`real_bench_2026-11-23_h100_whole`).
     """
 
-    def __init__(self, captures: Callable[[], int] = graphs.captures) -> None:
-        self.captures = captures  # a counter of graph captures (`bass.graphs.captures`)
-        self._open: deque[tuple[float, int]] = deque()  # (start time, captures then) of rounds not ended yet
-        self._last_end: tuple[float, int] | None = None
+    def __init__(self) -> None:
+        self._open: deque[float] = deque()  # start times of the rounds not ended yet
+        self._last_end: float | None = None
 
     def start(self) -> None:
         """A round starts (its draft lengths are decided)."""
-        self._open.append((time.perf_counter(), self.captures()))
+        self._open.append(time.perf_counter())
 
     def restart(self) -> None:
         """The round started last, decided early, starts only now."""
         if self._open:
-            self._open[-1] = (time.perf_counter(), self.captures())
+            self._open[-1] = time.perf_counter()
 
     def stop(self) -> float | None:
-        """End the oldest open round; return its time in seconds, or None if it is not to be timed: no round
-        was started (regular decoding never starts one), or a graph was captured while it ran."""
+        """End the oldest open round; return its time in seconds (None if no round was started: regular
+        decoding never starts one)."""
         if not self._open:
             return None
-        end, now = time.perf_counter(), self.captures()
-        t0, c0 = self._open.popleft()
-        begin, c_begin = (t0, c0) if self._last_end is None else (max(t0, self._last_end[0]),
-                                                                  min(c0, self._last_end[1]))
-        self._last_end = (end, now)
-        return end - begin if now == c_begin else None
+        end, t0 = time.perf_counter(), self._open.popleft()
+        round_s = end - (t0 if self._last_end is None else max(t0, self._last_end))
+        self._last_end = end
+        return round_s

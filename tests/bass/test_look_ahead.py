@@ -120,24 +120,6 @@ def test_overlapping_rounds_are_timed_from_the_previous_end(monkeypatch):
     assert clock.stop() is None  # no round open: nothing to time
 
 
-def test_a_round_that_captured_a_graph_is_not_timed():
-    """A capture while a round runs (in-order, or launched ahead during the round before) leaves that round
-    untimed, and every round whose interval it falls in; the next clean round is timed again."""
-    count = {"n": 0}
-    clock = RoundClock(captures=lambda: count["n"])
-    clock.start()
-    count["n"] += 1  # captured while the round ran
-    assert clock.stop() is None
-    clock.start()
-    assert clock.stop() is not None
-    clock.start()
-    clock.start()  # launched ahead, capturing its graph while the round before still runs
-    count["n"] += 1
-    assert clock.stop() is None and clock.stop() is None
-    clock.start()
-    assert clock.stop() is not None
-
-
 def test_feature_draft_reads_its_own_rounds_features(tiny_engine, monkeypatch):
     """Each commit must take the features of the verify it commits, not those of the step launched ahead
     (same shapes, the other graph slot): every draft logit equals the draft's from-scratch logit."""
