@@ -91,7 +91,7 @@ class GraphedModel:
             g = self._capture(padded, Bb, Tb, attn, num_layers, last_only, features, then, args, slot)
             self._graphs[key] = g
         # padding needs no zeros but q_len's: a padded row (q_len 0) and a live row's columns past its q_len
-        # are ignored, whatever stale token ids they hold (each launch the host saves counts in a round)
+        # are ignored, whatever stale token ids they hold (a round makes several launches: each one saved counts)
         g.tokens[:B, :T] = tokens
         g.q_len[:B] = q_len
         g.q_len[B:] = 0  # an empty slice when the batch fills the bucket

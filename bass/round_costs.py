@@ -10,7 +10,7 @@ An earlier version split the round into a draft part, timed on the device betwee
 the rest (c_verify = whole − draft). Under look-ahead that split is wrong in both halves: a draft step's
 device time (about 0.5 ms at batch 8 on the H100) is not what it adds to a host-bound round (about 1 ms),
 and the rest came out as noise, L = 1 dearer than L = 2 (`real_bench_2026-11-23_h100_vocab.json`,
-`policy_state`). The policy chose L = 2 where L = 1 was 12 % faster.
+`policy_state`). The policy chose L ≈ 2 where fixed L = 1 took 11 % less time per token.
 
 Estimates are EMAs (weight cost_ema) per (L bucket, batch bucket). The first sample of a bucket may carry
 one-off costs (CUDA graph capture, allocator), so the second sample replaces it when lower, and later
