@@ -73,9 +73,10 @@ class Drafter:
 
     def verified(self, emitted: torch.Tensor | None, accepted: torch.Tensor | None) -> None:
         """A verify pass was just launched (its results are not read yet): sequence b emits
-        emitted[b, :accepted[b] + 1] ([B, Lp + 1] and [B], device; None unless `reads_verify`: the loop
-        copies them out of the verify's graph buffers only for a drafter that reads them). The loop commits
-        rounds in the order it launches them, and may launch the next one before it commits this one."""
+        emitted[b, :accepted[b] + 1] ([B, Lp + 1] and [B], device; None unless `reads_verify`). They are
+        views of the verify graph's buffers, valid until that graph slot's next replay: the next proposal
+        must read them before the verify after it. The loop commits rounds in the order it launches them,
+        and may launch the next one before it commits this one."""
 
     def withdraw(self) -> None:
         """The verify launched last is withdrawn (a redo launches it again, with `verified` again)."""

@@ -118,7 +118,8 @@ def profiler_tables(prof, rows: int = 20) -> str:
     return "\n\n".join(tables)
 
 
-def _sync() -> None:
+def sync() -> None:
+    """Wait for the device (a no-op on the CPU): the clocks around it then time finished work."""
     if torch.cuda.is_available():
         torch.cuda.synchronize()
 
@@ -133,11 +134,11 @@ class _SyncTimed:
     def __call__(self, *args, **kwargs):
         if self.paused():
             return self.fn(*args, **kwargs)
-        _sync()
+        sync()
         t = time.perf_counter()
         with torch.profiler.record_function("verify (target forward)"):
             out = self.fn(*args, **kwargs)
-        _sync()
+        sync()
         self.spent["verify"] += time.perf_counter() - t
         return out
 
@@ -157,12 +158,12 @@ class _TimedDrafter(Drafter):
         self.inner.prefill(prompts, samples, capacity, features)
 
     def _timed(self, name: str, *args):
-        _sync()
+        sync()
         t, self.inside = time.perf_counter(), True
         try:
             with torch.profiler.record_function(f"drafter {name}"):
                 out = getattr(self.inner, name)(*args)
-            _sync()
+            sync()
         finally:
             self.inside = False
         self.spent["draft"] += time.perf_counter() - t
@@ -217,7 +218,7 @@ def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method:
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
         with profile(activities=activities) as prof:
             run()
-            _sync()
+            sync()
     finally:
         engine._target_fwd = saved
     (out / f"profile_{label}.txt").write_text(profiler_tables(prof))
@@ -293,7 +294,7 @@ def _generation(engine: Engine, prompt: str, mark: str | None, **kw) -> tuple[Ge
     """Stream one generation: (result, s to the "prefill" event, s from it to the end), the device synchronised
     before the first clock and before the last; with `mark`, a `record_function(mark)` spans the decode part."""
     rf, result = None, None
-    _sync()
+    sync()
     t0 = t1 = time.perf_counter()
     try:
         for ev in engine.stream(prompt, **kw):
@@ -303,7 +304,7 @@ def _generation(engine: Engine, prompt: str, mark: str | None, **kw) -> tuple[Ge
                     rf = torch.profiler.record_function(mark)
                     rf.__enter__()
             result = ev.result or result
-        _sync()
+        sync()
         t2 = time.perf_counter()
     finally:
         if rf is not None:

@@ -37,7 +37,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from profile_round import _sync, pipelined_round, profiler_tables, round_breakdown  # noqa: E402
+from profile_round import pipelined_round, profiler_tables, round_breakdown, sync  # noqa: E402
 
 from bass.attention import get_backend  # noqa: E402
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
@@ -49,11 +49,11 @@ from bass.sampling import SequenceRNG  # noqa: E402
 def _timed(fn, reps: int) -> float:
     """Mean ms per call of `fn` issued back to back (device time on CUDA: one sync at the end)."""
     fn()
-    _sync()
+    sync()
     t = time.perf_counter()
     for _ in range(reps):
         fn()
-    _sync()
+    sync()
     return 1e3 * (time.perf_counter() - t) / reps
 
 
