@@ -49,10 +49,13 @@ not condemn a length); they are skipped where the batch's bucket was measured be
 probe is skipped when it is hopeless: when even α_b = 1 for every sequence would not make any L > 0 beat
 L = 0 at the measured costs (a draft step as slow as a plain step). Plain decoding, the anchor of "never
 slower than regular", is timed twice in every batch bucket met. Afterwards, every explore_every rounds, one
-round tries a length beside L* (1 when L* = 0, unless hopeless, else the next bucket up or down,
-alternating), so an early wrong estimate cannot lock in L = 0 (or any L) for good; at the default 64 a
-probe costs regular decoding at most about 1% when drafting never pays. Unmeasured lengths are also
-explored by the argmax itself, through the optimistic extrapolation.
+round times another length, in turn the next bucket up, the next bucket down and plain decoding (1 when
+L* = 0, unless hopeless). So an early wrong estimate cannot lock in L = 0 (or any L) for good, and the
+estimates the argmax compares against L* stay as fresh as its own: a cost measured once and never again
+misled the policy at batch 32 on the H100 (`bass.round_costs`). A probe beside L* costs a few per cent of
+one round in explore_every; at the default 16, regular decoding loses at most about 1 % when drafting
+never pays. Unmeasured lengths are also explored by the argmax itself, through the optimistic
+extrapolation.
 `describe()` reports what was measured and decided.
 
 Heuristic (BASS, Algorithm 1; DESIGN.md §3), updated after every round from x_max, the most draft tokens
@@ -169,7 +172,6 @@ class DraftLengthPolicy:
         self.choice = 0  # the last argmax L*
         self.last = 0  # the length handed out last (a probe or L*)
         self.probes = 0
-        self._flip = False
         self._seqs: list[int] = list(seqs)  # the batch of the last decision
 
     # ---- the cost policy's decision ------------------------------------------------------------------
@@ -209,9 +211,9 @@ class DraftLengthPolicy:
             self.probes += 1
             if self.choice == 0:
                 return 0 if self._hopeless(seqs) else 1
-            self._flip = not self._flip
             i = L_BUCKETS.index(bucket(self.choice, L_BUCKETS))
-            return L_BUCKETS[min(i + 1, len(L_BUCKETS) - 1)] if self._flip else L_BUCKETS[max(i - 1, 0)]
+            beside = list(dict.fromkeys((L_BUCKETS[min(i + 1, len(L_BUCKETS) - 1)], L_BUCKETS[i - 1], 0)))
+            return beside[self.probes % len(beside)]
         return self.choice
 
     # ---- the interface of the round loop -------------------------------------------------------------

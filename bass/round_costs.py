@@ -12,11 +12,10 @@ device time (about 0.5 ms at batch 8 on the H100) is not what it adds to a host-
 and the rest came out as noise, L = 1 dearer than L = 2 (`real_bench_2026-11-23_h100_vocab.json`,
 `policy_state`). The policy chose L ≈ 2 where fixed L = 1 took 11 % less time per token.
 
-Estimates are EMAs (weight cost_ema) per (L bucket, batch bucket). The first sample of a bucket may carry
-one-off costs (CUDA graph capture, allocator), so the second sample replaces it when lower, and later
-samples are clipped to 4x the estimate. Timing noise is one-sided (a capture or a descheduled thread only
-adds time), so a sample below the estimate moves it at least half way: an estimate inflated by a late
-capture recovers in a few rounds, not dozens.
+Each (L bucket, batch bucket) keeps its last cost_window samples and estimates their median (the lower of
+the first two while there are only two: a bucket's first round may carry one-off costs, a CUDA graph
+capture or the allocator). A median ignores a late capture or a descheduled thread, where a mean would
+carry it for many rounds, and it follows a real change within half a window.
 
 A longer draft never makes a round cheaper, so the curve is fitted monotone: the measured buckets are
 pooled where they decrease (pool-adjacent-violators, weighted by their sample counts), interpolated
@@ -26,11 +25,14 @@ bucket with one measured length borrows the shape of the nearest bucket with two
 point; with none, the nearest bucket's curve. Before any bucket has two lengths the curve is unknown
 (the policy probes).
 
-Known weakness, measured on the H100 (`real_bench_2026-11-23_h100_whole*.json`, `policy_state`): the
-estimate of a length the policy seldom runs stays where its few samples left it, e.g. plain decoding at
-batch 32 at 6.9 ms against 2.8 measured by regular decoding, so at k = 32 the policy drafts L ≈ 2 where
-L = 1 pays best. Not timing rounds that captured a CUDA graph was tried and measured worse, with the
-same inflated estimate (`real_bench_2026-11-23_h100_capture_skip*`): captures are not its cause.
+The estimate of a length the policy seldom runs is as old as its samples, so the policy's exploration
+(`bass.draft_length`) keeps timing the lengths beside its choice and plain decoding. Before the window
+and that exploration, the H100 showed what a stale estimate does (`real_bench_2026-11-23_h100_whole*.json`,
+`policy_state`): plain decoding at batch 32 stayed at 6.9 ms, from its two probes, against 2.8 ms measured by
+regular decoding; pooled with L = 1 by the monotone fit, it made L = 1 look dear, and at k = 32 the policy
+drafted L ≈ 2 where fixed L = 1 took 12 % less time per token. The estimate then also fell fast and rose
+slowly (an asymmetric average), which sat in the low tail of a length's noisy costs: the lengths run
+often looked cheaper than the lengths probed.
 """
 
 from __future__ import annotations
@@ -56,25 +58,26 @@ def bucket(n: int, buckets: tuple[int, ...]) -> int:
 
 
 
-class _Ema:
-    """A timing average robust to the one-off first sample of a bucket (graph capture, allocator warm-up)."""
+class _Window:
+    """A bucket's timing estimate: the median of its last `size` samples, the lower of the first two while
+    there are only two (module docstring). Kept up to date on `add`: the policy reads it every round."""
 
-    __slots__ = ("value", "n")
+    __slots__ = ("samples", "n", "value")
 
-    def __init__(self) -> None:
-        self.value, self.n = 0.0, 0
+    def __init__(self, size: int) -> None:
+        self.samples: deque[float] = deque(maxlen=size)
+        self.n, self.value = 0, 0.0  # samples ever added; the estimate (seconds)
 
-    def add(self, x: float, w: float) -> None:
-        """One sample x (seconds), weight w once the estimate has settled."""
-        if self.n == 0:
-            self.value = x
-        elif self.n == 1:
-            self.value = min(self.value, x)  # a slow first sample is usually warm-up
-        elif x < self.value:  # timing noise is one-sided (captures, descheduling): a low sample is news,
-            self.value += max(w, 0.5) * (x - self.value)  # so the estimate falls fast and rises slowly
-        else:
-            self.value += w * (min(x, 4 * self.value) - self.value)
+    def add(self, x: float) -> None:
+        """One sample x (seconds)."""
+        self.samples.append(x)
         self.n += 1
+        self.value = min(self.samples) if len(self.samples) <= 2 else float(np.median(self.samples))
+
+    @property
+    def weight(self) -> int:
+        """How many samples the estimate stands on (the monotone fit's weight)."""
+        return len(self.samples)
 
 
 def monotone_fit(xs: list[int], ys: list[float], weights: list[float]) -> list[float]:
@@ -94,12 +97,12 @@ class CostModel:
 
     def __init__(self, cfg: DraftLengthConfig):
         self.cfg = cfg
-        self.round_: dict[int, dict[int, _Ema]] = {}  # B bucket -> L bucket -> EMA
+        self.round_: dict[int, dict[int, _Window]] = {}  # B bucket -> L bucket -> samples
 
     def observe(self, L: int, B: int, round_s: float) -> None:
         """One timed round: draft length L, batch B, its whole time in seconds."""
         row = self.round_.setdefault(bucket(B, B_BUCKETS), {})
-        row.setdefault(bucket(L, L_BUCKETS), _Ema()).add(max(0.0, round_s), self.cfg.cost_ema)
+        row.setdefault(bucket(L, L_BUCKETS), _Window(self.cfg.cost_window)).add(max(0.0, round_s))
 
     @staticmethod
     def _nearest(table: dict, bb: int):
@@ -108,11 +111,11 @@ class CostModel:
             return None
         return table[min(table, key=lambda k: (abs(math.log2(k) - math.log2(bb)), k))]
 
-    def _row_curve(self, row: dict[int, _Ema], l_max: int) -> np.ndarray:
+    def _row_curve(self, row: dict[int, _Window], l_max: int) -> np.ndarray:
         """c over 0 .. l_max from one batch bucket's measured L buckets (>= 2): monotone, piecewise linear,
         at least c(0) · (1 + draft_cost_floor · L)."""
         xs = sorted(row)
-        ys = monotone_fit(xs, [row[x].value for x in xs], [row[x].n for x in xs])
+        ys = monotone_fit(xs, [row[x].value for x in xs], [row[x].weight for x in xs])
         Ls = np.arange(l_max + 1, dtype=np.float64)
         curve = np.interp(Ls, xs, ys)  # a measurement stands for its bucket's top length
         hi, lo = Ls > xs[-1], Ls < xs[0]

@@ -93,7 +93,7 @@ def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -
                        num_kv_heads=args.kv_heads or base.num_kv_heads, head_dim=hidden // heads,
                        intermediate_size=args.intermediate or base.intermediate_size)
     cfg = TrainConfig(loss=loss, minutes=minutes, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
-                      seed=args.seed, max_steps=args.max_steps, eval_every=args.eval_every)
+                      seed=args.seed, max_steps=args.max_steps, eval_every=args.eval_every, init=args.init)
     teacher = teacher_from(loaded.model)
     comp = work / "completions.bin"
     student, report = train(teacher, work / "train.bin", comp if comp.exists() else None, work / "heldout.bin",
@@ -172,6 +172,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seq-len", type=int, default=t.seq_len)
     p.add_argument("--lr", type=float, default=t.lr)
     p.add_argument("--eval-every", type=int, default=t.eval_every)
+    p.add_argument("--init", default=None, help="a draft file to continue from (its loss and shape; a fresh "
+                   "schedule): a longer training in 10-minute runs")
     p.add_argument("--draft-vocab", type=int, default=DEFAULT_SIZE,
                    help="a feature draft proposes from the corpus's N most frequent tokens (0: every token)")
     # the draft's shape: by default the loss's own (config.default_shape)

@@ -92,6 +92,7 @@ class TrainConfig:
     eval_every: int = 100
     feature_weight: float = 0.5  # loss "feature": weight of the smooth-L1 feature regression beside the KL
     second_step_weight: float = 0.5  # loss "feature": weight of the loss at draft step 2 (fed its own f̂)
+    init: str | None = None  # a draft file of the same kind and shape to start from (a further cycle), else random
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:

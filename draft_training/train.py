@@ -16,7 +16,8 @@ teaches q the teacher's full distribution: greedy acceptance needs its argmax, s
 (1 − TV(p, q) per token) its mass everywhere; the hard next token only says which one was written.
 
 AdamW with linear warm-up and cosine decay over the steps that fit in `minutes` (timed on the first
-steps). Every `eval_every` steps: held-out loss and the draft's top-1 agreement with the target (the greedy
+steps), from random weights or from an earlier run's file (`init`: one more cycle, a fresh schedule).
+Every `eval_every` steps: held-out loss and the draft's top-1 agreement with the target (the greedy
 acceptance of a one-token draft), printed with the elapsed time.
 """
 
@@ -97,6 +98,22 @@ def new_student(teacher: Teacher, shape: DraftShape, seed: int, feature: bool = 
     return student
 
 
+def load_weights(student: Student | FeatureStudent, path: Path) -> None:
+    """Start `student` from a draft file's weights (`TrainConfig.init`): a second cycle of training continues
+    the first, whose 10-minute command could not run longer. The file must hold this student's kind and
+    shapes; its proposal vocabulary, if any, is not a weight (the export derives it again)."""
+    from safetensors.torch import load_file
+
+    tensors = {k: v for k, v in load_file(str(path)).items() if k != "vocab"}
+    own = student.state_dict()
+    wrong = sorted(k for k in own.keys() | tensors.keys() if k not in own or k not in tensors
+                   or own[k].shape != tensors[k].shape)
+    if wrong:
+        raise ValueError(f"{path} is not a draft of this kind and shape (differs in {wrong[:4]}): start from a "
+                         "file the same --loss and shape flags wrote, or leave --init out")
+    student.load_state_dict(tensors)  # copied into the float32 parameters
+
+
 def _kl(t_logp: torch.Tensor, s_logits: torch.Tensor) -> torch.Tensor:
     """Mean over positions of KL(p ‖ q) = Σ_v p(v) (log p(v) − log q(v)), q = softmax(s_logits)."""
     return (t_logp.exp() * (t_logp - F.log_softmax(s_logits, -1))).sum(-1).mean()
@@ -152,6 +169,8 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
     use_autograd_kernels()
     device = teacher.head.device
     student = new_student(teacher, shape, cfg.seed, feature=cfg.loss == "feature")
+    if cfg.init is not None:
+        load_weights(student, Path(cfg.init))
     comp = load_tokens(completions) if completions is not None and completions.exists() else None
     data = Windows(load_tokens(corpus), comp, cfg.completion_share, cfg.seed)
     held = Windows(load_tokens(heldout), None, 0.0, cfg.seed + 1)  # held-out corpus files only: comparable runs

@@ -172,6 +172,36 @@ def test_feature_draft_trains_and_exports_as_a_feature_drafter(corpus, target_di
     assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates]
 
 
+def test_a_second_cycle_starts_from_the_first_runs_file(corpus, target_dir, tmp_path):
+    """`TrainConfig.init`: the second run's student starts as the file's weights (bf16-rounded) and goes on
+    learning from there; a file of another kind or shape is refused with what to do."""
+    teacher = teacher_from(load_model(str(target_dir)).model)
+    cfg = TrainConfig(loss="feature", batch_size=4, micro_batch=2, seq_len=32, lr=3e-3, warmup_steps=2,
+                      max_steps=20, eval_every=10)
+    first, report = train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", SHAPE, cfg, log=lambda _: 0)
+    path = tmp_path / "first.safetensors"
+    export_draft(first, teacher, path, {"test": True})
+    add_vocab(path, corpus, size=64)  # a shipped file also holds its proposal vocabulary: not a weight
+
+    frozen = TrainConfig(**{**cfg.__dict__, "lr": 0.0, "max_steps": 1, "eval_every": 1, "init": str(path)})
+    second, again = train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", SHAPE, frozen, log=lambda _: 0)
+    _, tensors, _ = read_draft_file(path, sha256=None)
+    for name, value in second.state_dict().items():
+        torch.testing.assert_close(value, tensors[name].float(), rtol=0, atol=0)
+    assert again.final["heldout_loss"] == pytest.approx(report.final["heldout_loss"], rel=0.02)
+
+    more = TrainConfig(**{**cfg.__dict__, "init": str(path)})
+    _, longer = train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", SHAPE, more, log=lambda _: 0)
+    assert longer.final["heldout_loss"] < report.final["heldout_loss"]
+
+    wide = DraftShape(hidden_size=64, num_layers=1, num_heads=4, num_kv_heads=1, head_dim=16, intermediate_size=64)
+    with pytest.raises(ValueError, match="not a draft of this kind and shape"):
+        train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", wide, more, log=lambda _: 0)
+    with pytest.raises(ValueError, match="leave --init out"):
+        train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", SHAPE,
+              TrainConfig(**{**more.__dict__, "loss": "distill"}), log=lambda _: 0)
+
+
 def _torch_attention(engine):
     from bass.attention import get_backend
 
