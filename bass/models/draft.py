@@ -35,7 +35,7 @@ from bass.models.feature_draft import FeatureDraft
 from bass.models.llama import Transformer
 
 DRAFT_FILE = Path(__file__).parent / "drafts" / "qwen2.5-coder-1.5b.draft.safetensors"
-DRAFT_SHA256 = "3347fd8fae0eebad93b3808c0f3a49ef6f5b2a3d3aa14f502f9436d622e311d1"
+DRAFT_SHA256 = "f0b63fd429c0bf710b1fff91b8575ff0d190d11b19a88a48ca31f721a78d3029"
 REBUILD_HINT = ("restore it with `git checkout -- bass/models/drafts` or rebuild it with the training pipeline "
                 "(`python -m draft_training all`, README 'Training the draft')")
 FINGERPRINT_ROWS = (0, 13, 220, 1000, 30000, 151643)  # token rows whose statistics identify the target
