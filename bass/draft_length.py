@@ -49,13 +49,17 @@ not condemn a length); they are skipped where the batch's bucket was measured be
 probe is skipped when it is hopeless: when even α_b = 1 for every sequence would not make any L > 0 beat
 L = 0 at the measured costs (a draft step as slow as a plain step). Plain decoding, the anchor of "never
 slower than regular", is timed twice in every batch bucket met. Afterwards, every explore_every rounds, one
-round times another length, in turn the next bucket up, the next bucket down and plain decoding (1 when
-L* = 0, unless hopeless). So an early wrong estimate cannot lock in L = 0 (or any L) for good, and the
+round times another length, in turn the next bucket up, the next bucket down and plain decoding. So the
 estimates the argmax compares against L* stay as fresh as its own: a cost measured once and never again
 misled the policy at batch 32 on the H100 (`bass.round_costs`). A probe beside L* costs a few per cent of
-one round in explore_every; at the default 16, regular decoding loses at most about 1 % when drafting
-never pays. Unmeasured lengths are also explored by the argmax itself, through the optimistic
-extrapolation.
+one round in explore_every. While L* = 0 the probe is L = 1 (unless hopeless), so that an early wrong
+estimate cannot lock in plain decoding for good; such a probe is dear (a drafter that cannot follow breaks
+the look-ahead pipeline: the n-gram's L = 1 rounds cost 2.5x a plain step at batch 32 on the H100), so
+each one that finds plain decoding still best doubles the gap to the next, up to PLAIN_GAP_MAX x
+explore_every, and the gap is remembered across requests (`PolicyMemory.plain_gap`). Probing every 16
+rounds without that back-off cost n-gram BASS 7 % against regular decoding on the H100
+(`real_bench_2026-11-23_h100_cycle2*.json`). Unmeasured lengths are also explored by the argmax itself,
+through the optimistic extrapolation.
 `describe()` reports what was measured and decided.
 
 Heuristic (BASS, Algorithm 1; DESIGN.md §3), updated after every round from x_max, the most draft tokens
@@ -79,6 +83,8 @@ import numpy as np
 
 from bass.config import DraftLengthConfig
 from bass.round_costs import L_BUCKETS, CostModel, RoundClock, bucket
+
+PLAIN_GAP_MAX = 16  # while plain decoding wins, probes of drafting back off to one in 16 x explore_every rounds
 
 
 def heuristic_step(L: int, s: int, x_max: int, cfg: DraftLengthConfig) -> tuple[int, int]:
@@ -145,10 +151,12 @@ class AcceptanceEstimator:
 @dataclass
 class PolicyMemory:
     """What a cost policy learnt that outlives its request: the device's costs (mutated in place by the
-    policies that share it) and the drafter's pooled acceptance, the next request's prior."""
+    policies that share it), the drafter's pooled acceptance, the next request's prior, and how many rounds
+    apart its probes of drafting are while plain decoding wins (0: explore_every)."""
 
     costs: CostModel
     alpha: float
+    plain_gap: int = 0
 
 
 class DraftLengthPolicy:
@@ -172,6 +180,9 @@ class DraftLengthPolicy:
         self.choice = 0  # the last argmax L*
         self.last = 0  # the length handed out last (a probe or L*)
         self.probes = 0
+        self.memory = memory
+        self._gap = (memory.plain_gap if memory is not None else 0) or cfg.explore_every  # to the next probe
+        self._next_probe = self._gap
         self._seqs: list[int] = list(seqs)  # the batch of the last decision
 
     # ---- the cost policy's decision ------------------------------------------------------------------
@@ -207,8 +218,14 @@ class DraftLengthPolicy:
         if rate is None:  # costs at this batch never measured (e.g. probes disabled): measure
             return cfg.probe_lengths[-1] if cfg.probe_lengths else min(cfg.l0, cfg.l_limit)
         self.choice = int(np.argmax(rate))
-        if cfg.explore_every and r % cfg.explore_every == 0:
+        if cfg.explore_every and r >= self._next_probe:
             self.probes += 1
+            # a probe of drafting while plain decoding wins is the dearest kind (a look-ahead pipeline broken for
+            # a drafter that cannot follow): each one that finds plain decoding still best doubles the gap
+            self._gap = min(2 * self._gap, PLAIN_GAP_MAX * cfg.explore_every) if self.choice == 0 else cfg.explore_every
+            self._next_probe = r + self._gap
+            if self.memory is not None:
+                self.memory.plain_gap = self._gap
             if self.choice == 0:
                 return 0 if self._hopeless(seqs) else 1
             i = L_BUCKETS.index(bucket(self.choice, L_BUCKETS))

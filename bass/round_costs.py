@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import statistics
 import time
 from collections import deque
 
@@ -68,11 +69,13 @@ class _Window:
         self.samples: deque[float] = deque(maxlen=size)
         self.n, self.value = 0, 0.0  # samples ever added; the estimate (seconds)
 
-    def add(self, x: float) -> None:
-        """One sample x (seconds)."""
+    def add(self, x: float) -> bool:
+        """One sample x (seconds); whether the estimate changed."""
         self.samples.append(x)
         self.n += 1
-        self.value = min(self.samples) if len(self.samples) <= 2 else float(np.median(self.samples))
+        before = self.value
+        self.value = min(self.samples) if len(self.samples) <= 2 else statistics.median(self.samples)
+        return self.n == 1 or self.value != before
 
     @property
     def weight(self) -> int:
@@ -98,11 +101,15 @@ class CostModel:
     def __init__(self, cfg: DraftLengthConfig):
         self.cfg = cfg
         self.round_: dict[int, dict[int, _Window]] = {}  # B bucket -> L bucket -> samples
+        # the policy asks for a curve every round, on the host's critical path; a median often stays put
+        self._version = 0  # bumped whenever an estimate changes
+        self._curves: dict[tuple[int, int], tuple[int, np.ndarray | None]] = {}  # (B bucket, l_max) -> fit
 
     def observe(self, L: int, B: int, round_s: float) -> None:
         """One timed round: draft length L, batch B, its whole time in seconds."""
         row = self.round_.setdefault(bucket(B, B_BUCKETS), {})
-        row.setdefault(bucket(L, L_BUCKETS), _Window(self.cfg.cost_window)).add(max(0.0, round_s))
+        if row.setdefault(bucket(L, L_BUCKETS), _Window(self.cfg.cost_window)).add(max(0.0, round_s)):
+            self._version += 1
 
     @staticmethod
     def _nearest(table: dict, bb: int):
@@ -128,7 +135,17 @@ class CostModel:
 
     def round_curve(self, B: int, l_max: int) -> np.ndarray | None:
         """[l_max + 1] predicted c(L, B) for L = 0 .. l_max, or None while no batch bucket has two lengths
-        measured (module docstring)."""
+        measured (module docstring). Fitted again only when an estimate has changed."""
+        key = (bucket(B, B_BUCKETS), l_max)
+        version, curve = self._curves.get(key, (-1, None))
+        if version != self._version:
+            curve = self._fit(B, l_max)
+            if curve is not None:
+                curve.flags.writeable = False  # shared by the rounds until the next change
+            self._curves[key] = (self._version, curve)
+        return curve
+
+    def _fit(self, B: int, l_max: int) -> np.ndarray | None:
         shaped = {b: r for b, r in self.round_.items() if len(r) >= 2}
         if not shaped:
             return None

@@ -8,6 +8,7 @@ import torch
 
 from bass.config import DraftLengthConfig, SamplingParams
 from bass.draft_length import (
+    PLAIN_GAP_MAX,
     AcceptanceEstimator,
     DraftLengthPolicy,
     PolicyMemory,
@@ -399,3 +400,31 @@ def test_exploration_times_plain_decoding_and_both_neighbours():
             assert L == star >= 2
     assert kinds[:3] in (["up", "down", "plain"], ["down", "plain", "up"], ["plain", "up", "down"])
     assert kinds == (kinds[:3] * 4)[:len(kinds)]  # in turn
+
+
+def test_probes_of_drafting_back_off_while_plain_decoding_wins_and_the_gap_is_remembered():
+    """A drafter that could pay only if its acceptance were much higher: the probes of L = 1 come 4, 8, 16 ..
+    rounds apart (up to PLAIN_GAP_MAX x explore_every), and the next request starts from the gap reached."""
+    rng = np.random.default_rng(5)
+    seqs = list(range(8))
+    cfg = DraftLengthConfig(explore_every=4)
+    memory = PolicyMemory(CostModel(cfg), cfg.alpha_prior)
+    policy = _policy(cfg, seqs, FakeClock(lambda L: 1.0 + 0.3 * (L > 0), 0.05), memory=memory)
+    drafted = []
+    for r in range(400):
+        lengths = policy.lengths(seqs)
+        policy.update(seqs, [_geometric(rng, 0.05, n) for n in lengths], lengths)
+        if lengths[0] and r >= 4:  # past the probes of the first rounds
+            drafted.append(r)
+    gaps, cap = np.diff(drafted).tolist(), PLAIN_GAP_MAX * cfg.explore_every
+    assert policy.choice == 0 and len(drafted) <= 12  # at a fixed interval of 4: about 100
+    settled = gaps[next(i for i, g in enumerate(gaps) if g == 2 * cfg.explore_every):]  # from the first back-off
+    assert all(b in (2 * a, cap) for a, b in zip(settled, settled[1:])) and settled[-1] == cap == memory.plain_gap
+    memory.alpha = policy.acceptance.pooled()  # as the engine hands it on
+    again = _policy(cfg, seqs, FakeClock(lambda L: 1.0 + 0.3 * (L > 0), 0.05), memory=memory)
+    first = None
+    for r in range(200):
+        lengths = again.lengths(seqs)
+        again.update(seqs, [0] * len(seqs), lengths)
+        first = r if first is None and lengths[0] else first
+    assert first == PLAIN_GAP_MAX * cfg.explore_every  # its first probe: no probes, no short gaps again
