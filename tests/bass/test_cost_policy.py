@@ -402,6 +402,35 @@ def test_exploration_times_plain_decoding_and_both_neighbours():
     assert kinds == (kinds[:3] * 4)[:len(kinds)]  # in turn
 
 
+def test_a_probed_length_timed_once_is_timed_again_next_round():
+    """What the H100 showed at batch 32: L = 1's only sample was a graph capture (20 ms against 5), and the
+    policy never drafted again. A probe of a length with fewer than two samples runs two rounds, and the
+    bucket keeps the lower sample."""
+    seqs = list(range(8))
+    cfg = DraftLengthConfig(explore_every=4, probe_lengths=(0, 2))
+
+    class CaptureOnce(FakeClock):
+        captured = False
+
+        def stop(self):
+            L, cost = self.L, super().stop()
+            if L == 1 and not self.captured:  # the first round at L = 1 captures a graph
+                self.captured, cost = True, cost + 19.0
+            return cost
+
+    # a draft round costs 1.5 + 0.3 L, plain decoding 1; each sequence accepts one draft token, never two
+    policy = _policy(cfg, seqs, CaptureOnce(lambda L: 1.0 + 0.5 * (L > 0), 0.3))
+    chosen = []
+    for _ in range(12):
+        lengths = policy.lengths(seqs)
+        policy.update(seqs, [min(n, 1) for n in lengths], lengths)
+        chosen.append(lengths[0])
+    first = chosen.index(1)
+    assert chosen[:first] == [0, 2, 0, 2] + [0] * (first - 4)  # L = 2 does not pay: plain decoding until a probe
+    assert chosen[first + 1] == 1  # timed again at once, not an exploration gap later
+    assert policy.costs.describe()["round_ms"][8][1] == pytest.approx(1.8e3)  # the capture forgotten
+
+
 def test_probes_of_drafting_back_off_while_plain_decoding_wins_and_the_gap_is_remembered():
     """A drafter that could pay only if its acceptance were much higher: the probes of L = 1 come 4, 8, 16 ..
     rounds apart (up to PLAIN_GAP_MAX x explore_every), and the next request starts from the gap reached."""
@@ -416,6 +445,7 @@ def test_probes_of_drafting_back_off_while_plain_decoding_wins_and_the_gap_is_re
         policy.update(seqs, [_geometric(rng, 0.05, n) for n in lengths], lengths)
         if lengths[0] and r >= 4:  # past the probes of the first rounds
             drafted.append(r)
+    drafted = [r for r in drafted if r - 1 not in drafted]  # a new length's probe takes two rounds running
     gaps, cap = np.diff(drafted).tolist(), PLAIN_GAP_MAX * cfg.explore_every
     assert policy.choice == 0 and len(drafted) <= 12  # at a fixed interval of 4: about 100
     settled = gaps[next(i for i, g in enumerate(gaps) if g == 2 * cfg.explore_every):]  # from the first back-off
