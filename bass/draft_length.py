@@ -56,14 +56,13 @@ one round in explore_every. While L* = 0 the probe is L = 1 (unless hopeless), s
 estimate cannot lock in plain decoding for good; such a probe is dear (a drafter that cannot follow breaks
 the look-ahead pipeline: the n-gram's L = 1 rounds cost 2.5x a plain step at batch 32 on the H100), so
 each one that finds plain decoding still best doubles the gap to the next, up to PLAIN_GAP_MAX x
-explore_every, and the gap is remembered across requests (`PolicyMemory.plain_gap`). A probed length
-timed fewer than twice is timed two rounds running, as the first probes are: with one sample, a CUDA
-graph captured in its first round (20 ms for L = 1 at batch 32 on the H100, against 5) kept the policy
-at plain decoding for a whole k = 32 run, 0.97x where fixed L = 1 made 1.18x
-(`real_bench_2026-11-23_h100_backoff*.json`). Probing every 16
+explore_every, and the gap is remembered across requests (`PolicyMemory.plain_gap`); probing every 16
 rounds without that back-off cost n-gram BASS 7 % against regular decoding on the H100
-(`real_bench_2026-11-23_h100_cycle2*.json`). Unmeasured lengths are also explored by the argmax itself,
-through the optimistic extrapolation.
+(`real_bench_2026-11-23_h100_cycle2*.json`). A probed length timed fewer than twice is timed two rounds
+running, as the first probes are: with one sample, a CUDA graph captured in its first round (20 ms for
+L = 1 at batch 32 on the H100, against 5) kept the policy at plain decoding for a whole k = 32 run, 0.97x
+where fixed L = 1 made 1.18x (`real_bench_2026-11-23_h100_backoff*.json`). Unmeasured lengths are also
+explored by the argmax itself, through the optimistic extrapolation.
 `describe()` reports what was measured and decided.
 
 Heuristic (BASS, Algorithm 1; DESIGN.md §3), updated after every round from x_max, the most draft tokens
