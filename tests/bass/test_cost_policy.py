@@ -97,54 +97,6 @@ def test_acceptance_prior_and_pooling():
     assert est.alphas([0, 1]).tolist() == pytest.approx([(0 + 4 * pool) / (1 + 4), pool])
 
 
-def test_cost_model_converges_and_ignores_a_warm_up_sample():
-    rng = np.random.default_rng(2)
-    cm = CostModel(DraftLengthConfig())
-    true_c = lambda L: 2e-3 * (1 + 0.25 * L)  # noqa: E731
-    cm.observe(4, 8, 3.0)  # the first round at L=4 paid for a graph capture: seconds
-    for _ in range(300):
-        for L in (0, 2, 4):
-            cm.observe(L, 8, true_c(L) * rng.uniform(0.9, 1.1))
-    curve = cm.round_curve(8, 8)
-    assert curve[[0, 2, 4]] == pytest.approx([true_c(0), true_c(2), true_c(4)], rel=0.08)
-    assert curve[3] == pytest.approx(true_c(3), rel=0.08)  # interpolated
-    assert curve[8] == pytest.approx(true_c(8), rel=0.1)  # extrapolated with the measured slope
-    assert cm.round_curve(6, 8).tolist() == curve.tolist()  # 6 shares batch bucket 8
-    assert cm.round_curve(1, 8) is not None  # an unmeasured batch bucket borrows the nearest one's
-
-
-def test_cost_model_cold_extrapolation():
-    cm = CostModel(DraftLengthConfig())
-    assert cm.round_curve(4, 4) is None
-    cm.observe(0, 4, 1.0)
-    assert cm.round_curve(4, 4) is None  # one length measured: no shape yet, the policy must probe
-    cm.observe(0, 8, 2.0)
-    cm.observe(4, 8, 4.0)
-    cm.observe(2, 2, 6.0)  # batch 2 measured at L=2 only, batch 8 at two lengths: its shape, scaled
-    assert cm.round_curve(2, 4).tolist() == pytest.approx([4.0, 5.0, 6.0, 7.0, 8.0])
-
-
-def test_a_noisy_cost_that_falls_with_l_is_fitted_monotone():
-    """What the H100 showed with the split timing: L = 1 measured dearer than L = 2. A longer draft never
-    makes a round cheaper: the violators are pooled by their sample counts, and the extrapolation past
-    them keeps a positive slope."""
-    cm = CostModel(DraftLengthConfig())
-    for L, ms, n in ((0, 2.5, 40), (1, 5.0, 2), (2, 3.5, 20), (3, 4.4, 10)):
-        for _ in range(n):
-            cm.observe(L, 8, ms * 1e-3)
-    curve = cm.round_curve(8, 6) * 1e3
-    assert np.all(np.diff(curve) >= 0)
-    assert curve[0] == pytest.approx(2.5)
-    window = DraftLengthConfig().cost_window  # 16: a bucket's weight is the samples its estimate stands on
-    pooled = (5.0 * 2 + 3.5 * window) / (2 + window)
-    assert curve[1] == pytest.approx(pooled) and curve[2] == pytest.approx(pooled)
-    assert curve[3] == pytest.approx(4.4) and curve[5] == pytest.approx(4.4 + 2 * (4.4 - pooled))
-    flat = CostModel(DraftLengthConfig(draft_cost_floor=0.05))
-    for L, ms in ((0, 3.0), (2, 2.0)):  # every point pooled: the mean of the two, and no slope but the floor's
-        flat.observe(L, 8, ms * 1e-3)
-    assert flat.round_curve(8, 4).tolist() == pytest.approx([2.5e-3 * (1 + 0.05 * L) for L in range(5)])
-
-
 # ---- the policy, with injected costs and acceptance ---------------------------------------------------
 class FakeClock(RoundClock):
     """Returns costs from a formula instead of measuring: c_verify(L) + L c_draft, L the length last asked."""
@@ -228,6 +180,83 @@ def test_exploration_recovers_from_a_wrong_early_estimate():
         if r == 29:
             assert policy.choice == 0
     assert policy.choice >= 5
+
+
+def test_exploration_times_plain_decoding_and_both_neighbours():
+    """Every explore_every rounds one round times, in turn, the next length up, the next down and L = 0, so
+    no estimate the argmax compares with L* goes stale."""
+    seqs = list(range(8))
+    cfg = DraftLengthConfig(explore_every=4, l_limit=8)
+    policy = _policy(cfg, seqs, FakeClock(lambda L: 1.0 + 0.01 * L, 0.1))
+    kinds = []  # at each exploring round: where the probe went, against that round's L*
+    for r in range(80):
+        lengths = policy.lengths(seqs)
+        policy.update(seqs, [min(n, 2) for n in lengths], lengths)  # every sequence takes two drafts
+        L, star = lengths[0], policy.choice
+        if r >= 40 and r % cfg.explore_every == 0:
+            kinds.append({star + 1: "up", star - 1: "down", 0: "plain"}[L])
+        elif r >= 40:
+            assert L == star >= 2
+    assert kinds[:3] in (["up", "down", "plain"], ["down", "plain", "up"], ["plain", "up", "down"])
+    assert kinds == (kinds[:3] * 4)[:len(kinds)]  # in turn
+
+
+def test_a_probed_length_timed_once_is_timed_again_next_round():
+    """What the H100 showed at batch 32: L = 1's only sample was a graph capture (20 ms against 5), and the
+    policy never drafted again. A probe of a length with fewer than two samples runs two rounds, and the
+    bucket keeps the lower sample."""
+    seqs = list(range(8))
+    cfg = DraftLengthConfig(explore_every=4, probe_lengths=(0, 2))
+
+    class CaptureOnce(FakeClock):
+        captured = False
+
+        def stop(self):
+            L, cost = self.L, super().stop()
+            if L == 1 and not self.captured:  # the first round at L = 1 captures a graph
+                self.captured, cost = True, cost + 19.0
+            return cost
+
+    # a draft round costs 1.5 + 0.3 L, plain decoding 1; each sequence accepts one draft token, never two
+    policy = _policy(cfg, seqs, CaptureOnce(lambda L: 1.0 + 0.5 * (L > 0), 0.3))
+    chosen = []
+    for _ in range(12):
+        lengths = policy.lengths(seqs)
+        policy.update(seqs, [min(n, 1) for n in lengths], lengths)
+        chosen.append(lengths[0])
+    first = chosen.index(1)
+    assert chosen[:first] == [0, 2, 0, 2] + [0] * (first - 4)  # L = 2 does not pay: plain decoding until a probe
+    assert chosen[first + 1] == 1  # timed again at once, not an exploration gap later
+    assert policy.costs.describe()["round_ms"][8][1] == pytest.approx(1.8e3)  # the capture forgotten
+
+
+def test_probes_of_drafting_back_off_while_plain_decoding_wins_and_the_gap_is_remembered():
+    """A drafter that could pay only if its acceptance were much higher: the probes of L = 1 come 4, 8, 16 ..
+    rounds apart (up to PLAIN_GAP_MAX x explore_every), and the next request starts from the gap reached."""
+    rng = np.random.default_rng(5)
+    seqs = list(range(8))
+    cfg = DraftLengthConfig(explore_every=4)
+    memory = PolicyMemory(CostModel(cfg), cfg.alpha_prior)
+    policy = _policy(cfg, seqs, FakeClock(lambda L: 1.0 + 0.3 * (L > 0), 0.05), memory=memory)
+    drafted = []
+    for r in range(400):
+        lengths = policy.lengths(seqs)
+        policy.update(seqs, [_geometric(rng, 0.05, n) for n in lengths], lengths)
+        if lengths[0] and r >= 4:  # past the probes of the first rounds
+            drafted.append(r)
+    drafted = [r for r in drafted if r - 1 not in drafted]  # a new length's probe takes two rounds running
+    gaps, cap = np.diff(drafted).tolist(), PLAIN_GAP_MAX * cfg.explore_every
+    assert policy.choice == 0 and len(drafted) <= 12  # at a fixed interval of 4: about 100
+    settled = gaps[next(i for i, g in enumerate(gaps) if g == 2 * cfg.explore_every):]  # from the first back-off
+    assert all(b in (2 * a, cap) for a, b in zip(settled, settled[1:])) and settled[-1] == cap == memory.plain_gap
+    memory.alpha = policy.acceptance.pooled()  # as the engine hands it on
+    again = _policy(cfg, seqs, FakeClock(lambda L: 1.0 + 0.3 * (L > 0), 0.05), memory=memory)
+    first = None
+    for r in range(200):
+        lengths = again.lengths(seqs)
+        again.update(seqs, [0] * len(seqs), lengths)
+        first = r if first is None and lengths[0] else first
+    assert first == PLAIN_GAP_MAX * cfg.explore_every  # its first probe: no probes, no short gaps again
 
 
 # ---- end to end on the tiny models --------------------------------------------------------------------
@@ -353,108 +382,3 @@ def test_an_engine_remembers_costs_per_kind_of_request(tiny_engine):
                     draft_length=DraftLengthConfig(remember=False))
     engine.generate(PROMPTS[:1], k=2, params=params, method="regular")
     assert len(engine._policy_memory) == 2
-
-
-def test_a_one_off_does_not_move_the_estimate_and_a_real_change_is_followed():
-    """A graph capture inside a timed round (20x the real cost) after the estimate settled leaves it where
-    it was; a real rise is followed as soon as it is half the window's samples."""
-    model = CostModel(DraftLengthConfig(cost_window=16))
-    ms = lambda: model.describe()["round_ms"][8][0]  # noqa: E731
-    for x in (1.0, 1.0, 1.0, 20.0):
-        model.observe(0, 8, x)
-    assert ms() == pytest.approx(1e3)
-    for _ in range(2):
-        model.observe(0, 8, 1.5)
-    assert ms() == pytest.approx(1.25e3)  # 1, 1, 1, 1.5, 1.5, 20: half-way
-    model.observe(0, 8, 1.5)
-    assert ms() == pytest.approx(1.5e3)  # the new cost is the median
-
-
-def test_two_slow_first_samples_are_forgotten_once_the_length_is_timed_again():
-    """What the H100 showed at batch 32: plain decoding's two probes both slow (6.9 ms against 2.8). Three
-    more samples bring the estimate to the truth, where an estimate that kept the probes' average would
-    have made L = 1 look dear through the monotone fit."""
-    model = CostModel(DraftLengthConfig())
-    for L, x in ((0, 6.9), (0, 6.9)) + ((1, 3.6),) * 16:
-        model.observe(L, 32, x * 1e-3)
-    assert model.round_curve(32, 1)[1] * 1e3 > 3.9  # pooled with the stale plain step
-    for _ in range(3):
-        model.observe(0, 32, 2.8e-3)
-    assert model.round_curve(32, 1) * 1e3 == pytest.approx([2.8, 3.6])
-
-
-def test_exploration_times_plain_decoding_and_both_neighbours():
-    """Every explore_every rounds one round times, in turn, the next length up, the next down and L = 0, so
-    no estimate the argmax compares with L* goes stale."""
-    seqs = list(range(8))
-    cfg = DraftLengthConfig(explore_every=4, l_limit=8)
-    policy = _policy(cfg, seqs, FakeClock(lambda L: 1.0 + 0.01 * L, 0.1))
-    kinds = []  # at each exploring round: where the probe went, against that round's L*
-    for r in range(80):
-        lengths = policy.lengths(seqs)
-        policy.update(seqs, [min(n, 2) for n in lengths], lengths)  # every sequence takes two drafts
-        L, star = lengths[0], policy.choice
-        if r >= 40 and r % cfg.explore_every == 0:
-            kinds.append({star + 1: "up", star - 1: "down", 0: "plain"}[L])
-        elif r >= 40:
-            assert L == star >= 2
-    assert kinds[:3] in (["up", "down", "plain"], ["down", "plain", "up"], ["plain", "up", "down"])
-    assert kinds == (kinds[:3] * 4)[:len(kinds)]  # in turn
-
-
-def test_a_probed_length_timed_once_is_timed_again_next_round():
-    """What the H100 showed at batch 32: L = 1's only sample was a graph capture (20 ms against 5), and the
-    policy never drafted again. A probe of a length with fewer than two samples runs two rounds, and the
-    bucket keeps the lower sample."""
-    seqs = list(range(8))
-    cfg = DraftLengthConfig(explore_every=4, probe_lengths=(0, 2))
-
-    class CaptureOnce(FakeClock):
-        captured = False
-
-        def stop(self):
-            L, cost = self.L, super().stop()
-            if L == 1 and not self.captured:  # the first round at L = 1 captures a graph
-                self.captured, cost = True, cost + 19.0
-            return cost
-
-    # a draft round costs 1.5 + 0.3 L, plain decoding 1; each sequence accepts one draft token, never two
-    policy = _policy(cfg, seqs, CaptureOnce(lambda L: 1.0 + 0.5 * (L > 0), 0.3))
-    chosen = []
-    for _ in range(12):
-        lengths = policy.lengths(seqs)
-        policy.update(seqs, [min(n, 1) for n in lengths], lengths)
-        chosen.append(lengths[0])
-    first = chosen.index(1)
-    assert chosen[:first] == [0, 2, 0, 2] + [0] * (first - 4)  # L = 2 does not pay: plain decoding until a probe
-    assert chosen[first + 1] == 1  # timed again at once, not an exploration gap later
-    assert policy.costs.describe()["round_ms"][8][1] == pytest.approx(1.8e3)  # the capture forgotten
-
-
-def test_probes_of_drafting_back_off_while_plain_decoding_wins_and_the_gap_is_remembered():
-    """A drafter that could pay only if its acceptance were much higher: the probes of L = 1 come 4, 8, 16 ..
-    rounds apart (up to PLAIN_GAP_MAX x explore_every), and the next request starts from the gap reached."""
-    rng = np.random.default_rng(5)
-    seqs = list(range(8))
-    cfg = DraftLengthConfig(explore_every=4)
-    memory = PolicyMemory(CostModel(cfg), cfg.alpha_prior)
-    policy = _policy(cfg, seqs, FakeClock(lambda L: 1.0 + 0.3 * (L > 0), 0.05), memory=memory)
-    drafted = []
-    for r in range(400):
-        lengths = policy.lengths(seqs)
-        policy.update(seqs, [_geometric(rng, 0.05, n) for n in lengths], lengths)
-        if lengths[0] and r >= 4:  # past the probes of the first rounds
-            drafted.append(r)
-    drafted = [r for r in drafted if r - 1 not in drafted]  # a new length's probe takes two rounds running
-    gaps, cap = np.diff(drafted).tolist(), PLAIN_GAP_MAX * cfg.explore_every
-    assert policy.choice == 0 and len(drafted) <= 12  # at a fixed interval of 4: about 100
-    settled = gaps[next(i for i, g in enumerate(gaps) if g == 2 * cfg.explore_every):]  # from the first back-off
-    assert all(b in (2 * a, cap) for a, b in zip(settled, settled[1:])) and settled[-1] == cap == memory.plain_gap
-    memory.alpha = policy.acceptance.pooled()  # as the engine hands it on
-    again = _policy(cfg, seqs, FakeClock(lambda L: 1.0 + 0.3 * (L > 0), 0.05), memory=memory)
-    first = None
-    for r in range(200):
-        lengths = again.lengths(seqs)
-        again.update(seqs, [0] * len(seqs), lengths)
-        first = r if first is None and lengths[0] else first
-    assert first == PLAIN_GAP_MAX * cfg.explore_every  # its first probe: no probes, no short gaps again

@@ -1,0 +1,83 @@
+"""The cost policy's timing half (`bass.round_costs`): per-bucket estimates and the monotone fit."""
+
+import numpy as np
+import pytest
+
+from bass.config import DraftLengthConfig
+from bass.round_costs import CostModel
+
+
+def test_cost_model_converges_and_ignores_a_warm_up_sample():
+    rng = np.random.default_rng(2)
+    cm = CostModel(DraftLengthConfig())
+    true_c = lambda L: 2e-3 * (1 + 0.25 * L)  # noqa: E731
+    cm.observe(4, 8, 3.0)  # the first round at L=4 paid for a graph capture: seconds
+    for _ in range(300):
+        for L in (0, 2, 4):
+            cm.observe(L, 8, true_c(L) * rng.uniform(0.9, 1.1))
+    curve = cm.round_curve(8, 8)
+    assert curve[[0, 2, 4]] == pytest.approx([true_c(0), true_c(2), true_c(4)], rel=0.08)
+    assert curve[3] == pytest.approx(true_c(3), rel=0.08)  # interpolated
+    assert curve[8] == pytest.approx(true_c(8), rel=0.1)  # extrapolated with the measured slope
+    assert cm.round_curve(6, 8).tolist() == curve.tolist()  # 6 shares batch bucket 8
+    assert cm.round_curve(1, 8) is not None  # an unmeasured batch bucket borrows the nearest one's
+
+
+def test_cost_model_cold_extrapolation():
+    cm = CostModel(DraftLengthConfig())
+    assert cm.round_curve(4, 4) is None
+    cm.observe(0, 4, 1.0)
+    assert cm.round_curve(4, 4) is None  # one length measured: no shape yet, the policy must probe
+    cm.observe(0, 8, 2.0)
+    cm.observe(4, 8, 4.0)
+    cm.observe(2, 2, 6.0)  # batch 2 measured at L=2 only, batch 8 at two lengths: its shape, scaled
+    assert cm.round_curve(2, 4).tolist() == pytest.approx([4.0, 5.0, 6.0, 7.0, 8.0])
+
+
+def test_a_noisy_cost_that_falls_with_l_is_fitted_monotone():
+    """What the H100 showed with the split timing: L = 1 measured dearer than L = 2. A longer draft never
+    makes a round cheaper: the violators are pooled by their sample counts, and the extrapolation past
+    them keeps a positive slope."""
+    cm = CostModel(DraftLengthConfig())
+    for L, ms, n in ((0, 2.5, 40), (1, 5.0, 2), (2, 3.5, 20), (3, 4.4, 10)):
+        for _ in range(n):
+            cm.observe(L, 8, ms * 1e-3)
+    curve = cm.round_curve(8, 6) * 1e3
+    assert np.all(np.diff(curve) >= 0)
+    assert curve[0] == pytest.approx(2.5)
+    window = DraftLengthConfig().cost_window  # 16: a bucket's weight is the samples its estimate stands on
+    pooled = (5.0 * 2 + 3.5 * window) / (2 + window)
+    assert curve[1] == pytest.approx(pooled) and curve[2] == pytest.approx(pooled)
+    assert curve[3] == pytest.approx(4.4) and curve[5] == pytest.approx(4.4 + 2 * (4.4 - pooled))
+    flat = CostModel(DraftLengthConfig(draft_cost_floor=0.05))
+    for L, ms in ((0, 3.0), (2, 2.0)):  # every point pooled: the mean of the two, and no slope but the floor's
+        flat.observe(L, 8, ms * 1e-3)
+    assert flat.round_curve(8, 4).tolist() == pytest.approx([2.5e-3 * (1 + 0.05 * L) for L in range(5)])
+
+
+def test_a_one_off_does_not_move_the_estimate_and_a_real_change_is_followed():
+    """A graph capture inside a timed round (20x the real cost) after the estimate settled leaves it where
+    it was; a real rise is followed as soon as it is half the window's samples."""
+    model = CostModel(DraftLengthConfig(cost_window=16))
+    ms = lambda: model.describe()["round_ms"][8][0]  # noqa: E731
+    for x in (1.0, 1.0, 1.0, 20.0):
+        model.observe(0, 8, x)
+    assert ms() == pytest.approx(1e3)
+    for _ in range(2):
+        model.observe(0, 8, 1.5)
+    assert ms() == pytest.approx(1.25e3)  # 1, 1, 1, 1.5, 1.5, 20: half-way
+    model.observe(0, 8, 1.5)
+    assert ms() == pytest.approx(1.5e3)  # the new cost is the median
+
+
+def test_two_slow_first_samples_are_forgotten_once_the_length_is_timed_again():
+    """What the H100 showed at batch 32: plain decoding's two probes both slow (6.9 ms against 2.8). Three
+    more samples bring the estimate to the truth, where an estimate that kept the probes' average would
+    have made L = 1 look dear through the monotone fit."""
+    model = CostModel(DraftLengthConfig())
+    for L, x in ((0, 6.9), (0, 6.9)) + ((1, 3.6),) * 16:
+        model.observe(L, 32, x * 1e-3)
+    assert model.round_curve(32, 1)[1] * 1e3 > 3.9  # pooled with the stale plain step
+    for _ in range(3):
+        model.observe(0, 32, 2.8e-3)
+    assert model.round_curve(32, 1) * 1e3 == pytest.approx([2.8, 3.6])
