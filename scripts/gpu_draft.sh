@@ -39,7 +39,7 @@ case "$1" in
     # files come back at most 16 MiB each: both drafts in 15 MB pieces (cat them back in order)
     for f in $WORK/draft-*.safetensors; do split -b 15000000 "$f" "$OUT/$(basename "$f")."; done ;;
   accept)
-    # drafts as NAME=SPEC after the stage, e.g. feature=/var/tmp/draft/draft-feature.safetensors shipped=auto
+    # args after the stage, e.g. --drafts cycle2=/var/tmp/draft/draft.safetensors shipped=auto --baselines ""
     python3 bench/draft_acceptance.py --target $GGUF --out $OUT/draft_acceptance.json "${@:2}" 2>&1 \
       | grep -v Warning | tee $OUT/draft_acceptance.log ;;
   bench)  # bench/real_bench.py on the real target (args after the stage, e.g. --ks 1,8,32 --profile)
