@@ -19,7 +19,13 @@ from bass.models.layers import Attention, AttentionFn, Decoder, GatedMLP, RMSNor
 
 
 class Block(nn.Module):
-    """Pre-norm residual block: attention then gated MLP."""
+    """Pre-norm residual block: attention then gated MLP.
+
+    The block leaves its last residual add to whoever reads the stream next: it returns (mlp_out, x') where
+    the stream is x' + mlp_out, and takes the block before's pair the same way, so that add happens inside
+    this block's first RMSNorm (one fused launch on CUDA, `rms_norm(..., residual=)`) instead of as a
+    launch of its own. bf16 addition is commutative, so every value is the one of `x + mlp_out`.
+    """
 
     def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
@@ -29,10 +35,17 @@ class Block(nn.Module):
         self.mlp = GatedMLP(config)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache,
-                q_len: torch.Tensor, kv_len: torch.Tensor, rows: torch.Tensor, attn: AttentionFn) -> torch.Tensor:
-        h = self.self_attn(self.input_layernorm(x), cos, sin, cache, q_len, kv_len, rows, attn)
+                q_len: torch.Tensor, kv_len: torch.Tensor, rows: torch.Tensor, attn: AttentionFn,
+                pending: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mlp_out, x') with x' + mlp_out the stream after this block; the stream before it is x + pending
+        (pending: the block before's mlp_out, None for the first block)."""
+        if pending is None:
+            normed = self.input_layernorm(x)
+        else:
+            normed, x = self.input_layernorm.add_and_norm(pending, residual=x)  # x <- x + pending
+        h = self.self_attn(normed, cos, sin, cache, q_len, kv_len, rows, attn)
         normed, x = self.post_attention_layernorm.add_and_norm(h, residual=x)  # x <- x + h
-        return x + self.mlp(normed)
+        return self.mlp(normed), x
 
 
 class Transformer(Decoder):
@@ -72,7 +85,8 @@ def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, cache: KVCache, q_len: to
     rows = cache.write_rows(T, q_len)  # [B, T]
     inv_freq = rope_inv_freq(config, config.rope_theta, x.device)
     cos, sin = rope_cos_sin(cache.positions(T), inv_freq, x.dtype)  # [B, T, 1, D]
+    pending = None  # the last block's output, added into the next norm (`Block`)
     for block in blocks:
-        x = block(x, cos, sin, cache, q_len, kv_len, rows, attn)
+        pending, x = block(x, cos, sin, cache, q_len, kv_len, rows, attn, pending)
     cache.advance(q_len)
-    return x
+    return x if pending is None else x + pending
