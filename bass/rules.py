@@ -29,6 +29,7 @@ from bass.sampling import (
     sample_from,
     verify_greedy,
     verify_sampled,
+    verify_top_p,
 )
 
 
@@ -63,6 +64,8 @@ class VerifyRule:
                  ) -> tuple[torch.Tensor, ...]:
         if self.params.greedy:
             v, covered = verify_greedy(drafts, draft_len, logits), None
+        elif self.params.top_p < 1.0:
+            v, covered = verify_top_p(logits, self.params, drafts, draft_len, draft_probs, u_accept, u_sample)
         else:
             probs, covered = process_logits_deferred(logits, self.params)
             v = verify_sampled(drafts, draft_len, draft_probs, probs, u_accept, u_sample)
@@ -80,6 +83,9 @@ class VerifyRule:
               u_sample: torch.Tensor, draft_probs: torch.Tensor | None = None) -> Verdict:
         """The same verdict with top-p by a full sort of the vocabulary, for every row (the caller uses it
         where `__call__` left rows undecided; on decided rows the two agree)."""
+        if not self.params.greedy and self.params.top_p < 1.0:
+            return verify_top_p(logits, self.params, drafts, draft_len, draft_probs, u_accept, u_sample,
+                                full_sort=True)[0]
         probs = process_logits_deferred(logits, self.params, full_sort=True)[0]
         return verify_sampled(drafts, draft_len, draft_probs, probs, u_accept, u_sample)
 

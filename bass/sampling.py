@@ -106,18 +106,16 @@ def _stable_descending(values: torch.Tensor, ids: torch.Tensor) -> tuple[torch.T
     return values.gather(-1, order), ids.gather(-1, order)
 
 
-def _renormalised(probs: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    kept = probs.masked_fill(~keep, 0.0)
-    return kept / kept.sum(-1, keepdim=True)
+def _scattered(probs: torch.Tensor, kept: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """The kept candidate masses [..., K] back at their ids in the vocabulary [..., V], renormalised."""
+    out = torch.zeros_like(probs).scatter_(-1, ids, kept)
+    return out / out.sum(-1, keepdim=True)
 
 
 def top_p_filter_sorted(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     """The reference top-p (`process_logits`' rule) by a full sort of the vocabulary. [..., V] -> [..., V]"""
-    ids = torch.arange(probs.shape[-1], device=probs.device).expand(probs.shape)
-    sorted_p, order = _stable_descending(probs, ids)
-    mass_before = torch.cumsum(sorted_p, dim=-1) - sorted_p
-    keep = torch.zeros_like(probs, dtype=torch.bool).scatter_(-1, order, mass_before < top_p)
-    return _renormalised(probs, keep)
+    kept, ids, _ = top_p_candidates(probs, top_p, probs.shape[-1])
+    return _scattered(probs, kept, ids)
 
 
 def top_p_filter(probs: torch.Tensor, top_p: float, candidates: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,14 +129,83 @@ def top_p_filter(probs: torch.Tensor, top_p: float, candidates: int) -> tuple[to
     redone by the full sort. torch.topk's order among equal values does not matter: the candidates
     are re-sorted by the tie rule, and those at v are never kept.
     """
+    kept, ids, covered = top_p_candidates(probs, top_p, candidates)
+    return _scattered(probs, kept, ids), covered
+
+
+def top_p_candidates(probs: torch.Tensor, top_p: float, candidates: int
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The top-p set as sorted candidates: (kept [..., K], ids [..., K], covered [...]) where K = `candidates`,
+    or the whole vocabulary when `candidates` >= V (a full sort).
+
+    ids are the K most likely tokens in the stable order (probability descending, id ascending); kept holds
+    their probabilities where top-p keeps them and 0 elsewhere (not renormalised), with `top_p_filter`'s
+    keep rule, so kept / kept.sum is `process_logits`' distribution on these ids, and every other token has
+    probability 0 (where covered). covered is `top_p_filter`'s; always True for a full sort.
+    """
+    V = probs.shape[-1]
+    if candidates >= V:
+        ids = torch.arange(V, device=probs.device).expand(probs.shape)
+        vals, ids = _stable_descending(probs, ids)
+        keep = torch.cumsum(vals, dim=-1) - vals < top_p
+        return vals.masked_fill(~keep, 0.0), ids, torch.ones(probs.shape[:-1], dtype=torch.bool, device=probs.device)
     vals, ids = torch.topk(probs, candidates, dim=-1)  # [..., K]
     vals, ids = _stable_descending(vals, ids)
-    above = vals > vals[..., -1:]  # the candidates before the last tie group
+    above = vals > vals[..., -1:]
     cum = torch.cumsum(vals, dim=-1)
-    keep_sorted = (cum - vals < top_p) & above
+    keep = (cum - vals < top_p) & above
     covered = ((cum >= top_p + _TOP_P_MARGIN) & above).any(-1)
-    keep = torch.zeros_like(probs, dtype=torch.bool).scatter_(-1, ids, keep_sorted)
-    return _renormalised(probs, keep), covered
+    return vals.masked_fill(~keep, 0.0), ids, covered
+
+
+def verify_top_p(logits: torch.Tensor, params: SamplingParams, draft_tokens: torch.Tensor, draft_len: torch.Tensor,
+                 draft_probs: torch.Tensor | None, u_accept: torch.Tensor, u_sample: torch.Tensor,
+                 full_sort: bool = False) -> tuple[Verdict, torch.Tensor]:
+    """`verify_sampled` for top-p < 1, computed over each position's sorted candidates: (verdict, covered [B, T]).
+
+    Under top-p the processed p is zero outside the kept candidates, so every quantity of the rule lives on
+    them: with w the kept masses in the stable order, ids their tokens and Z = sum w (`top_p_candidates`),
+
+        p(x_i)              = w_j / Z  where ids_j = x_i, else 0
+        max(0, p_a − q_a)   = max(0, w / Z − q_a[ids])   on the candidates; 0 on every other token
+        y                   = ids[j*], j* the inverse-CDF draw over those weights in the stable order
+
+    So the vocabulary-wide work is the softmax and the top-k; the rest is [B, T, K], not [B, T, V] (the
+    dense rule adds about a dozen vocabulary-wide kernels: scatter, mask, sum, divide, gathers, the draw). The
+    draw runs over tokens in the stable order rather than by id: another inverse-CDF map of the same u,
+    so the same distribution; with full_sort (K = V) the order and the prefix sums are the same as from
+    the candidates, so on a covered row both give the same tokens (`bass.rules.VerifyRule.exact`).
+    The shapes are `verify_sampled`'s; logits [B, L+1, V].
+    """
+    B, L = draft_tokens.shape
+    probs = _tempered(logits, params)
+    K = probs.shape[-1] if full_sort or probs.shape[-1] // 2 <= TOP_P_CANDIDATES else TOP_P_CANDIDATES
+    kept, ids, covered = top_p_candidates(probs, params.top_p, K)  # [B, L+1, K]
+    p = kept / torch.cumsum(kept, dim=-1)[..., -1:]  # Z as a prefix sum: the same from K candidates or V
+    p_x = (p[:, :L] * (ids[:, :L] == draft_tokens[..., None])).sum(-1)  # [B, L]
+    if draft_probs is None:
+        q_x = torch.ones_like(p_x)
+    else:
+        q_x = draft_probs.gather(-1, draft_tokens[..., None]).squeeze(-1)
+    pos = torch.arange(L, device=draft_tokens.device)
+    ok = (u_accept * q_x < p_x) & (pos < draft_len[:, None])  # u < p/q without a division, as verify_sampled
+    accepted = torch.cumprod(ok.long(), dim=1).sum(1)  # [B]
+
+    at_a = accepted[:, None, None].expand(B, 1, ids.shape[-1])
+    p_next, ids_next = p.gather(1, at_a).squeeze(1), ids.gather(1, at_a).squeeze(1)  # [B, K]
+    weights = p_next
+    if L > 0:
+        at = accepted.clamp(max=L - 1)[:, None]  # [B, 1]
+        if draft_probs is None:
+            q_next = (ids_next == draft_tokens.gather(1, at)).to(p_next.dtype)
+        else:
+            q_next = draft_probs.gather(1, at[..., None].expand(B, 1, draft_probs.shape[-1])).squeeze(1)
+            q_next = q_next.gather(-1, ids_next)
+        residual = (p_next - q_next).clamp_(min=0.0)
+        residual = torch.where(residual.sum(-1, keepdim=True) > 0, residual, p_next)  # as verify_sampled
+        weights = torch.where((accepted < draft_len)[:, None], residual, p_next)
+    j = sample_from(weights, u_sample)
+    return Verdict(accepted, ids_next.gather(-1, j[:, None]).squeeze(-1)), covered
 
 
 def sample_from(probs: torch.Tensor, u: torch.Tensor, block: int = 1024) -> torch.Tensor:

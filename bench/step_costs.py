@@ -8,7 +8,10 @@ Four views of the same engine, one model load:
   forward     the target's forward at batch k and width T = 1 .. (a verify of L = T - 1 drafts), replayed
               back to back with no host sync: the device time of the (graphed) forward alone;
   rule        top-p processing + the accept/resample rule of those logits launched eagerly (host-bound on
-              a GPU), and forward + rule as the round runs them (one graph on CUDA);
+              a GPU), and forward + rule as the round runs them (one graph on CUDA); the rule alone in a
+              graph of its own, as `VerifyRule` computes it (over the sorted top-p candidates,
+              `sampling.verify_top_p`) and as the dense reference does (`verify_sampled` over the
+              processed vocabulary), side by side;
   rounds      `profile_round.round_breakdown` of whole rounds (wall = drafter + verify + host) for regular
               decoding and BASS under fixed L and the cost policy, with torch.profiler tables per config;
   pipelined   `profile_round.pipelined_round`: rounds as the engine really runs them (look-ahead at its
@@ -43,7 +46,7 @@ from bass.attention import get_backend  # noqa: E402
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import Engine, device_line  # noqa: E402
 from bass.rules import run_then, verify_rule  # noqa: E402
-from bass.sampling import SequenceRNG  # noqa: E402
+from bass.sampling import SequenceRNG, process_logits_deferred, verify_sampled  # noqa: E402
 
 
 def _timed(fn, reps: int) -> float:
@@ -57,6 +60,30 @@ def _timed(fn, reps: int) -> float:
     return 1e3 * (time.perf_counter() - t) / reps
 
 
+def _graphed(fn):
+    """fn as a replayed CUDA graph (its own inputs captured: call it without arguments), or fn on the CPU."""
+    if not torch.cuda.is_available():
+        return fn
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn(), fn()  # warm up outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def dense_rule(params: SamplingParams):
+    """The verify rule computed over the whole processed vocabulary (`verify_sampled`, the reference that
+    `VerifyRule` computed before it moved to the sorted candidates)."""
+    def rule(logits, drafts, draft_len, u_accept, u_sample, draft_probs=None):
+        probs = process_logits_deferred(logits, params)[0]
+        return verify_sampled(drafts, draft_len, draft_probs, probs, u_accept, u_sample)
+    return rule
+
+
 def forward_and_sampling(engine: Engine, prompt: str, k: int, params: SamplingParams, widths: list[int],
                          reps: int, out: Path) -> list[dict]:
     """Per width T, ms of: the target forward [k, T] on a prefilled cache; the verify rule (top-p and
@@ -68,7 +95,7 @@ def forward_and_sampling(engine: Engine, prompt: str, k: int, params: SamplingPa
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     attn = get_backend(engine.config.backend, engine.device)
     rng = SequenceRNG(0, [(0, s) for s in range(k)])
-    rule, dev = verify_rule(params), engine.device
+    rule, dense, dev = verify_rule(params), dense_rule(params), engine.device
     rows = []
     with torch.inference_mode():
         _, cache, _, _ = engine._prefill(engine.encode(prompt), k, params, rng, 64, attn)
@@ -93,10 +120,14 @@ def forward_and_sampling(engine: Engine, prompt: str, k: int, params: SamplingPa
             logits = forward()
             row = dict(k=k, width=T, forward_ms=_timed(forward, reps),
                        rule_eager_ms=_timed(lambda logits=logits, args=args: rule(logits, *args), reps),
-                       verify_ms=_timed(verify, reps))
+                       verify_ms=_timed(verify, reps),
+                       rule_graph_ms=_timed(_graphed(lambda logits=logits, args=args: rule(logits, *args)), reps),
+                       dense_rule_graph_ms=_timed(_graphed(lambda logits=logits, args=args: dense(logits, *args)),
+                                                  reps))
             rows.append(row)
             print(f"  k={k} T={T}: forward {row['forward_ms']:.3f} ms, rule (eager) {row['rule_eager_ms']:.3f} ms, "
-                  f"forward + rule {row['verify_ms']:.3f} ms", flush=True)
+                  f"forward + rule {row['verify_ms']:.3f} ms; rule alone, graphed: {row['rule_graph_ms']:.3f} ms "
+                  f"(dense reference {row['dense_rule_graph_ms']:.3f} ms)", flush=True)
             if T == 1:  # the kernels of one step, eager (a graph replays the same ones without the launch gaps)
                 with profile(activities=activities) as prof:
                     for _ in range(10):
@@ -183,9 +214,10 @@ def main(argv: list[str] | None = None) -> dict:
     info = dict(device=device_line(engine.device), target=engine.target.name, k=a.k, steps=steps, rounds=rounds,
                 greedy_identical=same, pipelined=pipelined)
     (out / "step_costs.json").write_text(json.dumps(info, indent=1))
-    lines = [info["device"], "width  forward ms  rule eager ms  forward+rule ms"]
-    lines += [f"{s['width']:5d}  {s['forward_ms']:10.3f}  {s['rule_eager_ms']:13.3f}  {s['verify_ms']:15.3f}"
-              for s in steps]
+    lines = [info["device"],
+             "width  forward ms  rule eager ms  forward+rule ms  rule graphed ms  dense rule graphed ms"]
+    lines += [f"{s['width']:5d}  {s['forward_ms']:10.3f}  {s['rule_eager_ms']:13.3f}  {s['verify_ms']:15.3f}  "
+              f"{s['rule_graph_ms']:15.3f}  {s['dense_rule_graph_ms']:21.3f}" for s in steps]
     lines += ["config               ms/round  drafter  verify   host  mean L  tok/round"]
     lines += [f"{r['label']:20s} {r['wall_ms_per_round']:8.2f} {r['draft_ms_per_round']:8.2f} "
               f"{r['verify_ms_per_round']:7.2f} {r['host_ms_per_round']:6.2f} {r['mean_draft_length']:7.2f} "

@@ -254,10 +254,10 @@ def test_top_p_from_few_candidates_samples_what_the_full_sort_samples(tiny_engin
     monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 8)
     redone = []
 
-    def counted(logits, params, full_sort=False):
+    def counted(*args, full_sort=False):
         redone.append(full_sort)
-        return sampling.process_logits_deferred(logits, params, full_sort)
+        return sampling.verify_top_p(*args, full_sort=full_sort)
 
-    monkeypatch.setattr(rules, "process_logits_deferred", counted)
+    monkeypatch.setattr(rules, "verify_top_p", counted)
     assert _ids(engine.generate(prompt, **kw)) == _ids(full)
     assert any(redone) and not all(redone)  # some rounds were decided by the candidates, some redone

@@ -249,3 +249,36 @@ def test_draft_distribution_is_exact_top_p_where_decided_and_the_tempered_softma
     torch.testing.assert_close(q[0], sampling.process_logits(logits[:1], params)[0])
     torch.testing.assert_close(q[1], torch.softmax(logits[1] / 0.7, -1))
     torch.testing.assert_close(q.sum(-1), torch.ones(2))
+
+
+@pytest.mark.parametrize("one_hot", [False, True])
+def test_verify_top_p_emits_what_the_dense_rule_emits(one_hot, monkeypatch):
+    """The candidate-space rule against the dense one (`verify_sampled` on `process_logits`' p): the same
+    accepted counts for the same u_accept, and over a fine grid of u_sample the same share of each token
+    (two inverse-CDF maps of one distribution differ only at token boundaries: at most a count or two)."""
+    monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 24)  # candidates, not a full sort, over 300 tokens
+    g = torch.Generator().manual_seed(5)
+    B, L, V, N = 4, 3, 300, 6000
+    params = SamplingParams(temperature=0.8, top_p=0.9)
+    logits = torch.randn(B, L + 1, V, generator=g) * 4  # peaked enough for 24 candidates to decide top-p
+    # drafts near the target (so rejections leave a residual unlike p), and row 0's equal to it (it accepts)
+    q = torch.softmax((logits[:, :L] + torch.randn(B, L, V, generator=g) * 2) / 0.8, -1)
+    q[0] = process_logits(logits[0, :L], params)
+    drafts = torch.stack([torch.multinomial(q[b], 1, generator=g)[:, 0] for b in range(B)])
+    dlen = torch.tensor([L, L, 2, 0])
+    probs = None if one_hot else q
+    u_acc = torch.rand(B, L, generator=g)
+    grid = (torch.arange(N) + 0.5) / N
+    rows = lambda x: None if x is None else x.repeat_interleave(N, 0)  # noqa: E731
+    args = (rows(drafts), rows(dlen), rows(probs), rows(u_acc), grid.repeat(B))
+    cand, covered = sampling.verify_top_p(rows(logits), params, *args)
+    dense = verify_sampled(*args[:2], args[2], process_logits(rows(logits), params), *args[3:])
+    assert bool(covered.all())
+    assert torch.equal(cand.accepted, dense.accepted)
+    assert bool((cand.accepted < rows(dlen)).any())  # some rows reject: the residual is exercised
+    for b in range(B):
+        got = torch.bincount(cand.next_token[b * N:(b + 1) * N], minlength=V)
+        want = torch.bincount(dense.next_token[b * N:(b + 1) * N], minlength=V)
+        assert int((got - want).abs().max()) <= 2, b
+    full = sampling.verify_top_p(rows(logits), params, *args, full_sort=True)[0]
+    assert torch.equal(full.accepted, cand.accepted) and torch.equal(full.next_token, cand.next_token)

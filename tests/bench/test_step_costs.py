@@ -22,6 +22,7 @@ def test_step_costs_dry_run(tmp_path):
                             "--out", str(out)])
     assert [s["width"] for s in info["steps"]] == [1, 3]
     assert all(s["forward_ms"] > 0 and s["rule_eager_ms"] > 0 and s["verify_ms"] > 0 for s in info["steps"])
+    assert all(s["rule_graph_ms"] > 0 and s["dense_rule_graph_ms"] > 0 for s in info["steps"])
     labels = [r["label"] for r in info["rounds"]]
     assert labels == ["regular", "ngram_fixedL1", "ngram_fixedL3", "ngram_cost"]
     regular = info["rounds"][0]
