@@ -315,6 +315,12 @@ class Engine:
                               prefill_s, now, draft_lengths, None if method == "single" else policy.describe())
         yield GenerationEvent("done", len(draft_lengths), now, 0, (), tuple(s.text for s in seqs), result)
 
+    def forget_measurements(self) -> None:
+        """Drop what the cost policy learnt from this engine's earlier requests (`bass.draft_length`, Memory):
+        for a caller that changes the models' weights in place between requests (the synthetic benchmark's
+        acceptance knob), whose costs and acceptance the memory would otherwise carry over."""
+        self._policy_memory.clear()
+
     def _memory(self, drafter, backend: str, look_ahead: bool, params: SamplingParams, cfg: DraftLengthConfig
                 ) -> PolicyMemory | None:
         """The cost policy's memory for requests of this kind (`bass.draft_length`, Memory): None where the

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from bass.config import SamplingParams
+from bass.config import DraftLengthConfig, SamplingParams
 from bass.models.config import ModelConfig
 from bass.models.loader import LoadedModel, build_random, to_hf_state_dict
 
@@ -164,10 +164,13 @@ def per_token_acceptance(rounds: Iterable[tuple[int, int]]) -> float:
     return accepted / tested if tested else 0.0
 
 
-def measure_alpha(engine: Engine, prompt: list[int], k: int, new_tokens: int, params: SamplingParams) -> float:
-    """Per-token acceptance of one BASS run of `engine` (an `Engine` with drafter "model")."""
+def measure_alpha(engine: Engine, prompt: list[int], k: int, new_tokens: int, params: SamplingParams,
+                  draft_length: int = 4) -> float:
+    """Per-token acceptance of one BASS run of `engine` (an `Engine` with drafter "model") at a fixed draft
+    length: the cost policy may choose not to draft at all, and then there is nothing to measure."""
     pairs = []
-    for event in engine.stream([prompt], k=k, params=replace(params, max_new_tokens=new_tokens)):
+    for event in engine.stream([prompt], k=k, params=replace(params, max_new_tokens=new_tokens),
+                                draft_length=DraftLengthConfig(policy="fixed", l0=draft_length)):
         pairs += [(u.proposed, u.accepted) for u in event.updates]
     return per_token_acceptance(pairs)
 

@@ -281,6 +281,8 @@ def main() -> None:
             return
         if alpha is not None:
             b.pair.knob.set(cal.scales[alpha])
+            for engine in (b.graphed, b.eager):  # the knob changed the draft: what the policy learnt is stale
+                engine.forget_measurements()
         t = time.perf_counter()
         try:
             got = fn() or []

@@ -382,3 +382,7 @@ def test_an_engine_remembers_costs_per_kind_of_request(tiny_engine):
                     draft_length=DraftLengthConfig(remember=False))
     engine.generate(PROMPTS[:1], k=2, params=params, method="regular")
     assert len(engine._policy_memory) == 2
+    engine.forget_measurements()  # weights changed in place (the synthetic benchmark): start measuring anew
+    engine.generate(PROMPTS[:1], k=2, params=params, method="bass", drafter="ngram")
+    (fresh,) = engine._policy_memory.values()
+    assert fresh is not memory and fresh.costs.known(2)
