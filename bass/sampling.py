@@ -151,7 +151,7 @@ def top_p_candidates(probs: torch.Tensor, top_p: float, candidates: int
         return vals.masked_fill(~keep, 0.0), ids, torch.ones(probs.shape[:-1], dtype=torch.bool, device=probs.device)
     vals, ids = torch.topk(probs, candidates, dim=-1)  # [..., K]
     vals, ids = _stable_descending(vals, ids)
-    above = vals > vals[..., -1:]
+    above = vals > vals[..., -1:]  # the candidates before the last tie group (which is never kept)
     cum = torch.cumsum(vals, dim=-1)
     keep = (cum - vals < top_p) & above
     covered = ((cum >= top_p + _TOP_P_MARGIN) & above).any(-1)
