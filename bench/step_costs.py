@@ -49,7 +49,7 @@ from bass.rules import run_then, verify_rule  # noqa: E402
 from bass.sampling import SequenceRNG, process_logits_deferred, verify_sampled  # noqa: E402
 
 
-def _timed(fn, reps: int) -> float:
+def timed_ms(fn, reps: int) -> float:
     """Mean ms per call of `fn` issued back to back (device time on CUDA: one sync at the end)."""
     fn()
     sync()
@@ -60,7 +60,7 @@ def _timed(fn, reps: int) -> float:
     return 1e3 * (time.perf_counter() - t) / reps
 
 
-def _graphed(fn):
+def graphed(fn):
     """fn as a replayed CUDA graph (its own inputs captured: call it without arguments), or fn on the CPU."""
     if not torch.cuda.is_available():
         return fn
@@ -118,11 +118,11 @@ def forward_and_sampling(engine: Engine, prompt: str, k: int, params: SamplingPa
                 return verdict
 
             logits = forward()
-            row = dict(k=k, width=T, forward_ms=_timed(forward, reps),
-                       rule_eager_ms=_timed(lambda logits=logits, args=args: rule(logits, *args), reps),
-                       verify_ms=_timed(verify, reps),
-                       rule_graph_ms=_timed(_graphed(lambda logits=logits, args=args: rule(logits, *args)), reps),
-                       dense_rule_graph_ms=_timed(_graphed(lambda logits=logits, args=args: dense(logits, *args)),
+            row = dict(k=k, width=T, forward_ms=timed_ms(forward, reps),
+                       rule_eager_ms=timed_ms(lambda logits=logits, args=args: rule(logits, *args), reps),
+                       verify_ms=timed_ms(verify, reps),
+                       rule_graph_ms=timed_ms(graphed(lambda logits=logits, args=args: rule(logits, *args)), reps),
+                       dense_rule_graph_ms=timed_ms(graphed(lambda logits=logits, args=args: dense(logits, *args)),
                                                   reps))
             rows.append(row)
             print(f"  k={k} T={T}: forward {row['forward_ms']:.3f} ms, rule (eager) {row['rule_eager_ms']:.3f} ms, "

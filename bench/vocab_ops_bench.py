@@ -1,0 +1,96 @@
+"""What the verify rule's vocabulary-wide steps cost on this device, and alternatives, side by side.
+
+    PYTHONPATH=. python bench/vocab_ops_bench.py [--rows 8,16,24,64] [--out DIR]
+
+`bass.sampling.verify_top_p` works over each position's sorted top-p candidates; what it still does over
+the whole vocabulary is the tempered softmax and the top-K (K = `TOP_P_CANDIDATES`). On an H100 those
+were about 125 µs of its 239 µs at k = 8 (`bench/results/step_costs_2026-11-24_h100_profile_step_eager.txt`),
+so this times them alone, each in a CUDA graph (the way the rule runs), on peaked Zipf logits
+[rows, 151,936] (rows = batch x verify width), against alternatives that compute the same thing:
+
+  softmax    torch.softmax (one thread block per row: few rows leave the GPU idle)
+             | exp(z − logsumexp(z)) (reductions split across blocks, then one elementwise pass)
+  top-K      torch.topk over the row | in two stages: the top K of each of S equal chunks, then the top K
+             of those S·K (the same values: a row's top K lie in their chunks' top K)
+
+Prints a table (µs per call) and writes vocab_ops.json to --out. On the CPU it runs the same code untimed
+by graphs (the figures then only check the plumbing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from round_overhead import logit_bank  # noqa: E402
+from step_costs import graphed, timed_ms  # noqa: E402
+
+from bass.engine import device_line  # noqa: E402
+from bass.sampling import TOP_P_CANDIDATES  # noqa: E402
+
+
+def softmax_by_logsumexp(z: torch.Tensor) -> torch.Tensor:
+    """softmax(z) over the last axis as exp(z − logsumexp(z)). [..., V] -> [..., V]"""
+    return (z - torch.logsumexp(z, dim=-1, keepdim=True)).exp_()
+
+
+def topk_two_stage(p: torch.Tensor, k: int, chunks: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch.topk(p, k) by chunks: (values, ids) [N, k] of p [N, V], V divisible by `chunks`, V / chunks >= k.
+
+    Every element of a row's top k is in its chunk's top k (fewer than k elements of the chunk beat it), so
+    the top k of the chunks' top k are the row's top k values (ties at the k-th value may pick other ids)."""
+    N, V = p.shape
+    C = V // chunks
+    v1, i1 = torch.topk(p.view(N, chunks, C), k, dim=-1)  # [N, S, k]
+    i1 = i1 + torch.arange(chunks, device=p.device)[:, None] * C
+    v2, j = torch.topk(v1.view(N, chunks * k), k, dim=-1)  # [N, k]
+    return v2, i1.view(N, chunks * k).gather(-1, j)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", default="8,16,24,64", help="rows of logits: batch x verify width")
+    p.add_argument("--vocab", type=int, default=151_936)
+    p.add_argument("--chunks", default="4,8,16,32")
+    p.add_argument("--reps", type=int, default=200)
+    p.add_argument("--out", default="bench/results/")
+    a = p.parse_args(argv)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    K = min(TOP_P_CANDIDATES, a.vocab // max(int(c) for c in a.chunks.split(",")))
+    print(device_line(device), flush=True)
+    rows = []
+    for n in [int(x) for x in a.rows.split(",")]:
+        z = (logit_bank(n, a.vocab, seed=n) / 0.8).to(device)  # tempered logits
+        probs = torch.softmax(z, -1)
+        want = torch.topk(probs, K, dim=-1).values
+        got = softmax_by_logsumexp(z)
+        row = dict(rows=n, vocab=a.vocab, k=K, softmax_max_abs_diff=float((got - probs).abs().max()),
+                   softmax_us=1e3 * timed_ms(graphed(lambda z=z: torch.softmax(z, -1)), a.reps),
+                   softmax_by_logsumexp_us=1e3 * timed_ms(graphed(lambda z=z: softmax_by_logsumexp(z)), a.reps),
+                   topk_us=1e3 * timed_ms(graphed(lambda p=probs: torch.topk(p, K, dim=-1)), a.reps))
+        for s in [int(c) for c in a.chunks.split(",")]:
+            values = topk_two_stage(probs, K, s)[0]
+            if not torch.equal(values, want):  # the same values, in the same (descending) order
+                raise AssertionError(f"two-stage top-k with {s} chunks differs from torch.topk")
+            row[f"topk_two_stage_{s}_us"] = 1e3 * timed_ms(graphed(lambda p=probs, s=s: topk_two_stage(p, K, s)),
+                                                          a.reps)
+        rows.append(row)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "vocab_ops.json").write_text(json.dumps(dict(device=device_line(device), rows=rows), indent=1))
+    keys = [k for k in rows[0] if k.endswith("_us")]
+    print(f"µs per call, each in a CUDA graph; [rows, {a.vocab}] float32, top-{K}")
+    print("rows " + " ".join(f"{k[:-3]:>22s}" for k in keys))
+    for r in rows:
+        print(f"{r['rows']:4d} " + " ".join(f"{r[k]:22.1f}" for k in keys))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

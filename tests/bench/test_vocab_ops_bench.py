@@ -1,0 +1,30 @@
+"""bench/vocab_ops_bench.py: the alternatives it times compute what the rule computes (CPU)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+
+def test_alternatives_compute_the_same_and_the_table_is_written(tmp_path):
+    import vocab_ops_bench as vb
+
+    z = torch.randn(6, 512) * 3
+    torch.testing.assert_close(vb.softmax_by_logsumexp(z), torch.softmax(z, -1))
+    p = torch.softmax(z, -1)
+    p[0, 100:140] = p[0, 7]  # ties across chunks at values inside the top k
+    want = torch.topk(p, 64, dim=-1)
+    for chunks in (2, 4, 8):
+        values, ids = vb.topk_two_stage(p, 64, chunks)
+        assert torch.equal(values, want.values)
+        assert torch.equal(p.gather(-1, ids), values)  # each id holds its value
+        assert all(len(set(r.tolist())) == 64 for r in ids)  # no token twice
+    rows = vb.main(["--rows", "2,3", "--vocab", "2048", "--chunks", "2,4", "--reps", "2", "--out", str(tmp_path)])
+    assert [r["rows"] for r in rows] == [2, 3] and all(r["topk_two_stage_4_us"] > 0 for r in rows)
+    saved = json.loads((tmp_path / "vocab_ops.json").read_text())
+    assert saved["rows"][0]["k"] == 512 and saved["rows"][0]["softmax_max_abs_diff"] < 1e-6
