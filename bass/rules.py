@@ -1,7 +1,7 @@
 """What a round computes from logits on the device, as rules a CUDA graph captures with the forward pass.
 
 A verify pass is the target's forward followed by top-p processing and the accept / resample rule
-(`bass.sampling`); a draft step is the draft's forward followed by sampling its proposal. Launched one by
+(`bass.sampling`: under top-p over each position's sorted candidates, `verify_top_p`); a draft step is the draft's forward followed by sampling its proposal. Launched one by
 one from Python, those ~40 small sampling kernels cost the host more than the GPU: on an H100, 1.4 ms
 of launches per verify of a batch of 8 (2.6 ms at width 2) for 0.25 ms of kernels, and in a BASS round
 the host is the critical path. So `GraphedModel(..., then=rule, args=...)` captures
@@ -50,7 +50,8 @@ class VerifyRule:
       - rejected = draft_len − accepted (int32), the rows the target's cache rolls back.
     The last three are the round's glue, computed here because in the graph they cost no launch.
 
-    With top-p from the most likely candidates (`process_logits_deferred`) a row's result is exact when
+    Under top-p the rule works over each position's most likely candidates (`bass.sampling.verify_top_p`;
+    without top-p, over the vocabulary: `verify_sampled`). A row's result is exact when
     the candidates decided the top-p set at every position it used: positions 0 .. a_b (the accept tests
     before a_b passed and the test at a_b failed with exact p, so the exact rule accepts a_b too, and
     the token at a_b is sampled from exact p). Positions after a_b are never read. `decided` is False
