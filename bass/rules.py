@@ -1,8 +1,9 @@
 """What a round computes from logits on the device, as rules a CUDA graph captures with the forward pass.
 
 A verify pass is the target's forward followed by top-p processing and the accept / resample rule
-(`bass.sampling`: under top-p over each position's sorted candidates, `verify_top_p`); a draft step is the draft's forward followed by sampling its proposal. Launched one by
-one from Python, those ~40 small sampling kernels cost the host more than the GPU: on an H100, 1.4 ms
+(`bass.sampling`: under top-p over each position's sorted candidates, `verify_top_p`); a draft step is
+the draft's forward followed by sampling its proposal. Launched one by one from Python, those ~40 small
+sampling kernels cost the host more than the GPU: on an H100, 1.4 ms
 of launches per verify of a batch of 8 (2.6 ms at width 2) for 0.25 ms of kernels, and in a BASS round
 the host is the critical path. So `GraphedModel(..., then=rule, args=...)` captures
 `rule(forward(...), *args)` in one graph, and `run_then` does the same eagerly for a plain model.
