@@ -173,12 +173,6 @@ def cmd_eval(a: argparse.Namespace) -> int:
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         raise ValueError(f"--methods takes a comma-separated subset of {','.join(METHODS)}; got {a.methods!r}")
-    if a.methods is None and budgets is None:  # the single-method report, as before
-        report = run_humaneval(engine_config(a), k=a.k, budget_s=a.budget_s, method=a.method, limit=a.limit,
-                               params=sampling_params(a), log=None if a.json else _progress_line,
-                               stop_at_first_pass=a.stop_at_first_pass, warmup=True)
-        _emit(a, report, lambda: format_report(report))
-        return 0
     import time
 
     from bass.engine import Engine, device_line
@@ -190,6 +184,10 @@ def cmd_eval(a: argparse.Namespace) -> int:
         reports[m] = run_humaneval(cfg, k=a.k, budget_s=a.budget_s, budgets=budgets,
                                    method=m, limit=a.limit, params=sampling_params(a), engine=engine, warmup=True,
                                    log=None if a.json else _progress_line, stop_at_first_pass=a.stop_at_first_pass)
+    if a.methods is None and budgets is None:  # one method, one budget: its report alone
+        report = reports[a.method]
+        _emit(a, report, lambda: format_report(report))
+        return 0
     out = {"budgets": list(budgets or (a.budget_s,)), "methods": reports, "device": device_line(engine.device),
            "seconds": time.perf_counter() - t0}
 

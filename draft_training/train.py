@@ -114,9 +114,9 @@ def load_weights(student: Student | FeatureStudent, path: Path) -> None:
     student.load_state_dict(tensors)  # copied into the float32 parameters
 
 
-def _kl(t_logp: torch.Tensor, s_logits: torch.Tensor) -> torch.Tensor:
-    """Mean over positions of KL(p ‖ q) = Σ_v p(v) (log p(v) − log q(v)), q = softmax(s_logits)."""
-    return (t_logp.exp() * (t_logp - F.log_softmax(s_logits, -1))).sum(-1).mean()
+def _kl(t_logp: torch.Tensor, s_logp: torch.Tensor) -> torch.Tensor:
+    """Mean over positions of KL(p ‖ q) = Σ_v p(v) (log p(v) − log q(v)), from log p and log q."""
+    return (t_logp.exp() * (t_logp - s_logp)).sum(-1).mean()
 
 
 def feature_loss(student: FeatureStudent, teacher: Teacher, window: torch.Tensor, cfg: TrainConfig
@@ -134,8 +134,8 @@ def feature_loss(student: FeatureStudent, teacher: Teacher, window: torch.Tensor
         # step 2: every entry but the first fed the draft's own prediction of its feature
         f2 = student.features(torch.cat([f[:, :1], f1[:, :-1].detach()], 1), x[:, 1:])
         s2 = student.logits(f2).float()
-    value = _kl(t_logp, s1) + cfg.feature_weight * F.smooth_l1_loss(f1.float(), f[:, 1:].float()) \
-        + cfg.second_step_weight * _kl(t_logp, s2)
+    value = _kl(t_logp, F.log_softmax(s1, -1)) + cfg.feature_weight * F.smooth_l1_loss(f1.float(), f[:, 1:].float()) \
+        + cfg.second_step_weight * _kl(t_logp, F.log_softmax(s2, -1))
     best = t_logits.argmax(-1)
     return value, {"agree": float((s1.argmax(-1) == best).float().mean()),
                    "agree_step2": float((s2.argmax(-1) == best).float().mean())}
@@ -155,7 +155,7 @@ def window_loss(student: Student | FeatureStudent, teacher: Teacher, window: tor
         t_logits = (teacher.hidden(x) @ teacher.head.T).float()  # [B, T, V]
     t_logp = F.log_softmax(t_logits, -1)
     if loss == "distill":
-        value = _kl(t_logp, s_logits)
+        value = _kl(t_logp, s_logp)
     else:
         value = F.nll_loss(s_logp.flatten(0, 1), y.flatten())
     agree = (s_logits.argmax(-1) == t_logits.argmax(-1)).float().mean()
