@@ -8,7 +8,7 @@ were about 125 µs of its 239 µs at k = 8 (`bench/results/step_costs_2026-11-24
 so this times them alone, each in a CUDA graph (the way the rule runs), on peaked Zipf logits
 [rows, 151,936] (rows = batch x verify width), against alternatives that compute the same thing:
 
-  softmax    torch.softmax (one thread block per row: few rows leave the GPU idle)
+  softmax    torch.softmax
              | exp(z − logsumexp(z)) (reductions split across blocks, then one elementwise pass)
   top-K      torch.topk over the row | in two stages: the top K of each of S equal chunks, then the top K
              of those S·K (the same values: a row's top K lie in their chunks' top K)
