@@ -23,15 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from bass.config import SamplingParams
-from bass.sampling import (
-    Verdict,
-    draft_distribution,
-    process_logits_deferred,
-    sample_from,
-    verify_greedy,
-    verify_sampled,
-    verify_top_p,
-)
+from bass.sampling import Verdict, draft_distribution, sample_from, verify_logits
 
 
 def processing(params: SamplingParams) -> SamplingParams:
@@ -51,8 +43,8 @@ class VerifyRule:
       - rejected = draft_len − accepted (int32), the rows the target's cache rolls back.
     The last three are the round's glue, computed here because in the graph they cost no launch.
 
-    Under top-p the rule works over each position's most likely candidates (`bass.sampling.verify_top_p`;
-    without top-p, over the vocabulary: `verify_sampled`). A row's result is exact when
+    Under top-p the rule works over each position's most likely candidates (`bass.sampling.verify_logits`:
+    `verify_top_p`; without top-p, over the vocabulary: `verify_sampled`). A row's result is exact when
     the candidates decided the top-p set at every position it used: positions 0 .. a_b (the accept tests
     before a_b passed and the test at a_b failed with exact p, so the exact rule accepts a_b too, and
     the token at a_b is sampled from exact p). Positions after a_b are never read. `decided` is False
@@ -64,13 +56,7 @@ class VerifyRule:
     def __call__(self, logits: torch.Tensor, drafts: torch.Tensor, draft_len: torch.Tensor,
                  u_accept: torch.Tensor, u_sample: torch.Tensor, draft_probs: torch.Tensor | None = None
                  ) -> tuple[torch.Tensor, ...]:
-        if self.params.greedy:
-            v, covered = verify_greedy(drafts, draft_len, logits), None
-        elif self.params.top_p < 1.0:
-            v, covered = verify_top_p(logits, self.params, drafts, draft_len, draft_probs, u_accept, u_sample)
-        else:
-            probs, covered = process_logits_deferred(logits, self.params)
-            v = verify_sampled(drafts, draft_len, draft_probs, probs, u_accept, u_sample)
+        v, covered = verify_logits(logits, self.params, drafts, draft_len, draft_probs, u_accept, u_sample)
         if covered is None:
             decided = torch.ones_like(v.accepted, dtype=torch.bool)
         else:
@@ -85,11 +71,8 @@ class VerifyRule:
               u_sample: torch.Tensor, draft_probs: torch.Tensor | None = None) -> Verdict:
         """The same verdict with top-p by a full sort of the vocabulary, for every row (the caller uses it
         where `__call__` left rows undecided; on decided rows the two agree)."""
-        if not self.params.greedy and self.params.top_p < 1.0:
-            return verify_top_p(logits, self.params, drafts, draft_len, draft_probs, u_accept, u_sample,
-                                full_sort=True)[0]
-        probs = process_logits_deferred(logits, self.params, full_sort=True)[0]
-        return verify_sampled(drafts, draft_len, draft_probs, probs, u_accept, u_sample)
+        return verify_logits(logits, self.params, drafts, draft_len, draft_probs, u_accept, u_sample,
+                             full_sort=True)[0]
 
 
 def emitted(drafts: torch.Tensor, accepted: torch.Tensor, next_token: torch.Tensor) -> torch.Tensor:

@@ -183,27 +183,16 @@ def verify_top_p(logits: torch.Tensor, params: SamplingParams, draft_tokens: tor
     kept, ids, covered = top_p_candidates(probs, params.top_p, K)  # [B, L+1, K]
     p = kept / torch.cumsum(kept, dim=-1)[..., -1:]  # Z as a prefix sum: the same from K candidates or V
     p_x = (p[:, :L] * (ids[:, :L] == draft_tokens[..., None])).sum(-1)  # [B, L]
-    if draft_probs is None:
-        q_x = torch.ones_like(p_x)
-    else:
-        q_x = draft_probs.gather(-1, draft_tokens[..., None]).squeeze(-1)
-    pos = torch.arange(L, device=draft_tokens.device)
-    ok = (u_accept * q_x < p_x) & (pos < draft_len[:, None])  # u < p/q without a division, as verify_sampled
-    accepted = torch.cumprod(ok.long(), dim=1).sum(1)  # [B]
-
+    accepted = _accepted(p_x, draft_tokens, draft_len, draft_probs, u_accept)
     at_a = accepted[:, None, None].expand(B, 1, ids.shape[-1])
     p_next, ids_next = p.gather(1, at_a).squeeze(1), ids.gather(1, at_a).squeeze(1)  # [B, K]
     weights = p_next
     if L > 0:
-        at = accepted.clamp(max=L - 1)[:, None]  # [B, 1]
         if draft_probs is None:
-            q_next = (ids_next == draft_tokens.gather(1, at)).to(p_next.dtype)
+            q_next = (ids_next == _draft_at(draft_tokens, accepted)[:, None]).to(p_next.dtype)
         else:
-            q_next = draft_probs.gather(1, at[..., None].expand(B, 1, draft_probs.shape[-1])).squeeze(1)
-            q_next = q_next.gather(-1, ids_next)
-        residual = (p_next - q_next).clamp_(min=0.0)
-        residual = torch.where(residual.sum(-1, keepdim=True) > 0, residual, p_next)  # as verify_sampled
-        weights = torch.where((accepted < draft_len)[:, None], residual, p_next)
+            q_next = _draft_at(draft_probs, accepted).gather(-1, ids_next)
+        weights = _resample_weights(p_next, q_next, accepted, draft_len)
     j = sample_from(weights, u_sample)
     return Verdict(accepted, ids_next.gather(-1, j[:, None]).squeeze(-1)), covered
 
@@ -350,29 +339,61 @@ def verify_sampled(draft_tokens: torch.Tensor, draft_len: torch.Tensor, draft_pr
     """
     B, L = draft_tokens.shape
     p_x = target_probs[:, :L].gather(-1, draft_tokens[..., None]).squeeze(-1)  # [B, L]
+    accepted = _accepted(p_x, draft_tokens, draft_len, draft_probs, u_accept)
+    p_next = target_probs.gather(1, accepted[:, None, None].expand(B, 1, target_probs.shape[-1])).squeeze(1)
+    weights = p_next
+    if L > 0:
+        if draft_probs is None:
+            q_next = torch.zeros_like(p_next).scatter_(-1, _draft_at(draft_tokens, accepted)[:, None], 1.0)
+        else:
+            q_next = _draft_at(draft_probs, accepted)
+        weights = _resample_weights(p_next, q_next, accepted, draft_len)
+    return Verdict(accepted, sample_from(weights, u_sample))
+
+
+def _accepted(p_x: torch.Tensor, draft_tokens: torch.Tensor, draft_len: torch.Tensor,
+              draft_probs: torch.Tensor | None, u_accept: torch.Tensor) -> torch.Tensor:
+    """a_b [B]: the leading run of drafts with u < p(x) / q(x) (q = 1 for a deterministic draft), within
+    draft_len. p_x, u_accept [B, L]; the test is written without a division, so q(x) = 0 (a token the
+    draft never samples) cannot produce NaN."""
     if draft_probs is None:
         q_x = torch.ones_like(p_x)
     else:
         q_x = draft_probs.gather(-1, draft_tokens[..., None]).squeeze(-1)
-    pos = torch.arange(L, device=draft_tokens.device)
-    # u < p/q, written without a division so q_x = 0 (never sampled) cannot produce NaN
+    pos = torch.arange(p_x.shape[1], device=p_x.device)
     ok = (u_accept * q_x < p_x) & (pos < draft_len[:, None])
-    accepted = torch.cumprod(ok.long(), dim=1).sum(1)  # [B]
+    return torch.cumprod(ok.long(), dim=1).sum(1)
 
-    p_next = target_probs.gather(1, accepted[:, None, None].expand(B, 1, target_probs.shape[-1])).squeeze(1)
-    rejected = accepted < draft_len
-    if L > 0:
-        at = accepted.clamp(max=L - 1)[:, None]  # [B, 1]
-        if draft_probs is None:
-            q_next = torch.zeros_like(p_next).scatter_(-1, draft_tokens.gather(1, at), 1.0)
-        else:
-            q_next = draft_probs.gather(1, at[..., None].expand(B, 1, draft_probs.shape[-1])).squeeze(1)
-        residual = (p_next - q_next).clamp_(min=0.0)
-        # p == q up to rounding leaves no residual mass; the acceptance test then almost surely passed,
-        # and falling back to p keeps the sampler total.
-        has_mass = residual.sum(-1, keepdim=True) > 0
-        residual = torch.where(has_mass, residual, p_next)
-        weights = torch.where(rejected[:, None], residual, p_next)
-    else:
-        weights = p_next
-    return Verdict(accepted, sample_from(weights, u_sample))
+
+def _draft_at(draft: torch.Tensor, accepted: torch.Tensor) -> torch.Tensor:
+    """Row min(a_b, L-1) of each sequence's draft: its token ([B, L] -> [B]) or distribution ([B, L, V] ->
+    [B, V]), the q of the position a rejection resamples."""
+    at = accepted.clamp(max=draft.shape[1] - 1)
+    return draft[torch.arange(draft.shape[0], device=draft.device), at]
+
+
+def _resample_weights(p_next: torch.Tensor, q_next: torch.Tensor, accepted: torch.Tensor,
+                      draft_len: torch.Tensor) -> torch.Tensor:
+    """What the next token is drawn from [B, V or K]: max(0, p − q) where the sequence rejected a draft,
+    p where it accepted all. p == q up to rounding leaves no residual mass; the acceptance test then almost
+    surely passed, and falling back to p keeps the sampler total."""
+    residual = (p_next - q_next).clamp_(min=0.0)
+    residual = torch.where(residual.sum(-1, keepdim=True) > 0, residual, p_next)
+    return torch.where((accepted < draft_len)[:, None], residual, p_next)
+
+
+def verify_logits(logits: torch.Tensor, params: SamplingParams, draft_tokens: torch.Tensor,
+                  draft_len: torch.Tensor, draft_probs: torch.Tensor | None, u_accept: torch.Tensor,
+                  u_sample: torch.Tensor, full_sort: bool = False) -> tuple[Verdict, torch.Tensor | None]:
+    """The verdict of target logits [B, L+1, V] under `params`: (verdict, covered [B, L+1] or None).
+
+    Greedy: `verify_greedy`. Top-p < 1: `verify_top_p`, over each position's sorted candidates (covered:
+    whether they decided it; full_sort: all of them). Otherwise `verify_sampled` over the processed
+    vocabulary. What `bass.rules.VerifyRule` computes in the graph, and by a full sort for its redo."""
+    if params.greedy:
+        return verify_greedy(draft_tokens, draft_len, logits), None
+    if params.top_p < 1.0:
+        return verify_top_p(logits, params, draft_tokens, draft_len, draft_probs, u_accept, u_sample,
+                            full_sort=full_sort)
+    probs, covered = process_logits_deferred(logits, params, full_sort)
+    return verify_sampled(draft_tokens, draft_len, draft_probs, probs, u_accept, u_sample), covered
