@@ -37,6 +37,9 @@ import triton
 from triton.testing import do_bench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from profile_round import graphed  # noqa: E402
+
 from kernels.pad_attention import pad_attention, pad_attention_padded, pad_kv  # noqa: E402
 from kernels.ragged_attention import ragged_attention, ragged_attention_tuned  # noqa: E402
 from kernels.reference import ragged_attention_ref  # noqa: E402
@@ -85,19 +88,6 @@ def min_bytes(x: dict) -> int:
     Hkv = x["prefix_k"].shape[2]
     kv_rows = int(x["kv_len"].sum()) + PREFIX
     return 2 * kv_rows * Hkv * D * 2 + 2 * B * T * Hq * D * 2
-
-
-def graph_of(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    return g.replay
 
 
 def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -150,7 +140,7 @@ def run_config(B: int, S: int, T: int, Hq: int, Hkv: int, D: int, gen: torch.Gen
     for name, fn in fns.items():
         row["err"][name] = rel_err(fn(), ref)
     try:
-        replay = graph_of(fns["ragged"])
+        replay = graphed(fns["ragged"])
         replay()
         row["ms"]["rag_graph"] = bench_ms(replay)
     except Exception as e:  # report, do not hide: the launcher is meant to be capturable
@@ -174,7 +164,7 @@ def sweep(gen: torch.Generator, log) -> list[dict]:
             try:
                 fn = lambda v=v, x=x: ragged_attention_tuned(**x, **v)  # noqa: E731
                 err = rel_err(fn(), ref)
-                ms = bench_ms(graph_of(fn))  # kernel time: host launch cost is the same for all variants
+                ms = bench_ms(graphed(fn))  # kernel time: host launch cost is the same for all variants
                 rows.append({"B": B, "S": S, "T": T, "Hq": Hq, "cfg": v, "ms": ms, "err": err,
                              "GBps": min_bytes(x) / (ms * 1e-3) / 1e9})
             except Exception as e:

@@ -124,6 +124,21 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
+def graphed(fn):
+    """fn as a replayed CUDA graph (its own inputs captured: call it without arguments), or fn on the CPU."""
+    if not torch.cuda.is_available():
+        return fn
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn(), fn()  # warm up outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
 class _SyncTimed:
     """A target forward with the device synchronised around each call; its wall time adds to `spent`
     unless `paused()` (calls made from inside the drafter, e.g. layer-skip's, are the drafter's time)."""

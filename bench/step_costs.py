@@ -40,7 +40,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from profile_round import pipelined_round, profiler_tables, round_breakdown, sync  # noqa: E402
+from profile_round import graphed, pipelined_round, profiler_tables, round_breakdown, sync  # noqa: E402
 
 from bass.attention import get_backend  # noqa: E402
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
@@ -58,21 +58,6 @@ def timed_ms(fn, reps: int) -> float:
         fn()
     sync()
     return 1e3 * (time.perf_counter() - t) / reps
-
-
-def graphed(fn):
-    """fn as a replayed CUDA graph (its own inputs captured: call it without arguments), or fn on the CPU."""
-    if not torch.cuda.is_available():
-        return fn
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn(), fn()  # warm up outside the capture
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
 
 
 def dense_rule(params: SamplingParams):

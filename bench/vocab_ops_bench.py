@@ -9,7 +9,7 @@ so this times them alone, each in a CUDA graph (the way the rule runs), on peake
 [rows, 151,936] (rows = batch x verify width), against alternatives that compute the same thing:
 
   softmax    torch.softmax
-             | exp(z − logsumexp(z)) (reductions split across blocks, then one elementwise pass)
+             | exp(z − logsumexp(z))
   top-K      torch.topk over the row | in two stages: the top K of each of S equal chunks, then the top K
              of those S·K (the same values: a row's top K lie in their chunks' top K)
 
@@ -28,8 +28,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from profile_round import graphed  # noqa: E402
 from round_overhead import logit_bank  # noqa: E402
-from step_costs import graphed, timed_ms  # noqa: E402
+from step_costs import timed_ms  # noqa: E402
 
 from bass.engine import device_line  # noqa: E402
 from bass.sampling import TOP_P_CANDIDATES  # noqa: E402
