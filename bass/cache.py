@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
+from bass.sequences import ints_to_device
+
 
 @dataclass
 class KVCache:
@@ -112,11 +114,11 @@ class KVCache:
             self.suffix_len[n:] = 0
             return self.view(n)
         moved = [(dst, src) for dst, src in enumerate(rows) if dst != src]
-        dst = torch.tensor([d for d, _ in moved], device=self.suffix_k.device)
-        src = torch.tensor([s for _, s in moved], device=self.suffix_k.device)
+        device = self.suffix_k.device
+        dst, src = ints_to_device([d for d, _ in moved], device), ints_to_device([s for _, s in moved], device)
         for t in (self.suffix_k, self.suffix_v):
             t.index_copy_(1, dst, t.index_select(1, src))  # only the rows that move, via a temporary
-        idx = torch.tensor(rows, device=self.suffix_k.device)
+        idx = ints_to_device(rows, device)
         self.seq_group[:n] = self.seq_group[idx]
         self.suffix_len[:n] = self.suffix_len[idx]
         self.suffix_len[n:] = 0

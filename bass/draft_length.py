@@ -43,9 +43,14 @@ costs its earlier requests of the same kind measured (same drafter, backend, loo
 `DraftLengthConfig.remember`) and their pooled acceptance as the prior ᾱ (`PolicyMemory`), so a short
 request does not pay the probes again. Every round still updates the shared estimates.
 
-Exploration. The first rounds run probe_lengths twice (default L = 0, 2, 0, 2), which times plain decoding
-and a draft (a bucket's estimate keeps the lower of its first two samples, so one descheduled round does
-not condemn a length); they are skipped where the batch's bucket was measured before (memory). A drafting
+Exploration. The first rounds time each of probe_lengths twice, running (default L = 0, 0, 2, 2, 2), which
+times plain decoding and a draft (a bucket's estimate keeps the lower of its first two samples, so one
+descheduled round does not condemn a length); they are skipped where the batch's bucket was measured before
+(memory). A drafting round right after a plain one is a warm-up and is not timed: its drafter first feeds
+what the plain rounds emitted (a wider step, a graph of another width), so it costs what no steady run of
+drafting rounds pays. Timed, those rounds kept the trained draft at plain decoding at batch 8 on the H100
+(L = 2 read 5.05 ms against 3.3 for a pipelined L = 1 round, `real_bench_2026-11-24_h100_policy*.json`).
+So every drafting probe that follows a plain round runs two rounds, and the second is timed. A drafting
 probe is skipped when it is hopeless: when even α_b = 1 for every sequence would not make any L > 0 beat
 L = 0 at the measured costs (a draft step as slow as a plain step). Plain decoding, the anchor of "never
 slower than regular", is timed twice in every batch bucket met. Afterwards, every explore_every rounds, one
@@ -79,6 +84,7 @@ same rule on each sequence's own accepted count (x = a_b), useful when proposals
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -187,6 +193,9 @@ class DraftLengthPolicy:
         self._gap = (memory.plain_gap if memory is not None else 0) or cfg.explore_every  # to the next probe
         self._next_probe = self._gap
         self._again: int | None = None  # a probed length to time once more, next round
+        self._timed: deque[bool] = deque()  # per started, unfinished round: whether its time is a cost sample
+        # the first rounds: each probe length twice running, a drafting one after its untimed warm-up
+        self._schedule = [L for L in cfg.probe_lengths for _ in range(3 if L > 0 else 2)]
         self._seqs: list[int] = list(seqs)  # the batch of the last decision
 
     # ---- the cost policy's decision ------------------------------------------------------------------
@@ -209,11 +218,11 @@ class DraftLengthPolicy:
 
     def _cost_length(self, seqs: Sequence[int]) -> int:
         r, cfg = self.rounds, self.cfg
-        if r < 2 * len(cfg.probe_lengths) and not self.costs.known(len(seqs)):
-            # twice each: one slow round must not decide a length's fate, unless the first showed drafting
-            # cannot pay; an earlier request's rounds at this batch size measured it already (`memory`)
-            L = cfg.probe_lengths[r % len(cfg.probe_lengths)]
-            return 0 if r >= len(cfg.probe_lengths) and L > 0 and self._hopeless(seqs) else L
+        if r < len(self._schedule) and not self.costs.known(len(seqs)):
+            # each timed twice: one slow round must not decide a length's fate, unless the first showed
+            # drafting cannot pay; an earlier request's rounds at this batch size measured them already (`memory`)
+            L = self._schedule[r]
+            return 0 if L > 0 and self._schedule[r - 2] == L and self._hopeless(seqs) else L
         if self.costs.samples(0, len(seqs)) < 2:
             # plain decoding is the anchor of "never slower than regular": time it twice at every batch
             # bucket, so one descheduled round cannot make it look slow for good
@@ -227,9 +236,10 @@ class DraftLengthPolicy:
             return L
         if cfg.explore_every and r >= self._next_probe:
             L = self._probe(seqs)
-            if L > 0 and self.costs.samples(L, len(seqs)) < 2:
+            if L > 0 and (self.costs.samples(L, len(seqs)) < 2 or self.last == 0):
                 # timed twice running, as the first probes are: its first round may capture a CUDA graph (20 ms
-                # for L = 1 at batch 32 on the H100), and a bucket keeps the lower of its first two samples
+                # for L = 1 at batch 32 on the H100), and a bucket keeps the lower of its first two samples;
+                # after a plain round the first is an untimed warm-up (module docstring, Exploration)
                 self._again = L
             return L
         return self.choice
@@ -267,7 +277,8 @@ class DraftLengthPolicy:
     def lengths(self, seqs: Sequence[int]) -> list[int]:
         """The draft length each of `seqs` gets this round (for "cost", this also starts the round's clock)."""
         if self.cfg.policy == "cost":
-            self.last = min(self._cost_length(seqs), self.cfg.l_limit)
+            before, self.last = self.last, min(self._cost_length(seqs), self.cfg.l_limit)
+            self._timed.append(not (self.last > 0 and before == 0 and self.rounds > 0))  # a warm-up: untimed
             self._seqs = list(seqs)
             self.rounds += 1
             self.clock.start()
@@ -289,7 +300,7 @@ class DraftLengthPolicy:
             asked = list(asked) if asked is not None else [self.last] * len(seqs)
             self.acceptance.observe(seqs, asked, accepted)
             round_s = self.clock.stop()
-            if round_s is not None:
+            if round_s is not None and (self._timed.popleft() if self._timed else True):
                 self.costs.observe(max(asked), len(seqs), round_s)
         elif self.cfg.policy == "per-sequence":
             for q, a in zip(seqs, accepted, strict=True):

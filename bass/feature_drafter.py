@@ -229,7 +229,7 @@ class FeatureDrafter(Drafter):
 
     def select(self, rows):
         rows = list(rows)
-        index = torch.tensor(rows, device=self.feats.device)
+        index = ints_to_device(rows, self.feats.device)
         self.cache = self.cache.compact(rows)
         self.feats = self.feats[index]
         self.fed, self.known, self.prompt_entries = ([v[r] for r in rows] for v in (self.fed, self.known,

@@ -94,7 +94,8 @@ class GraphedModel:
         # are ignored, whatever stale token ids they hold (a round makes several launches: each one saved counts)
         g.tokens[:B, :T] = tokens
         g.q_len[:B] = q_len
-        g.q_len[B:] = 0  # an empty slice when the batch fills the bucket
+        if Bb > B:  # padding rows
+            g.q_len[B:] = 0
         if features is not None:
             g.features[:B, :T] = features  # padding rows keep stale values: they are never read back
         for static, a in zip(g.args, args, strict=True):  # padding entries likewise: stale, never read back

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from bass.config import SamplingParams
-from bass.sampling import Verdict, draft_distribution, sample_from, verify_logits
+from bass.sampling import Verdict, draft_proposal, process_logits_deferred, sample_from, verify_logits
 
 
 def processing(params: SamplingParams) -> SamplingParams:
@@ -92,7 +92,9 @@ class TokenSubset:
 @dataclass(frozen=True)
 class DraftRule:
     """One draft step's sample: logits [B, T, V'] (the last column is used), u [B] -> (token [B], q [B, V]),
-    q the distribution the token was drawn from (`draft_distribution`); greedy: (argmax [B],) alone.
+    q the distribution the token was drawn from; greedy: (argmax [B],) alone. Under top-p that is
+    `draft_proposal`'s q over the draft's most likely tokens, scattered into V zeros; without it, the
+    tempered softmax.
 
     V' may differ from the target's vocabulary V (a family's models pad their embeddings differently):
     extra columns are dropped, missing ones get probability 0, so q is over the target's vocabulary.
@@ -110,21 +112,24 @@ class DraftRule:
 
     def __call__(self, logits: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, ...]:
         logits = logits[:, -1]
-        if self.subset is not None:
-            ids = self.subset.ids
-            if self.params.greedy:
-                return (ids[logits.argmax(-1)],)
-            q = draft_distribution(logits, self.params)  # [B, V']
-            return ids[sample_from(q, u)], q.new_zeros(q.shape[0], self.vocab).index_copy_(1, ids, q)
-        V = logits.shape[-1]
-        if self.vocab < V:
-            logits = logits[:, :self.vocab]
-        elif self.vocab > V:
-            logits = torch.nn.functional.pad(logits, (0, self.vocab - V), value=float("-inf"))
+        ids = None if self.subset is None else self.subset.ids  # column -> target id
+        if ids is None and self.vocab != logits.shape[-1]:
+            V = logits.shape[-1]
+            logits = logits[:, :self.vocab] if self.vocab < V else \
+                torch.nn.functional.pad(logits, (0, self.vocab - V), value=float("-inf"))
         if self.params.greedy:  # the argmax: what sampling its one-hot would give, without the vocabulary scan
-            return (logits.argmax(-1),)
-        q = draft_distribution(logits, self.params)  # [B, V]
-        return sample_from(q, u), q
+            token = logits.argmax(-1)
+            return (token if ids is None else ids[token],)
+        if self.params.top_p < 1.0:
+            token, q, cols = draft_proposal(logits, self.params, u)  # [B], [B, K], [B, K]
+            if ids is not None:
+                token, cols = ids[token], ids[cols]
+            return token, q.new_zeros(q.shape[0], self.vocab).scatter_(1, cols, q)
+        q = process_logits_deferred(logits, self.params)[0]  # [B, V'] the tempered softmax (no top-p)
+        token = sample_from(q, u)
+        if ids is None:
+            return token, q
+        return ids[token], q.new_zeros(q.shape[0], self.vocab).index_copy_(1, ids, q)
 
 
 @functools.lru_cache(maxsize=64)

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 import torch
 
 from bass.config import SamplingParams
+from bass.sequences import to_device
 
 TOP_P_CANDIDATES = 1024  # top-p looks at this many most likely tokens first; a full sort only if they fall short
+DRAFT_CANDIDATES = 64  # a draft step's top-p works within this many most likely tokens (`draft_proposal`)
 _TOP_P_MARGIN = 1e-6  # > 2 float32 ulps of a cumulative mass <= 1: see `_top_p_from_candidates`
 
 
@@ -80,20 +82,31 @@ def _tempered(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     return torch.softmax(logits, dim=-1)
 
 
-def draft_distribution(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
-    """The distribution q [..., V] a draft samples its proposal from, without a host synchronisation.
+def draft_proposal(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor, candidates: int | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A draft step's sample under top-p: (token [...], q [..., K], ids [..., K]), q being the distribution
+    the token was drawn from, nonzero only at the K = DRAFT_CANDIDATES most likely tokens `ids`.
 
-    Speculative sampling is exact for any q, as long as the draft token is drawn from q and the verify
-    uses that same q (accept with min(1, p/q), else resample from max(0, p − q)). So a draft need not
-    apply top-p exactly: rows whose top-p set the candidates decide get `process_logits`' result; the
-    others (flat distributions, rare) get the tempered softmax without top-p, where the target's side
-    would redo the row by a full sort after a synchronisation, one per draft step.
+    Speculative sampling is exact for any draft distribution q, as long as the token is drawn from q and
+    the verify uses that same q. So a draft applies top-p within its K most likely tokens x_1 .. x_K of
+    p_T = softmax(logits / T) (after top-k), in descending order:
+
+        c_j = p_T(x_1) + … + p_T(x_j),    keep x_j iff c_j − p_T(x_j) < top_p,    q(x_j) ∝ p_T(x_j) if kept
+
+    which is `process_logits`' top-p wherever the K candidates hold the top-p set (up to the order of
+    ties), and the top-K distribution where they hold less than top_p (every candidate is then kept). The
+    token is u's inverse-CDF sample over q in candidate order. About twenty launches, against twice that
+    for the exact rule with its fallback: a draft step is small enough for its launches to be its cost.
     """
-    if params.greedy:
-        return process_logits_deferred(logits, params)[0]
-    tempered = _tempered(logits, params)  # one softmax serves both kinds of row
-    probs, covered = _top_p(tempered, params)
-    return probs if covered is None else torch.where(covered[..., None], probs, tempered)
+    k = min(candidates or DRAFT_CANDIDATES, logits.shape[-1])
+    vals, ids = torch.topk(_tempered(logits, params), k, dim=-1)  # [..., K] descending
+    cum = torch.cumsum(vals, dim=-1)
+    weights = torch.where(cum - vals < params.top_p, vals, 0.0)  # a prefix of the candidates
+    total = torch.cumsum(weights, dim=-1)
+    pos = torch.searchsorted(total, (u.to(total.dtype) * total[..., -1]).unsqueeze(-1), right=True)
+    last = (weights > 0).sum(-1, keepdim=True) - 1  # the last kept candidate: u -> 1 never lands past it
+    token = ids.gather(-1, torch.minimum(pos, last)).squeeze(-1)
+    return token, weights / total[..., -1:], ids
 
 
 def _stable_descending(values: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -310,7 +323,7 @@ class SequenceRNG:
 
     def _draw(self, keys: list[tuple[int, int]], start: int, n: int, device: torch.device) -> torch.Tensor:
         state = torch.tensor([_int64(stream_key(self.seed, *k)) for k in keys], dtype=torch.long)
-        return stream_uniforms(state.to(device), start, n)
+        return stream_uniforms(to_device(state, device), start, n)
 
 
 @dataclass

@@ -49,7 +49,7 @@ from bass.drafters import Drafter, Proposal
 from bass.events import SequenceUpdate
 from bass.rules import VerifyRule, emitted, run_then, verify_rule
 from bass.sampling import SequenceRNG
-from bass.sequences import Sequence, StopRule
+from bass.sequences import Sequence, StopRule, ints_to_device
 
 
 @dataclass
@@ -255,7 +255,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
             state.live = [state.live[i] for i in rows]
             state.cache = state.cache.compact(rows)
             drafter.select(rows)
-            last = last[torch.tensor(rows, device=device)]
+            last = last[ints_to_device(rows, device)]
         policy.update(seqs, accepted, asked)  # after all of the round's work, which its clock covers
         yield RoundReport(rnd.index, now, rnd.draft_length, updates, rnd.started_s)
 

@@ -263,7 +263,7 @@ def interval_union(intervals: Iterable[tuple[float, float]]) -> float:
     return total
 
 
-def _is_device_work(ev: FunctionEvent) -> bool:
+def is_device_work(ev: FunctionEvent) -> bool:
     """A kernel, memcpy or memset on the device: not a host event, not the device-side span of a
     `record_function` (it covers gaps), not a sync. torch versions without `activity_type` fall back to
     every device event but user annotations."""
@@ -293,7 +293,7 @@ def device_busy(events: Sequence[FunctionEvent], rounds: int) -> tuple[float | N
     spans = []
     for e in events:
         start, end = max(e.time_range.start, w0), min(e.time_range.end, w1)
-        if _is_device_work(e):
+        if is_device_work(e):
             if end > start:
                 spans.append((start, end))
                 kernels[e.name].append(end - start)

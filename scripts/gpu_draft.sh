@@ -12,6 +12,7 @@
 #   train        the drafts of --losses (default all), the best one kept; results to $OUT
 #   accept       bench/draft_acceptance.py (--drafts NAME=SPEC ...)
 #   profile      bench/step_costs.py (what a step and a round cost, piece by piece)
+#   host         bench/host_costs.py (graph launch costs, the round's Python profile)
 #   bench, eval  bench/real_bench.py and `python -m bass eval humaneval` on the assembled target
 #   tests        the CUDA tests (graphs, look-ahead, pinned copies, losslessness with the shipped draft)
 set -euo pipefail
@@ -52,6 +53,8 @@ case "$1" in
     python3 bench/step_costs.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep -v Warning | tee $OUT/step_costs.log
     # at most 8 files come back from a call: the profiler tables travel as one archive
     tar -czf $OUT/profiles.tgz -C $OUT $(cd $OUT && ls profile_*.txt) && rm $OUT/profile_*.txt ;;
+  host)  # bench/host_costs.py: what launching each captured graph costs the host; the round's Python profile
+    python3 bench/host_costs.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep -v Warning | tee $OUT/host_costs.log ;;
   eval)  # python -m bass eval humaneval on the real target (args after the stage, e.g. --budgets 0.25,0.5,1)
     python3 -m bass eval humaneval --target $GGUF --backend ragged "${@:2}" 2>&1 | grep -v Warning \
       | tee -a $OUT/eval.log ;;
@@ -59,5 +62,5 @@ case "$1" in
     BASS_TARGET=$GGUF python3 -m pytest tests/bass/test_look_ahead.py tests/bass/test_feature_draft.py \
       tests/bass/test_lossless_shipped.py -q -p no:cacheprovider -o addopts="" "${@:2}" \
       2>&1 | grep -v Warning | tee $OUT/gpu_tests.log ;;
-  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | accept | bench | profile | eval | tests" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | accept | bench | profile | host | eval | tests" >&2; exit 2 ;;
 esac

@@ -242,7 +242,7 @@ def test_sampling_is_reproducible_per_seed(tiny_engine, drafter):
 def test_top_p_from_few_candidates_samples_what_the_full_sort_samples(tiny_engine, monkeypatch):
     """With 8 candidates of 384 tokens many rows need the full-sort fallback (in the round loop: a redo after
     the round's synchronisation); every sampled token must still be the full sort's, seed for seed.
-    (n-gram drafts: a model draft's own distribution skips the redo, `sampling.draft_distribution`, and its
+    (n-gram drafts: a model draft's own q never needs the redo, `sampling.draft_proposal`, and its
     exactness is test_lossless.py's few-candidates case.)"""
     drafter = "ngram"
     from bass import sampling

@@ -75,22 +75,21 @@ def _assert_second_token_follows(engine, tiny_dir, params, drafter, policy):
     assert _chi_square_pvalue(torch.tensor(samples), expected) > 1e-3
 
 
-def test_second_token_follows_the_target_when_the_draft_skips_top_p(tiny_engine, tiny_dir, monkeypatch):
-    """With 8 top-p candidates of 384 tokens, many draft rows are not decided by them and the draft samples
-    from its tempered softmax without top-p (`draft_distribution`): still exact, because the verify uses
-    the q the draft sampled from."""
+def test_second_token_follows_the_target_when_the_draft_cuts_top_p_short(tiny_engine, tiny_dir, monkeypatch):
+    """With 8 draft candidates of 384 tokens, many draft rows' candidates hold less than top_p and the draft
+    samples from their top-8 distribution, not the top-p one (`sampling.draft_proposal`): still exact,
+    because the verify uses the q the draft sampled from."""
     from bass import rules, sampling
 
     engine = tiny_engine("llama", draft_seed=7, head_scale=6.0)
     params = SamplingParams(temperature=0.7, top_p=0.9)
-    monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 8)
-    skipped = []
+    short = []
 
-    def counted(logits, params):
-        covered = sampling.process_logits_deferred(logits, params)[1]
-        skipped.append(int((~covered).sum()))
-        return sampling.draft_distribution(logits, params)
+    def counted(logits, params, u, candidates=None):
+        held = torch.topk(torch.softmax(logits.float() / params.temperature, -1), 8).values.sum(-1)
+        short.append(int((held < params.top_p).sum()))
+        return sampling.draft_proposal(logits, params, u, candidates=8)
 
-    monkeypatch.setattr(rules, "draft_distribution", counted)
+    monkeypatch.setattr(rules, "draft_proposal", counted)
     _assert_second_token_follows(engine, tiny_dir, params, "model", PROBE_1)
-    assert sum(skipped) > 0
+    assert sum(short) > 0

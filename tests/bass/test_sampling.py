@@ -236,19 +236,41 @@ def test_two_level_inverse_cdf_equals_the_flat_one_and_never_picks_zero_weight()
     assert sample_from(spikes, torch.tensor([0.1, 0.5, 0.99999994])).tolist() == [5, 150000, 150000]
 
 
-def test_draft_distribution_is_exact_top_p_where_decided_and_the_tempered_softmax_elsewhere(monkeypatch):
+def test_draft_proposal_is_top_p_where_its_candidates_hold_it_and_top_k_elsewhere():
+    """Row 0 (peaked): its 8 candidates hold the top-p set, so q is `process_logits`' distribution. Row 1
+    (flat): they hold less than top_p, so q is the 8 most likely tokens' tempered masses, renormalised."""
     params = SamplingParams(temperature=0.7, top_p=0.9)
     peaked = torch.zeros(384)
     peaked[:3] = torch.tensor([12.0, 11.0, 10.0])
     flat = torch.randn(384, generator=torch.Generator().manual_seed(0)) * 0.01
     logits = torch.stack([peaked, flat])
-    monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 8)
-    covered = sampling.process_logits_deferred(logits, params)[1]
-    assert covered.tolist() == [True, False]
-    q = sampling.draft_distribution(logits, params)
-    torch.testing.assert_close(q[0], sampling.process_logits(logits[:1], params)[0])
-    torch.testing.assert_close(q[1], torch.softmax(logits[1] / 0.7, -1))
+    _, q, ids = sampling.draft_proposal(logits, params, torch.full((2,), 0.5), candidates=8)
+    dense = torch.zeros(2, 384).scatter_(1, ids, q)
+    torch.testing.assert_close(dense[0], process_logits(logits[:1], params)[0])
+    tempered = torch.softmax(logits[1] / 0.7, -1)
+    top8 = torch.topk(tempered, 8)
+    torch.testing.assert_close(dense[1, top8.indices], top8.values / top8.values.sum())
+    assert int((dense[1] > 0).sum()) == 8
     torch.testing.assert_close(q.sum(-1), torch.ones(2))
+
+
+def test_draft_proposal_draws_its_token_from_its_q():
+    """Over a fine grid of u, each token is drawn u's inverse-CDF share of the time: its q, within a grid
+    step; u -> 1 never lands on a candidate of q = 0."""
+    g = torch.Generator().manual_seed(3)
+    params = SamplingParams(temperature=0.8, top_p=0.7)
+    N = 4000
+    logits = (torch.randn(3, 200, generator=g) * 3).repeat_interleave(N, 0)  # 3 rows, each N times
+    u = ((torch.arange(N) + 0.5) / N).repeat(3)
+    token, q, ids = sampling.draft_proposal(logits, params, u, candidates=16)
+    for r in range(3):
+        rows = slice(r * N, (r + 1) * N)
+        counts = torch.bincount(token[rows], minlength=200).double() / N
+        want = torch.zeros(200, dtype=torch.double).scatter_(0, ids[r * N], q[r * N].double())
+        assert float((counts - want).abs().max()) <= 1.0 / N + 1e-9
+        assert 1 < int((want > 0).sum()) < 16  # top-p cut inside the candidates: some have q = 0
+    top, q1, ids1 = sampling.draft_proposal(logits[:1], params, torch.tensor([0.99999994]), candidates=16)
+    assert float(torch.zeros(200).scatter_(0, ids1[0], q1[0])[top[0]]) > 0
 
 
 @pytest.mark.parametrize("one_hot", [False, True])

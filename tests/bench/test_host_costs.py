@@ -1,0 +1,31 @@
+"""bench/host_costs.py: its plumbing on tiny CPU models (the launch table needs CUDA; the figures a GPU)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))
+
+from tiny import make_model  # noqa: E402
+
+
+def test_host_costs_dry_run(tmp_path):
+    import host_costs
+
+    target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)
+    out = tmp_path / "out"
+    info = host_costs.main(["--target", str(target), "--draft", str(draft), "--k", "2", "--max-new-tokens", "6",
+                            "--out", str(out)])
+    assert info["launches"] == []  # no CUDA, no graphs
+    for label in ("regular", "model fixed L=1"):
+        prof = info["python"][label]
+        assert prof["rounds"] > 0 and prof["decode_ms_per_round"] > 0
+        own = [r["own_us"] for r in prof["by_own"]]
+        assert own == sorted(own, reverse=True) and own[0] > 0
+        names = [r["function"] for r in prof["by_cumulative"]]
+        assert any("speculative_decode" in n for n in names)  # the decode loop itself is profiled
+    assert json.loads((out / "host_costs.json").read_text())["k"] == 2
+    assert "by own time" in (out / "host_costs.txt").read_text()
