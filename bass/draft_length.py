@@ -300,7 +300,7 @@ class DraftLengthPolicy:
             asked = list(asked) if asked is not None else [self.last] * len(seqs)
             self.acceptance.observe(seqs, asked, accepted)
             round_s = self.clock.stop()
-            if round_s is not None and (self._timed.popleft() if self._timed else True):
+            if round_s is not None and self._timed.popleft():  # a warm-up round is not a cost sample
                 self.costs.observe(max(asked), len(seqs), round_s)
         elif self.cfg.policy == "per-sequence":
             for q, a in zip(seqs, accepted, strict=True):

@@ -33,7 +33,7 @@ from bass.cache import CacheArena, KVCache
 from bass.config import SamplingParams
 from bass.models.feature_draft import FeatureDraft
 from bass.rules import draft_rule, run_then
-from bass.sequences import ints_to_device, padded_ids
+from bass.transfer import ints_to_device, padded_ids
 
 
 @dataclass

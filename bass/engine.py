@@ -33,8 +33,9 @@ from bass.models.loader import LoadedModel, check_same_vocab, load_model
 from bass.round_costs import CostModel
 from bass.sampling import SequenceRNG, process_logits, sample_from
 from bass.sequences import Sequence as Seq
-from bass.sequences import StopRule, padded_ids
+from bass.sequences import StopRule
 from bass.speculative import DecodeState, speculative_decode
+from bass.transfer import padded_ids
 
 MAX_K = 64
 

@@ -19,7 +19,7 @@ from bass.cache import CacheArena, KVCache
 from bass.drafters import Drafter, draft_autoregressively
 from bass.models.layers import last_rows
 from bass.rules import TokenSubset, draft_rule, run_then
-from bass.sequences import ints_to_device, padded_ids
+from bass.transfer import ints_to_device, padded_ids
 
 CATCH_UP = 16  # backlog entries that make a round without drafts feed them (FeatureDrafter._catch_up)
 _SUBSETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # draft model -> its TokenSubset

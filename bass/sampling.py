@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from bass.config import SamplingParams
-from bass.sequences import to_device
+from bass.transfer import to_device
 
 TOP_P_CANDIDATES = 1024  # top-p looks at this many most likely tokens first; a full sort only if they fall short
 DRAFT_CANDIDATES = 64  # a draft step's top-p works within this many most likely tokens (`draft_proposal`)

@@ -49,7 +49,8 @@ from bass.drafters import Drafter, Proposal
 from bass.events import SequenceUpdate
 from bass.rules import VerifyRule, emitted, run_then, verify_rule
 from bass.sampling import SequenceRNG
-from bass.sequences import Sequence, StopRule, ints_to_device
+from bass.sequences import Sequence, StopRule
+from bass.transfer import ints_to_device
 
 
 @dataclass

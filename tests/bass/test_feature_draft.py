@@ -8,7 +8,7 @@ from bass.attention import get_backend
 from bass.config import DraftLengthConfig, SamplingParams
 from bass.draft_length import DraftLengthPolicy
 from bass.feature_drafter import FeatureDrafter
-from bass.sequences import ints_to_device
+from bass.transfer import ints_to_device
 
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print("]
 # (policy, greedy): plain-decoding rounds (cost probes L=0), runs of them long enough for the drafter to

@@ -61,7 +61,7 @@ def test_eos_and_length():
 
 
 def test_padded_ids_pads_ragged_rows_with_zeros():
-    from bass.sequences import padded_ids
+    from bass.transfer import padded_ids
 
     got = padded_ids([[5, 6, 7], [8], []])
     assert got.dtype == torch.long and got.tolist() == [[5, 6, 7], [8, 0, 0], [0, 0, 0]]
