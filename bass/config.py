@@ -119,6 +119,9 @@ class EngineConfig:
     ngram_min: int = 1
     layer_skip_layers: int | None = None
     cuda_graphs: bool = True  # capture decode-time forwards on CUDA (ignored on the CPU)
+    # on CUDA, time cuBLAS against the skinny Triton GEMM for each projection shape at load, and use the
+    # faster (`bass.models.linear`); False: cuBLAS throughout
+    tune_projections: bool = True
     # launch a round that needs nothing unread before reading the round before (`bass.speculative`):
     # None = on CUDA, where the device runs ahead of the host; on the CPU it would only delay each report
     look_ahead: bool | None = None

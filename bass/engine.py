@@ -28,6 +28,7 @@ from bass.drafters import Drafter, build_drafter
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceUpdate
 from bass.graphs import GraphedModel
 from bass.metrics import mean_ms_per_token
+from bass.models import linear
 from bass.models.draft import DRAFT_FILE, DRAFT_SHA256, shipped_draft
 from bass.models.loader import LoadedModel, check_same_vocab, load_model
 from bass.round_costs import CostModel
@@ -98,6 +99,9 @@ class Engine:
         get_backend(self.config.backend, self.device)  # fail at start, not at the first request
         self._arena, self._draft_arena = CacheArena(persistent=False), CacheArena(persistent=False)
         self._target_fwd, self._draft_fwd = self.target.model, None
+        self.projection_report: list[dict] = []  # what `bass.models.linear.tune` measured at load
+        if self.device.type == "cuda" and self.config.tune_projections:
+            self.tune_projections()
         if self.device.type == "cuda" and self.config.cuda_graphs:
             self.use_static_shapes(capture=True)
         self._lock = threading.Lock()  # one generation at a time on this engine's models
@@ -133,6 +137,13 @@ class Engine:
     def default_drafter(self) -> str:
         """What drafter="auto" means here: the trained draft when one is loaded, else n-gram lookup."""
         return "model" if self.draft is not None else "ngram"
+
+    def tune_projections(self) -> list[dict]:
+        """Time cuBLAS and the skinny GEMM for every projection shape of the models on this device and use
+        the faster from now on (`bass.models.linear`; graphs captured before keep theirs)."""
+        models = [self.target.model] + ([self.draft.model] if self.draft is not None else [])
+        self.projection_report = [row for m in models for row in linear.tune(m)]
+        return self.projection_report
 
     def use_static_shapes(self, capture: bool) -> None:
         """Run decode-time forwards through `GraphedModel`: persistent caches, bucketed padded shapes,

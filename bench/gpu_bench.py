@@ -124,7 +124,7 @@ class Bench:
         has_graph_flag = "cuda_graphs" in {f.name for f in dataclasses.fields(EngineConfig)}
 
         def engine(backend: str, graphs: bool) -> Engine:
-            extra = {"cuda_graphs": graphs} if has_graph_flag else {}
+            extra = {"cuda_graphs": graphs, "tune_projections": graphs} if has_graph_flag else {}
             return Engine(EngineConfig(target="synthetic", draft="synthetic-draft", drafter="model", device=dev,
                                        dtype="bfloat16", backend=backend, **extra),
                           target=self.pair.target, draft=self.pair.draft)
@@ -274,6 +274,11 @@ def main() -> None:
         b.pair.knob, lambda: measure_alpha(b.graphed, b.prompt, 8, args.calib_tokens, b.params), alphas,
         [float(s) for s in args.calib_grid.split(",")])
     info["calibration"] = dict(points=cal.points, scales={str(a): s for a, s in cal.scales.items()})
+    if b.graphed.projection_report:  # the eager engine runs the same choices (`bass.models.linear` is global)
+        from bass.models.linear import describe
+
+        info["projections"] = b.graphed.projection_report
+        print("projections (bass.models.linear.tune, at load):\n" + describe(b.graphed.projection_report), flush=True)
     print("calibration (scale, alpha):", ", ".join(f"({s:.2e}, {a:.3f})" for s, a in cal.points), flush=True)
 
     rows: list[dict] = []

@@ -18,6 +18,8 @@ def row_label(r: dict) -> str:
     """'regular', 'BASS model', 'BASS model heuristic', 'BASS model +verdicts (service)', 'single model',
     'regular (look-ahead off)'."""
     ahead = "" if r.get("pair") != "look-ahead" else f" (look-ahead {'on' if r['look_ahead'] else 'off'})"
+    if r.get("pair") == "projections":
+        ahead = f" ({r['projections']})"
     if r["method"] == "regular":
         return "regular" + ahead
     name = f"{'BASS' if r['method'] == 'bass' else 'single'} {r['drafter']}"
@@ -29,11 +31,15 @@ def row_label(r: dict) -> str:
 def add_ratios(rows: list[dict]) -> None:
     """x_regular = regular's ms/token/seq / the row's at the same k (> 1: faster than regular decoding);
     x_throughput = the row's tokens/s / regular's. None where no regular row has that k. A row of the
-    look-ahead pair is divided by the regular row of its own pair with its own setting (measured beside it)."""
+    look-ahead or projections pair is divided by the regular row of its own pair with its own setting (measured
+    beside it)."""
     def key(r: dict) -> tuple:
+        if r.get("pair") == "projections":
+            return r["k"], r["projections"]
         return r["k"], r["look_ahead"] if r.get("pair") == "look-ahead" else None
 
-    regular = {key(r): r for r in rows if r["method"] == "regular" and r.get("pair") in (None, "look-ahead")}
+    regular = {key(r): r for r in rows if r["method"] == "regular"
+               and r.get("pair") in (None, "look-ahead", "projections")}
     for r in rows:
         base = regular.get(key(r)) or regular.get((r["k"], None))
         r["x_regular"] = base["ms_per_token"] / r["ms_per_token"] if base and r["ms_per_token"] > 0 else None

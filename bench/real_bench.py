@@ -15,7 +15,9 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                the eval run it) and in the engine's process, the three interleaved prompt by prompt;
                and regular and BASS with the best drafter with the engine's look-ahead (`bass.speculative`:
                on CUDA, a round launched before the round before it is read) and without it,
-               the four interleaved.
+               the four interleaved; with --cublas-pair, regular and BASS with the best drafter with the
+               projections the engine tuned at load (`bass.models.linear`) and with cuBLAS throughout (a
+               second engine over the same models), the four interleaved.
 
 Every configuration runs one untimed warm-up pass over the prompts first (CUDA graphs captured, caches
 sized); then --repeats passes over the prompts, and the row is the median pass by ms/token/seq (of an even
@@ -55,6 +57,7 @@ from profile_round import round_breakdown  # noqa: E402
 from bass.config import HUMANEVAL_STOPS, DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import Engine, device_line  # noqa: E402
 from bass.events import GenerationResult  # noqa: E402
+from bass.models import linear  # noqa: E402
 
 Runner = Callable[[int], GenerationResult]  # prompt index -> one generation of k samples of that prompt
 
@@ -112,6 +115,7 @@ class Bench:
         self.a = a
         self.engine = Engine(EngineConfig(target=a.target, draft=None if a.draft == "none" else a.draft,
                                           drafter="auto", backend=a.backend, device=a.device))
+        self.cublas_engine: Engine | None = None  # made on first use (`cublas_runner`)
         self.problems = load_humaneval()[:a.prompts]
         self.prompts = [p.prompt for p in self.problems]
         self.params = SamplingParams(temperature=0.0 if a.greedy else a.temperature,
@@ -125,6 +129,22 @@ class Bench:
         if drafter is not None:
             kw["drafter"] = drafter
         return lambda i: self.engine.generate(self.prompts[i], **kw)
+
+    def cublas_runner(self, method: str, k: int, drafter: str | None = None) -> Runner:
+        """A runner on a second engine over the same models whose projections are all cuBLAS: its own CUDA
+        graphs, captured under `bass.models.linear.cublas_only` (the first engine's keep the tuned kernels)."""
+        if self.cublas_engine is None:
+            eng = self.engine
+            self.cublas_engine = Engine(dataclasses.replace(eng.config, tune_projections=False),
+                                        target=eng.target, draft=eng.draft)
+            with linear.cublas_only():
+                self.prime(k, [drafter or eng.default_drafter], self.cublas_engine)
+        kw = dict(k=k, params=self.params, method=method) | ({} if drafter is None else {"drafter": drafter})
+
+        def run(i: int) -> GenerationResult:
+            with linear.cublas_only():
+                return self.cublas_engine.generate(self.prompts[i], **kw)
+        return run
 
     def verdict_runner(self, k: int, drafter: str, where: str) -> Runner:
         """BASS whose finished candidates go to the sandbox in the background (`bass.eval`), as the app does;
@@ -146,12 +166,14 @@ class Bench:
             return result
         return run
 
-    def prime(self, k: int, drafters: list[str]) -> None:
-        """Size the persistent KV arenas for the longest prompt at the largest k before any graph is captured
-        (a later, larger request would reallocate them under captured graphs: see bench/gpu_bench.py)."""
-        longest = max(range(len(self.prompts)), key=lambda i: len(self.engine.encode(self.prompts[i])[0]))
+    def prime(self, k: int, drafters: list[str], engine: Engine | None = None) -> None:
+        """Size the persistent KV arenas of `engine` (default: the bench's) for the longest prompt at the largest
+        k before any graph is captured (a later, larger request would reallocate them under captured graphs:
+        see bench/gpu_bench.py)."""
+        engine = engine or self.engine
+        longest = max(range(len(self.prompts)), key=lambda i: len(engine.encode(self.prompts[i])[0]))
         for d in drafters:
-            for ev in self.engine.stream(self.prompts[longest], k=k, params=self.params, method="bass", drafter=d):
+            for ev in engine.stream(self.prompts[longest], k=k, params=self.params, method="bass", drafter=d):
                 if ev.kind == "round":  # both prefills done: both arenas allocated
                     break
 
@@ -200,6 +222,15 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
             method = name.split()[0]
             add(row(method, k, best if method == "bass" else None, "cost" if method == "bass" else None,
                     pair[name], look_ahead=setting, pair="look-ahead"), t)
+        if a.cublas_pair:
+            t = time.perf_counter()  # the tuned projections against cuBLAS throughout, interleaved
+            pair = measure({"regular": b.runner("regular", k), "bass": b.runner("bass", k, best),
+                            "regular cublas": b.cublas_runner("regular", k),
+                            "bass cublas": b.cublas_runner("bass", k, best)}, len(b.prompts), a.repeats)
+            for name in ("regular", "bass", "regular cublas", "bass cublas"):
+                method = name.split()[0]
+                add(row(method, k, best if method == "bass" else None, "cost" if method == "bass" else None,
+                        pair[name], projections="cuBLAS" if "cublas" in name else "tuned", pair="projections"), t)
         if not a.no_verdicts:
             t = time.perf_counter()
             where = ("service", "in-process")
@@ -232,6 +263,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--stops", action="store_true", help="stop at HumanEval's stop strings (default: every "
                    "sequence runs to --max-new-tokens or EOS, so the methods do comparable work)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cublas-pair", action="store_true", help="at --policy-k, regular and BASS with the tuned "
+                   "projections against cuBLAS throughout (bass.models.linear), interleaved")
     p.add_argument("--no-verdicts", action="store_true", help="skip the with/without verdict-tester pair")
     p.add_argument("--profile", action="store_true", help="also profile regular steps and BASS rounds at --policy-k")
     p.add_argument("--out", default="bench/results/")
@@ -260,6 +293,9 @@ def main(argv: list[str] | None = None) -> dict:
                 sampling="greedy" if a.greedy else f"T {a.temperature}, top-p {a.top_p}", repeats=a.repeats,
                 started=started, args={k: v for k, v in vars(a).items()}, load_s=time.perf_counter() - t0)
     print(info["device"], f"| target {info['target']}, draft {info['draft']}, drafters {drafters}", flush=True)
+    if eng.projection_report:
+        info["projections"] = eng.projection_report
+        print("projections (bass.models.linear.tune, at load):\n" + linear.describe(eng.projection_report), flush=True)
     b.prime(max(a.ks + [policy_k]), drafters)
     rows = run_all(b, a.ks, drafters, policy_k, log=lambda s: print(s, flush=True))
     add_ratios(rows)

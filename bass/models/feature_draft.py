@@ -35,6 +35,7 @@ from torch import nn
 from bass.cache import KVCache
 from bass.models.config import ModelConfig
 from bass.models.layers import AttentionFn, RMSNorm, last_rows
+from bass.models.linear import Linear, linear
 from bass.models.llama import Block, run_blocks
 
 
@@ -55,10 +56,10 @@ class FeatureDraft(nn.Module):
                 raise ValueError(f"a draft's vocabulary must be ascending target ids in 0 .. {head.shape[0] - 1}")
             head = head[vocab]  # [V', H]
         self.vocab = vocab
-        self.fc = nn.Linear(2 * H, d, bias=False)
+        self.fc = Linear(2 * H, d, bias=False)
         self.layers = nn.ModuleList(Block(config, i) for i in range(config.num_layers))
         self.norm = RMSNorm(d, config.rms_norm_eps)
-        self.out_proj = nn.Linear(d, H, bias=False)
+        self.out_proj = Linear(d, H, bias=False)
         self._tables = (embedding, head)  # the target's own tensors: neither parameters nor in the state dict
         self.hidden: torch.Tensor | None = None
 
@@ -80,4 +81,9 @@ class FeatureDraft(nn.Module):
         self.hidden = f_hat
         if last_only:
             f_hat = last_rows(f_hat, q_len)  # [B, 1, H]
-        return F.linear(f_hat, head).float()
+        return linear(f_hat, head).float()
+
+    @property
+    def head(self) -> torch.Tensor:
+        """The table [V or V', H] its logits come from (the target's LM head, or its rows of the vocabulary)."""
+        return self._tables[1]

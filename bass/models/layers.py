@@ -18,6 +18,7 @@ from torch import nn
 
 from bass.cache import KVCache
 from bass.models.config import ModelConfig
+from bass.models.linear import Linear, linear
 
 # attn(q, prefix_k, prefix_v, prefix_len, seq_group, suffix_k, suffix_v, *, kv_len, q_len, scale, window)
 AttentionFn = Callable[..., torch.Tensor]
@@ -162,8 +163,8 @@ class Attention(nn.Module):
         self.window = config.window(layer)
         q_size, kv_size = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
         self.split = (q_size, kv_size, kv_size)
-        self.qkv_proj = nn.Linear(config.hidden_size, q_size + 2 * kv_size, bias=config.qkv_bias)
-        self.o_proj = nn.Linear(q_size, config.hidden_size, bias=config.o_bias)
+        self.qkv_proj = Linear(config.hidden_size, q_size + 2 * kv_size, bias=config.qkv_bias)
+        self.o_proj = Linear(q_size, config.hidden_size, bias=config.o_bias)
         self.q_norm = self.k_norm = None
         if config.qk_norm:
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, norm_offset)
@@ -189,8 +190,8 @@ class GatedMLP(nn.Module):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.gate_up_proj = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+        self.gate_up_proj = Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
+        self.down_proj = Linear(config.intermediate_size, config.hidden_size, bias=False)
         self.gelu = config.hidden_act == "gelu_pytorch_tanh"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -255,5 +256,9 @@ class Decoder(nn.Module):
         self.hidden = f
         if last_only:
             f = last_rows(f, q_len)  # [B, 1, H]
-        head = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(f, head).float()  # [B, T, V]
+        return linear(f, self.head).float()  # [B, T, V]
+
+    @property
+    def head(self) -> torch.Tensor:
+        """The LM head's table [V, H]: the embedding when tied."""
+        return self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight

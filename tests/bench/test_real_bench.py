@@ -57,7 +57,7 @@ def dry_run(tmp_path_factory):
     out = root / "out"
     rb.main(["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "1",
              "--max-new-tokens", "8", "--repeats", "1", "--policy-k", "2", "--fixed-l", "3", "--profile",
-             "--out", str(out)])
+             "--cublas-pair", "--out", str(out)])
     return out, json.loads((out / "real_bench.json").read_text())
 
 
@@ -82,10 +82,16 @@ def test_dry_run_rows_and_ratios(dry_run):
     assert {r["drafter"] for r in ahead if r["method"] == "bass"} == {best}
     for regular_row, bass_row in (ahead[0:2], ahead[2:4]):  # each against the regular row of its own setting
         assert bass_row["x_regular"] == pytest.approx(regular_row["ms_per_token"] / bass_row["ms_per_token"])
+    proj = [r for r in rows if r.get("pair") == "projections"]  # the engine's tuned projections, then cuBLAS
+    assert [(r["method"], r["projections"]) for r in proj] == [("regular", "tuned"), ("bass", "tuned"),
+                                                               ("regular", "cuBLAS"), ("bass", "cuBLAS")]
+    assert pr.row_label(proj[3]) == f"BASS {best} (cuBLAS)"
+    for regular_row, bass_row in (proj[0:2], proj[2:4]):
+        assert bass_row["x_regular"] == pytest.approx(regular_row["ms_per_token"] / bass_row["ms_per_token"])
     regular = next(r for r in rows if r["method"] == "regular")
     for r in rows:
         assert r["k"] == 2 and r["sequences"] == 2 and 2 <= r["tokens"] <= 16
-        if r not in ahead:
+        if r not in ahead and r not in proj:
             assert r["x_regular"] == pytest.approx(regular["ms_per_token"] / r["ms_per_token"])
         assert r["ms_per_token"] == r["ms_per_token_passes"][0]  # one pass: the row is that pass
     assert regular["acceptance"] is None and regular["mean_draft_length"] == 0.0

@@ -1,0 +1,163 @@
+"""Every projection of our decoders, y = x Wᵀ (+ b): cuBLAS, or the skinny Triton GEMM where it is faster.
+
+At decode time a projection multiplies a few rows (batch × verify width) by a weight it reads once, so its
+time is the weight's bytes over the memory bandwidth plus the kernel's ramp-up; which kernel gets closer
+to that depends on the GPU and the shape. On an H100 the skinny kernel (`kernels.skinny_gemm`) took 3-15%
+less time than cuBLAS on the 1.5B target's gate/up projection and LM head and on most 7B projections, and
+the same on the 1.5B's small ones (`bench/gemm_bench.py`, `bench/results/gemm_2026-11-24_h100.txt`).
+
+So nothing is assumed: `tune(model)` times, on the device, cuBLAS and each of a few tile configs for every
+distinct projection shape of the model at every row tile (16, 32, 64 rows), cycling through the model's
+own weights of that shape as a forward does, and records a config only where it beats cuBLAS by
+`MARGIN`. `linear` then looks the choice up by shape; with nothing recorded (the CPU, prefill-sized
+inputs, a shape cuBLAS won) it is `F.linear`. The engine tunes its models once, before capturing CUDA
+graphs; `clear()` forgets every choice (side-by-side benchmarks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ROW_TILES = (16, 32, 64)  # the kernel's padded row counts (kernels.skinny_gemm: BM)
+MARGIN = 0.02  # a config must be this much faster than cuBLAS to be used: timing noise is about 1%
+
+# (device type, N, K, has bias, dtype, row tile) -> the SkinnyConfig that won; absent: cuBLAS
+_choices: dict[tuple, object] = {}
+
+
+def row_tile(rows: int) -> int | None:
+    """The kernel's padded row count for `rows` rows of x, or None past the largest (cuBLAS then)."""
+    return next((t for t in ROW_TILES if t >= rows), None)
+
+
+def _key(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, tile: int | None) -> tuple:
+    return (x.device.type, weight.shape[0], weight.shape[1], bias is not None, x.dtype, tile)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x [..., K] @ weight [N, K]ᵀ (+ bias [N]) -> [..., N], by the kernel `tune` chose for this shape."""
+    if _choices and x.shape[-1]:
+        config = _choices.get(_key(x, weight, bias, row_tile(x.numel() // x.shape[-1])))
+        if config is not None:
+            from kernels.skinny_gemm import skinny_gemm
+
+            return skinny_gemm(x, weight, bias, config)
+    return F.linear(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """`nn.Linear` whose forward is `linear` (same parameters, same state-dict keys)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
+
+
+def projections(model: nn.Module) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
+    """(weight, bias) of every projection of `model` that goes through `linear`: its `Linear`s and its
+    LM head table (`model.head`, if it has one)."""
+    for m in model.modules():
+        if isinstance(m, Linear):
+            yield m.weight, m.bias
+    head = getattr(model, "head", None)
+    if isinstance(head, torch.Tensor):
+        yield head, None
+
+
+def graph_timer(fn: Callable[[int], object], calls: int) -> float:
+    """Median µs of one call of fn, `calls` calls (fn(i), i < calls) captured in one CUDA graph."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn(0), fn(1)  # compile, settle the allocator
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(calls):
+            fn(i)
+    graph.replay()
+    times = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / calls)
+    return sorted(times)[2]
+
+
+@torch.inference_mode()
+def tune(model: nn.Module, timer: Callable[[Callable[[int], object], int], float] = graph_timer,
+         tiles: tuple[int, ...] = ROW_TILES, calls: int = 32) -> list[dict]:
+    """Time cuBLAS and each candidate config for every projection shape of `model` and row tile; record the
+    winners for `linear`. Returns one row per (shape, tile): µs of cuBLAS and of the best config, and the
+    choice. `timer(fn, calls)` gives µs per call of fn(i) (default: CUDA graphs, so CUDA only)."""
+    from triton.runtime.errors import OutOfResources
+
+    from kernels.skinny_gemm import CANDIDATES, skinny_gemm
+
+    groups: dict[tuple, list] = {}
+    for w, b in projections(model):
+        groups.setdefault((w.shape[0], w.shape[1], b is not None, w.dtype), []).append((w, b))
+    report = []
+    for (N, K, has_bias, dtype), mats in groups.items():
+        for tile in tiles:
+            x = torch.randn(tile, K, device=mats[0][0].device).to(dtype)
+
+            def call(i, kernel=None, x=x, mats=mats):
+                w, b = mats[i % len(mats)]
+                return F.linear(x, w, b) if kernel is None else skinny_gemm(x, w, b, kernel)
+
+            cublas = timer(call, calls)
+            best, best_us = None, cublas
+            for c in CANDIDATES:
+                if not c.fits(N, K):
+                    continue
+                try:
+                    us = timer(lambda i, c=c: call(i, c), calls)
+                except OutOfResources:  # its pipeline does not fit this GPU's shared memory
+                    continue
+                if us < best_us:
+                    best, best_us = c, us
+            key = _key(x, mats[0][0], mats[0][1], tile)
+            chosen = best if best is not None and best_us < cublas * (1 - MARGIN) else None
+            if chosen is None:
+                _choices.pop(key, None)
+            else:
+                _choices[key] = chosen
+            report.append(dict(N=N, K=K, bias=has_bias, rows=tile, weights=len(mats), cublas_us=cublas,
+                               best_us=best_us, config=None if chosen is None else chosen.__dict__))
+    return report
+
+
+def clear() -> None:
+    """Forget every choice: `linear` is `F.linear` again (graphs captured before keep what they captured)."""
+    _choices.clear()
+
+
+@contextmanager
+def cublas_only() -> Iterator[None]:
+    """Within the block `linear` is `F.linear` (what it captures or runs eagerly); the choices come back after:
+    one engine's graphs on cuBLAS beside another's on the tuned kernels, in one process (benchmarks)."""
+    saved = dict(_choices)
+    _choices.clear()
+    try:
+        yield
+    finally:
+        _choices.clear()
+        _choices.update(saved)
+
+
+def describe(report: list[dict]) -> str:
+    """One line per tuned shape: what cuBLAS and the skinny kernel took, and which one `linear` uses."""
+    lines = []
+    for r in report:
+        use = "skinny " + "/".join(str(v) for v in r["config"].values()) if r["config"] else "cuBLAS"
+        lines.append(f"  [{r['rows']:2d} x {r['K']}] @ [{r['N']} x {r['K']}]ᵀ x{r['weights']}: cuBLAS "
+                     f"{r['cublas_us']:.1f} µs, best tile {r['best_us']:.1f} µs -> {use}")
+    return "\n".join(lines)

@@ -1,0 +1,119 @@
+"""`bass.models.linear`: the measured choice between cuBLAS and the skinny GEMM, and the model's use of it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fused_cases import DEVICE, needs_cuda
+from test_fused_layers import tiny_logits
+
+import kernels.skinny_gemm as skinny
+from bass.models import linear
+from bass.models.loader import build_random
+from bass.synthetic import TINY
+from kernels.skinny_gemm import SkinnyConfig
+
+FAST, SLIGHT = SkinnyConfig(16, 64, 1, 2), SkinnyConfig(32, 64, 2, 2)
+
+
+# the CPU twins: real kernels through the interpreter, a fake device timer (on CUDA the last test runs instead)
+cpu_twin = pytest.mark.skipif(DEVICE == "cuda", reason="the interpreter twin; on CUDA the device test runs")
+
+
+@pytest.fixture(autouse=True)
+def _forget():
+    linear.clear()
+    yield
+    linear.clear()
+
+
+@pytest.fixture
+def spy(monkeypatch) -> list:
+    """Every skinny_gemm call's (N, K, config), the kernel still run (the interpreter on the CPU)."""
+    calls, real = [], skinny.skinny_gemm
+
+    def recording(x, weight, bias=None, config=FAST):
+        calls.append((weight.shape[0], weight.shape[1], config))
+        return real(x, weight, bias, config)
+
+    monkeypatch.setattr(skinny, "skinny_gemm", recording)
+    monkeypatch.setattr(skinny, "CANDIDATES", (FAST, SLIGHT))
+    return calls
+
+
+def fake_timer(spy: list, wins: dict):
+    """µs per call as a fake device would time it: cuBLAS 10, a config `wins[(N, K)][config]`, else 11."""
+    def timer(fn, calls):
+        spy.clear()
+        fn(0)
+        if not spy:
+            return 10.0
+        N, K, config = spy[-1]
+        return wins.get((N, K), {}).get(config, 11.0)
+    return timer
+
+
+@cpu_twin
+def test_tune_keeps_a_config_only_where_it_beats_cublas_by_the_margin(spy) -> None:
+    model = build_random(TINY, seed=11)
+    H, I, V = TINY.hidden_size, TINY.intermediate_size, TINY.vocab_size
+    wins = {(2 * I, H): {FAST: 8.0, SLIGHT: 9.0},  # gate_up: FAST by 20 %
+            (H, I): {SLIGHT: 9.9},  # down: 1 % faster, inside the margin
+            (V, H): {FAST: 7.0, SLIGHT: 1.0}}  # the LM head; SLIGHT's K split does not fit K = 64: never run
+    report = linear.tune(model, timer=fake_timer(spy, wins), tiles=(16, 32))
+    shapes = {(r["N"], r["K"]) for r in report}
+    q, kv = TINY.num_heads * TINY.head_dim, TINY.num_kv_heads * TINY.head_dim
+    assert shapes == {(q + 2 * kv, H), (H, q), (2 * I, H), (H, I), (V, H)}
+    assert len(report) == 2 * len(shapes)
+    chosen = {(r["N"], r["K"], r["rows"]): r["config"] for r in report if r["config"]}
+    assert chosen == {(2 * I, H, t): FAST.__dict__ for t in (16, 32)} | {(V, H, t): FAST.__dict__ for t in (16, 32)}
+    assert all(r["weights"] == TINY.num_layers for r in report if r["N"] != V)
+    assert "skinny 16/64/1/2" in linear.describe(report) and "cuBLAS" in linear.describe(report)
+
+
+@cpu_twin
+def test_a_tuned_model_runs_its_chosen_kernels_and_gives_the_same_logits(spy) -> None:
+    model = build_random(TINY, seed=12)
+    ref = tiny_logits(model, seed=13)
+    H, I = TINY.hidden_size, TINY.intermediate_size
+    linear.tune(model, timer=fake_timer(spy, {(2 * I, H): {FAST: 5.0}, (H, I): {SLIGHT: 5.0}}), tiles=(16,))
+    spy.clear()
+    out = tiny_logits(model, seed=13)
+    # the 15-row prefill is within the 16-row tile too; the 9-row step (3 x 3) certainly is
+    assert {(n, k, c) for n, k, c in spy} == {(2 * I, H, FAST), (H, I, SLIGHT)}
+    assert len([c for c in spy if c[0] == 2 * I]) == 2 * TINY.num_layers  # prefill and step, every layer
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-4)
+    linear.clear()
+    spy.clear()
+    torch.testing.assert_close(tiny_logits(model, seed=13), ref, rtol=0, atol=0)
+    assert spy == []
+
+
+@cpu_twin
+def test_rows_past_the_tiles_go_to_cublas(spy) -> None:
+    w = torch.randn(64, 64)
+    linear.tune(torch.nn.Sequential(linear.Linear(64, 64, bias=False)), timer=lambda fn, calls: 1.0,
+                tiles=(16,))  # nothing beats cuBLAS: no choice
+    assert linear.linear(torch.randn(4, 64), w).shape == (4, 64) and spy == []
+    linear._choices[("cpu", 64, 64, False, torch.float32, 16)] = FAST
+    linear.linear(torch.randn(16, 64), w)
+    assert len(spy) == 1
+    linear.linear(torch.randn(17, 64), w)  # past the only tuned tile
+    assert len(spy) == 1
+
+
+@needs_cuda
+@pytest.mark.gpu
+def test_tune_on_cuda_times_both_and_the_tuned_model_agrees() -> None:
+    """The device's own timings (CUDA graphs); then the model's logits with whatever was chosen."""
+    config = TINY.with_(hidden_size=512, intermediate_size=2048, num_heads=8, num_kv_heads=2, head_dim=64,
+                        vocab_size=4096)
+    model = build_random(config, device="cuda", dtype=torch.bfloat16, seed=14)
+    plain = tiny_logits(model, seed=15)
+    report = linear.tune(model)
+    shapes = {(w.shape[0], w.shape[1], b is not None) for w, b in linear.projections(model)}
+    assert len(report) == len(shapes) * len(linear.ROW_TILES)
+    assert all(r["cublas_us"] > 0 and r["best_us"] > 0 for r in report)
+    assert all(r["config"] is None or r["best_us"] < r["cublas_us"] for r in report)
+    tuned = tiny_logits(model, seed=15)
+    assert (tuned - plain).abs().max() < 0.02 * plain.abs().max()
