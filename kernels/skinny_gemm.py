@@ -16,9 +16,9 @@ otherwise occupy fewer programs than the GPU has SMs.
 
 The x tile is padded to BM = 16, 32 or 64 rows by masked loads; the K loop streams the weight through
 `num_stages` asynchronous buffers. A row's sum runs over the same K tiles in the same order whatever M
-is, so a row's result does not depend on how many rows share the launch (a verify of width 2 and a
-plain step agree on the rows they share). float32 inputs multiply in full float32 ("ieee"), never rounded
-to tf32. No host synchronisation (CUDA-graph safe).
+is, so under one config a row's result does not depend on how many rows share the launch (a plain step
+of 8 rows and a verify of 16 agree on the rows they share, when the same config serves both). float32
+inputs multiply in full float32 ("ieee"), never rounded to tf32. No host synchronisation (CUDA-graph safe).
 
 `SkinnyConfig` holds the tile choice; which one is fastest depends on the GPU and the shape, so
 `bass.models.linear` measures them against cuBLAS on the device before using any (STYLE 14).

@@ -1,4 +1,5 @@
-"""Shared helpers of the fused-op kernel tests: device choice, fresh seeds, the NaN-poisoned allocator."""
+"""Shared helpers of the fused-op kernel tests: device choice, fresh seeds, the NaN-poisoned allocator, a tiny
+model's logits."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import itertools
 
 import pytest
 import torch
+
+from bass.synthetic import TINY
+from kernels.reference import ragged_attention_ref
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
@@ -33,3 +37,14 @@ def poison(monkeypatch: pytest.MonkeyPatch, module) -> None:
 
 def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out.double().cpu() - ref.double().cpu()).norm() / ref.double().cpu().norm().clamp_min(1e-30)).item()
+
+
+def tiny_logits(model: torch.nn.Module, seed: int) -> torch.Tensor:
+    """Logits of a prefill then a 3-token ragged step (q_len 3, 1, 0) of a random batch of 3."""
+    device = next(model.parameters()).device
+    gen = torch.Generator().manual_seed(seed)
+    cache = model.new_cache(3, 16)
+    prompt = torch.randint(0, TINY.vocab_size, (3, 5), generator=gen).to(device)
+    model(prompt, cache, torch.full((3,), 5, dtype=torch.int32, device=device), ragged_attention_ref)
+    step = torch.randint(0, TINY.vocab_size, (3, 3), generator=gen).to(device)
+    return model(step, cache, torch.tensor([3, 1, 0], dtype=torch.int32, device=device), ragged_attention_ref)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fused_cases import DEVICE, needs_cuda
+from fused_cases import DEVICE, needs_cuda, tiny_logits
 
 import kernels.activation
 import kernels.rmsnorm
@@ -12,18 +12,6 @@ import kernels.rope
 from bass.models import layers
 from bass.models.loader import build_random
 from bass.synthetic import TINY
-from kernels.reference import ragged_attention_ref
-
-
-def tiny_logits(model: torch.nn.Module, seed: int) -> torch.Tensor:
-    """Logits of a prefill then a 3-token ragged step (q_len 3, 1, 0) of a random batch of 3."""
-    device = next(model.parameters()).device
-    gen = torch.Generator().manual_seed(seed)
-    cache = model.new_cache(3, 16)
-    prompt = torch.randint(0, TINY.vocab_size, (3, 5), generator=gen).to(device)
-    model(prompt, cache, torch.full((3,), 5, dtype=torch.int32, device=device), ragged_attention_ref)
-    step = torch.randint(0, TINY.vocab_size, (3, 3), generator=gen).to(device)
-    return model(step, cache, torch.tensor([3, 1, 0], dtype=torch.int32, device=device), ragged_attention_ref)
 
 
 def test_cpu_model_never_calls_the_kernels(monkeypatch) -> None:

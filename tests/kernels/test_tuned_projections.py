@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fused_cases import DEVICE, needs_cuda
-from test_fused_layers import tiny_logits
+from fused_cases import DEVICE, needs_cuda, tiny_logits
 
 import kernels.skinny_gemm as skinny
 from bass.models import linear
