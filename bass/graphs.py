@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -26,6 +27,21 @@ WIDTH_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 33)
 def bucket(n: int, buckets: tuple[int, ...]) -> int | None:
     """The smallest bucket >= n, or None when n is larger than all of them."""
     return next((b for b in buckets if b >= n), None)
+
+
+class GraphKey(NamedTuple):
+    """What one captured graph is specific to (`GraphedModel` keeps one graph per key)."""
+
+    batch: int  # the batch bucket
+    width: int  # the width bucket
+    groups: int  # prompt groups of the cache's shared prefix
+    num_layers: int | None
+    last_only: bool
+    attn: Callable
+    features: bool  # a feature draft's second input
+    then: Callable | None  # the rule captured after the forward
+    arg_kinds: tuple  # (dim, dtype) of each of the rule's args
+    slot: int
 
 
 @dataclass
@@ -50,7 +66,7 @@ class GraphedModel:
     def __init__(self, model: torch.nn.Module, arena: CacheArena, use_graphs: bool = True):
         self.model, self.arena, self.use_graphs = model, arena, use_graphs
         self.config = model.config
-        self._graphs: dict[tuple, _Graph] = {}
+        self._graphs: dict[GraphKey, _Graph] = {}
         self._version = arena.version
         self._pools: dict[int, object] = {}  # slot -> the memory pool its graphs share
         self.hidden: torch.Tensor | None = None
@@ -83,7 +99,7 @@ class GraphedModel:
             self._version = self.arena.version
         G = cache.prefix_k.shape[1]
         arg_kinds = tuple(None if a is None else (a.dim(), a.dtype) for a in args)
-        key = (Bb, Tb, G, num_layers, last_only, attn, features is not None, then, arg_kinds, slot)
+        key = GraphKey(Bb, Tb, G, num_layers, last_only, attn, features is not None, then, arg_kinds, slot)
         g = self._graphs.get(key)
         padded = KVCache(cache.prefix_k, cache.prefix_v, cache.prefix_len, base.seq_group[:Bb],
                          base.suffix_k[:, :Bb], base.suffix_v[:, :Bb], base.suffix_len[:Bb])

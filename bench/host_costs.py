@@ -130,9 +130,9 @@ def engine_graphs(engine: Engine) -> list[tuple[str, Callable[[], None]]]:
         for key, g in getattr(fwd, "_graphs", {}).items():
             if g.graph is None:
                 continue
-            Bb, Tb, _, layers, last_only, _, features, then, _, slot = key
-            rule = "" if then is None else f" + {type(then).__name__}"
-            out.append((f"{role} B{Bb} T{Tb} slot{slot}{' last' if last_only else ''}{rule}", g.graph.replay))
+            rule = "" if key.then is None else f" + {type(key.then).__name__}"
+            out.append((f"{role} B{key.batch} T{key.width} slot{key.slot}{' last' if key.last_only else ''}{rule}",
+                        g.graph.replay))
     return out
 
 

@@ -68,6 +68,11 @@ def test_tune_keeps_a_config_only_where_it_beats_cublas_by_the_margin(spy) -> No
     assert chosen == {(2 * I, H, t): FAST.__dict__ for t in (16, 32)} | {(V, H, t): FAST.__dict__ for t in (16, 32)}
     assert all(r["weights"] == TINY.num_layers for r in report if r["N"] != V)
     assert "skinny 16/64/1/2" in linear.describe(report) and "cuBLAS" in linear.describe(report)
+    # a second model of the same shapes (a second engine) reuses the measurements: nothing is timed again
+    def no_timing(fn, calls):
+        raise AssertionError("a shape measured before was timed again")
+
+    assert linear.tune(build_random(TINY, seed=16), timer=no_timing, tiles=(16, 32)) == report
 
 
 @cpu_twin
