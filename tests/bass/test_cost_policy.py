@@ -418,4 +418,6 @@ def test_an_engine_remembers_costs_per_kind_of_request(tiny_engine):
     engine.forget_measurements()  # weights changed in place (the synthetic benchmark): start measuring anew
     engine.generate(PROMPTS[:1], k=2, params=params, method="bass", drafter="ngram")
     (fresh,) = engine._policy_memory.values()
-    assert fresh is not memory and fresh.costs.known(2)
+    # measured anew: plain decoding timed twice (always), the L = 2 probe at least once (a second time only if
+    # the first did not show drafting hopeless: wall-clock timings, which a loaded CPU may make look so)
+    assert fresh is not memory and fresh.costs.samples(0, 2) >= 2 and fresh.costs.samples(2, 2) >= 1
