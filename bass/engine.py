@@ -32,10 +32,11 @@ from bass.models import linear
 from bass.models.draft import DRAFT_FILE, DRAFT_SHA256, shipped_draft
 from bass.models.loader import LoadedModel, check_same_vocab, load_model
 from bass.round_costs import CostModel
-from bass.sampling import SequenceRNG, process_logits, sample_from
+from bass.sampling import process_logits, sample_from
 from bass.sequences import Sequence as Seq
 from bass.sequences import StopRule
 from bass.speculative import DecodeState, speculative_decode
+from bass.streams import SequenceRNG
 from bass.transfer import padded_ids
 
 MAX_K = 64

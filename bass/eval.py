@@ -56,6 +56,13 @@ def problem_row(task_id: str, candidates: Sequence[Candidate], passed: Sequence[
             TTFP: time_to_first_pass(prefill_s, times, ok)}
 
 
+def candidate_rows(candidates: Sequence[Candidate], passed: Sequence[bool | None]) -> list[dict]:
+    """Per candidate, in index order: when it finished (decode clock, s), its tokens, why it stopped and
+    whether it passed: what tells which candidate Pass@First saw, and why it failed where others passed."""
+    return [{"finish_s": c.stats.finish_time_s, "tokens": c.stats.tokens, "reason": c.finish_reason, "passed": p}
+            for c, p in zip(candidates, passed, strict=True)]
+
+
 def summarize(rows: Sequence[dict]) -> dict:
     """Means over problems of every per-problem metric (booleans become rates).
 
@@ -150,6 +157,7 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
         passed = [verdicts[i].passed if i in verdicts else None for i in range(len(result.candidates))]
         prefill_s = result.stats.prefill_s
         rows.append(problem_row(prob.task_id, result.candidates, passed, prefill_s))
+        rows[-1]["candidates"] = candidate_rows(result.candidates, passed)
         for b in budgets or ():
             times = counted_finish_times(result.candidates, starts, prefill_s, b)
             by_budget[budget_key(b)].append(problem_row(prob.task_id, result.candidates, passed, prefill_s, times))

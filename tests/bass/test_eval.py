@@ -38,6 +38,8 @@ def test_run_on_a_tiny_model(tiny_engine):
     for r in report["problems"]:
         assert r["n"] == 2 and r["finished"] == 2  # 8 tokens take far less than the budget
         assert r["passed"] == 0 and r["pass_at_all"] is False  # random weights write no working code
+        assert [c["passed"] for c in r["candidates"]] == [False, False]
+        assert all(c["tokens"] == 8 and c["reason"] == "length" and c["finish_s"] > 0 for c in r["candidates"])
     assert report["summary"]["problems"] == 2 and report["config"]["method"] == "bass"
 
 

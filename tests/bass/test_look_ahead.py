@@ -52,10 +52,10 @@ GRAPHS = [False, pytest.param(True, marks=pytest.mark.skipif(not torch.cuda.is_a
 def test_look_ahead_changes_no_token(tiny_engine, monkeypatch, drafter, greedy, graphs):
     monkeypatch.setattr(bass.engine, "DraftLengthPolicy", ScriptedPolicy)
     monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 8)  # many full-sort redos: steps launched ahead relaunched
-    slots, redos = [], []  # (slot, L) of each verify; L of the round ahead (None: none) at each redo
+    slots, redos = [], []  # (slot, L, riders) of each verify; L of the round ahead (None: none) at each redo
     verify, redo = bass.speculative._verify, bass.speculative._redo
-    monkeypatch.setattr(bass.speculative, "_verify", lambda *a: slots.append((a[3].slot, a[3].draft_length))
-                        or verify(*a))
+    monkeypatch.setattr(bass.speculative, "_verify", lambda *a: slots.append(
+        (a[3].slot, a[3].draft_length, a[3].alive is not None and not bool(a[3].alive.all()))) or verify(*a))
     monkeypatch.setattr(bass.speculative, "_redo", lambda *a: redos.append(a[6] and a[6].draft_length) or redo(*a))
     params = SamplingParams(max_new_tokens=24, seed=2, stop=(" ran", "\t"),  # some stop early (seen in their text)
                             **({"temperature": 0.0} if greedy else {"temperature": 1.0, "top_p": 0.9}))
@@ -65,14 +65,17 @@ def test_look_ahead_changes_no_token(tiny_engine, monkeypatch, drafter, greedy, 
         kw["drafter"] = "model"
 
     want = _engine(tiny_engine, drafter, False, graphs).generate(PROMPTS, **kw)
-    assert {s for s, _ in slots} == {0}
+    assert {s for s, _, _ in slots} == {0}
+    assert not any(rides for _, _, rides in slots)  # without look-ahead finished rows leave at once
     slots.clear()
     got = _engine(tiny_engine, drafter, True, graphs).generate(PROMPTS, **kw)
     assert [c.token_ids for c in got.candidates] == [c.token_ids for c in want.candidates]
     assert [c.finish_reason for c in got.candidates] == [c.finish_reason for c in want.candidates]
-    assert any(s == 1 for s, _ in slots)  # steps were launched ahead
+    assert any(s == 1 for s, _, _ in slots)  # steps were launched ahead
     # drafting rounds were launched ahead only by the drafter that follows its rounds on the device
-    assert any(s == 1 and L > 0 for s, L in slots) == (drafter == "feature")
+    assert any(s == 1 and L > 0 for s, L, _ in slots) == (drafter == "feature")
+    if not greedy and not graphs:  # 6 rows in a bucket of 8: the first to finish rode along (width 0) until
+        assert any(rides for _, _, rides in slots)  # 4 were left (greedy: a prompt's samples finish together)
     if not graphs:  # (the CUDA kernels' rounding changes the tiny model's text and where it stops)
         assert len({len(c.token_ids) for c in want.candidates}) > 1  # sequences left at different rounds
     if drafter != "regular":

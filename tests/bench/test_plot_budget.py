@@ -26,7 +26,9 @@ def test_eval_with_budgets_and_methods_then_plot(tmp_path, capsys):
     for method, r in report["methods"].items():
         assert r["config"]["method"] == method and r["config"]["budget_s"] == 60.0
         big = r["by_budget"][budget_key(60.0)]
-        assert big["problems"] == r["problems"]  # the largest budget is the run itself
+        # the largest budget is the run itself (whose rows also list their candidates)
+        assert big["problems"] == [{k: v for k, v in row.items() if k != "candidates"} for row in r["problems"]]
+        assert all(len(row["candidates"]) == 2 for row in r["problems"])
         # a budget shorter than any prefill keeps only sequences that ended on the prefill's first token
         tiny = r["by_budget"][budget_key(1e-9)]["problems"]
         for row, full in zip(tiny, r["problems"], strict=True):

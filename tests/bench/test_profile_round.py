@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))  # the tiny model factory
-from profile_round import round_breakdown  # noqa: E402
+from profile_round import launches_counted, round_breakdown  # noqa: E402
 from tiny import make_model, random_feature_draft  # noqa: E402
 
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
@@ -24,3 +24,18 @@ def test_round_breakdown_of_a_feature_draft(tmp_path):
     assert got["draft_ms_per_round"] > 0 and got["wall_ms_per_round"] >= got["draft_ms_per_round"]
     assert (tmp_path / "profile_feature.txt").stat().st_size > 0
     assert engine.look_ahead is True  # the split asks its own requests for no look-ahead; the engine keeps its own
+
+
+def test_launches_counted_tells_rounds_launched_ahead(tmp_path):
+    target = make_model(tmp_path / "target", seed=0)
+    loaded = load_model(str(target))
+    counts = {}
+    for look_ahead in (False, True):
+        engine = Engine(EngineConfig(target=str(target), draft=None, device="cpu", look_ahead=look_ahead),
+                        target=loaded)
+        with launches_counted() as launched:
+            result = engine.generate("def f(x):\n", k=2, params=SamplingParams(max_new_tokens=8), method="regular")
+        counts[look_ahead] = dict(launched)
+        rounds = len(result.stats.draft_lengths)  # one launch per round read (greedy: no redo), and with
+        assert rounds <= sum(launched.values()) <= rounds + look_ahead  # look-ahead maybe one after the last
+    assert counts[False]["ahead"] == 0 and counts[True]["ahead"] > 0

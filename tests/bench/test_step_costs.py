@@ -42,6 +42,7 @@ def test_step_costs_dry_run(tmp_path):
         assert r["rounds"] > 0 and r["wall_ms_per_round"] > 0 and r["plain_ms_per_round"] > 0
         assert r["gpu_busy_ms_per_round"] is None and r["idle_ms_per_round"] is None  # no GPU: unknown, not 0
         assert r["tokens"] >= r["sequences"] == 2 and r["ms_per_token_per_seq"] > 0
+        assert r["launched_ahead"] == 0  # look-ahead is off on the CPU: every round launched in order
         text = (out / f"profile_pipelined_{r['label']}_k2.txt").read_text()
         assert "host ops by self CPU time" in text and "aten::" in text  # the profiler saw the decode's ops
     assert pipelined[0]["mean_draft_length"] == 0 and 0 < pipelined[1]["mean_draft_length"] <= 1  # ngram: L <= 1
