@@ -3,11 +3,12 @@
 A pageable copy to CUDA waits for the stream, and in the round loop the stream runs a round ahead
 (`bass.speculative`, look-ahead), so every copy here goes through pinned memory, asynchronously.
 
-A round makes several such copies of a few dozen ints (cache lengths, row indices, token ids). Pinning
-each one anew (`Tensor.pin_memory`: a block from torch's caching host allocator and its bookkeeping) cost
-the H100's host about 25 µs a copy, a tenth of a drafting round's host time with everything else it does.
-So ints go through `PinnedRing`: one pinned buffer, written in place, whose slices are reused only once
-the copies that read them have run.
+A drafting round makes about four such copies of a few dozen ints (cache lengths, row indices, token
+ids). Pinning each one anew (`Tensor.pin_memory`: a block from torch's caching host allocator and its
+bookkeeping) took about 23 µs of the 78 µs a copy cost the H100's host under cProfile
+(`bench/results/host_costs_2026-11-24_h100.txt`). So ints go through `PinnedRing`: one pinned buffer,
+written in place, whose slices are reused only once the copies that read them have run (70 µs a copy
+in `host_costs_2026-11-24_h100_riders.txt`). Copies are made on the current stream, as the round loop's are.
 """
 
 from __future__ import annotations

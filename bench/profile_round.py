@@ -338,7 +338,8 @@ def launches_counted() -> Iterator[dict[str, int]]:
     counts, launch = {"ahead": 0, "in_order": 0}, spec._launch
 
     def counted(*args, **kwargs):
-        counts["ahead" if args[7] is None else "in_order"] += 1
+        histories = args[7] if len(args) > 7 else kwargs["histories"]
+        counts["ahead" if histories is None else "in_order"] += 1
         return launch(*args, **kwargs)
 
     spec._launch = counted
