@@ -29,6 +29,22 @@ def bucket(n: int, buckets: tuple[int, ...]) -> int | None:
     return next((b for b in buckets if b >= n), None)
 
 
+def capture(fn: Callable[[], object], pool: object | None = None, device: torch.device | None = None
+            ) -> tuple[torch.cuda.CUDAGraph, object]:
+    """(graph, outputs): fn() captured in a CUDA graph, after two calls on a side stream of `device` that
+    compile its kernels and settle the allocator; outputs are the captured call's, refreshed by each
+    `graph.replay()`. `pool`: a memory pool shared with other graphs (`torch.cuda.graph_pool_handle`)."""
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        fn(), fn()
+    torch.cuda.current_stream(device).wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        out = fn()
+    return graph, out
+
+
 class GraphKey(NamedTuple):
     """What one captured graph is specific to (`GraphedModel` keeps one graph per key)."""
 
@@ -154,14 +170,8 @@ class GraphedModel:
         g = _Graph(None, tokens, q_len, static, torch.empty(0), None, static_args)
         if not self.use_graphs:
             return g
-        stream = torch.cuda.Stream(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream):
-            for _ in range(2):  # compile Triton kernels, settle the allocator
-                self._run(g, cache, attn, num_layers, last_only, then)
-        torch.cuda.current_stream(device).wait_stream(stream)
         # graphs of one slot share a pool: one graph's intermediates may lie where another's outputs are
-        g.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g.graph, pool=self._pools.setdefault(slot, torch.cuda.graph_pool_handle())):
-            g.out, g.hidden = self._run(g, cache, attn, num_layers, last_only, then)
+        g.graph, (g.out, g.hidden) = capture(lambda: self._run(g, cache, attn, num_layers, last_only, then),
+                                             pool=self._pools.setdefault(slot, torch.cuda.graph_pool_handle()),
+                                             device=device)
         return g

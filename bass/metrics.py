@@ -19,17 +19,20 @@ def mean_ms_per_token(finish_times_s: Sequence[float], tokens: Sequence[int]) ->
     return sum(per_seq) / len(per_seq) if per_seq else 0.0
 
 
-def pass_at_first(finish_times_s: Sequence[float | None], passed: Sequence[bool]) -> bool:
-    """Pass@First: the first sequence to finish (within the budget) passes its tests.
+def first_finished(finish_times_s: Sequence[float | None]) -> int | None:
+    """The index of the first sequence to finish (None if none did): the one Pass@First tests.
 
     `finish_times_s[i]` is None for a sequence that did not finish within the budget; ties go to the
     lower index, as the engine reports sequences in index order within a round.
     """
     finished = [(t, i) for i, t in enumerate(finish_times_s) if t is not None]
-    if not finished:
-        return False
-    _, first = min(finished)
-    return bool(passed[first])
+    return min(finished)[1] if finished else None
+
+
+def pass_at_first(finish_times_s: Sequence[float | None], passed: Sequence[bool]) -> bool:
+    """Pass@First: the first sequence to finish (within the budget, `first_finished`) passes its tests."""
+    first = first_finished(finish_times_s)
+    return first is not None and bool(passed[first])
 
 
 def pass_at_all(finish_times_s: Sequence[float | None], passed: Sequence[bool]) -> bool:

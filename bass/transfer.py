@@ -93,9 +93,8 @@ def to_device(values: torch.Tensor, device: torch.device | str) -> torch.Tensor:
     device = torch.device(device)
     if device.type != "cuda":
         return values.to(device)
-    staging = ring(device)
-    if values.dtype == torch.long and values.dim() == 1 and len(values) <= staging.half:
-        return staging.copy(values)
+    if values.dtype == torch.long and values.dim() == 1:
+        return _staged(values, device)
     return values.pin_memory().to(device, non_blocking=True)
 
 
@@ -104,11 +103,15 @@ def ints_to_device(values: Rows[int], device: torch.device | str) -> torch.Tenso
     device = torch.device(device)
     if device.type != "cuda":
         return torch.tensor(list(values), dtype=torch.long, device=device)
-    values = list(values)
+    return _staged(list(values), device)
+
+
+def _staged(values: list[int] | torch.Tensor, device: torch.device) -> torch.Tensor:
+    """int64 values [n] on CUDA `device`: through its `PinnedRing`, or pinned anew if they do not fit half of it."""
     staging = ring(device)
     if len(values) <= staging.half:
         return staging.copy(values)
-    return to_device(torch.tensor(values, dtype=torch.long), device)
+    return torch.as_tensor(values, dtype=torch.long).pin_memory().to(device, non_blocking=True)
 
 
 def padded_ids(rows: Rows[Rows[int]], width: int | None = None, device: torch.device | str = "cpu") -> torch.Tensor:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bass.events import FINISHED_IN_TIME  # noqa: E402
+from bass.metrics import first_finished  # noqa: E402
 
 
 def _share(flags: list[bool]) -> float | None:
@@ -38,7 +39,8 @@ def first_finishers(problems: list[dict]) -> dict:
         done = [(i, c) for i, c in enumerate(p["candidates"]) if c["reason"] in FINISHED_IN_TIME]
         if not done:
             continue
-        _, first = min(done, key=lambda ic: (ic[1]["finish_s"], ic[0]))  # ties to the lower index, as Pass@First
+        first = p["candidates"][first_finished([c["finish_s"] if c["reason"] in FINISHED_IN_TIME else None
+                                                for c in p["candidates"]])]
         firsts.append(bool(first["passed"]))
         shortest.append(first["tokens"] == min(c["tokens"] for _, c in done))
         passes += [bool(c["passed"]) for _, c in done]

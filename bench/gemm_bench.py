@@ -76,6 +76,7 @@ def bench_shape(name: str, N: int, K: int, has_bias: bool, M: int, device: torch
         row["configs"].append(entry)
     if device.type == "cuda":
         row["cublas_us"] = graph_timer(lambda i: F.linear(x, ws[i % copies], b), reps)
+    if device.type == "cuda" and row["configs"]:  # (a shape too small for the GPU has no config in the grid)
         best = min(row["configs"], key=lambda e: e["us"])
         row["best"] = best
         row["speedup"] = row["cublas_us"] / best["us"]
@@ -111,8 +112,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if device.type == "cuda":
         print(f"\n{'model':5} {'proj':8} {'M':>3} {'MB':>6} {'cuBLAS µs':>10} {'skinny µs':>10} {'ratio':>6}")
         for r in rows:
-            print(f"{r['model']:5} {r['name']:8} {r['M']:3d} {r['weight_mb']:6.1f} {r['cublas_us']:10.1f} "
-                  f"{r['best']['us']:10.1f} {r['speedup']:6.2f}")
+            skinny = f"{r['best']['us']:10.1f} {r['speedup']:6.2f}" if "best" in r else f"{'-':>10} {'-':>6}"
+            print(f"{r['model']:5} {r['name']:8} {r['M']:3d} {r['weight_mb']:6.1f} {r['cublas_us']:10.1f} {skinny}")
     return rows
 
 

@@ -35,6 +35,7 @@ from torch.autograd import DeviceType
 
 from bass.config import SamplingParams
 from bass.drafters import Drafter
+from bass.graphs import capture
 
 if TYPE_CHECKING:
     from torch.autograd.profiler_util import FunctionEvent
@@ -129,15 +130,7 @@ def graphed(fn):
     """fn as a replayed CUDA graph (its own inputs captured: call it without arguments), or fn on the CPU."""
     if not torch.cuda.is_available():
         return fn
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn(), fn()  # warm up outside the capture
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
+    return capture(fn)[0].replay
 
 
 class _SyncTimed:

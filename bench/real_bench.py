@@ -191,6 +191,16 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
         log(f"  {row_label(r)} k={r['k']}: {r['ms_per_token']:.2f} ms/token/seq, {r['throughput']:.0f} tok/s "
             f"({time.perf_counter() - t:.1f} s)")
 
+    def add_pair(k: int, best: str, kind: str, runners: dict[str, tuple[Runner, dict]]) -> None:
+        """Regular decoding and BASS with `best`, each in two settings, measured interleaved: one row per
+        runner, its setting in its row (`extra`), the rows tagged pair=kind (`plot_real.add_ratios`)."""
+        t = time.perf_counter()
+        pair = measure({name: run for name, (run, _) in runners.items()}, len(b.prompts), a.repeats)
+        for name, (_, extra) in runners.items():
+            method = name.split()[0]
+            add(row(method, k, best if method == "bass" else None, "cost" if method == "bass" else None, pair[name],
+                    **extra, pair=kind), t)
+
     for k in ks:
         t = time.perf_counter()
         add(row("regular", k, None, None, measure({"r": b.runner("regular", k)}, len(b.prompts), a.repeats)["r"]), t)
@@ -212,25 +222,18 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
             t = time.perf_counter()
             add(row("bass", k, best, name, measure({"r": b.runner("bass", k, best, cfg)}, len(b.prompts),
                                                    a.repeats)["r"]), t)
-        t = time.perf_counter()  # the engine's look-ahead setting against the other, interleaved
-        other = not b.engine.look_ahead
-        pair = measure({"regular": b.runner("regular", k), "bass": b.runner("bass", k, best),
-                        "regular other": b.runner("regular", k, look_ahead=other),
-                        "bass other": b.runner("bass", k, best, look_ahead=other)}, len(b.prompts), a.repeats)
-        for name, setting in (("regular", not other), ("bass", not other), ("regular other", other),
-                              ("bass other", other)):
-            method = name.split()[0]
-            add(row(method, k, best if method == "bass" else None, "cost" if method == "bass" else None,
-                    pair[name], look_ahead=setting, pair="look-ahead"), t)
-        if a.cublas_pair:
-            t = time.perf_counter()  # the tuned projections against cuBLAS throughout, interleaved
-            pair = measure({"regular": b.runner("regular", k), "bass": b.runner("bass", k, best),
-                            "regular cublas": b.cublas_runner("regular", k),
-                            "bass cublas": b.cublas_runner("bass", k, best)}, len(b.prompts), a.repeats)
-            for name in ("regular", "bass", "regular cublas", "bass cublas"):
-                method = name.split()[0]
-                add(row(method, k, best if method == "bass" else None, "cost" if method == "bass" else None,
-                        pair[name], projections="cuBLAS" if "cublas" in name else "tuned", pair="projections"), t)
+        other = not b.engine.look_ahead  # the engine's look-ahead setting against the other
+        add_pair(k, best, "look-ahead", {
+            "regular": (b.runner("regular", k), {"look_ahead": not other}),
+            "bass": (b.runner("bass", k, best), {"look_ahead": not other}),
+            "regular other": (b.runner("regular", k, look_ahead=other), {"look_ahead": other}),
+            "bass other": (b.runner("bass", k, best, look_ahead=other), {"look_ahead": other})})
+        if a.cublas_pair:  # the tuned projections against cuBLAS throughout
+            add_pair(k, best, "projections", {
+                "regular": (b.runner("regular", k), {"projections": "tuned"}),
+                "bass": (b.runner("bass", k, best), {"projections": "tuned"}),
+                "regular cublas": (b.cublas_runner("regular", k), {"projections": "cuBLAS"}),
+                "bass cublas": (b.cublas_runner("bass", k, best), {"projections": "cuBLAS"})})
         if not a.no_verdicts:
             t = time.perf_counter()
             where = ("service", "in-process")

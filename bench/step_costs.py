@@ -145,7 +145,7 @@ def pipelined_table(rows: list[dict]) -> list[str]:
     return lines + [f"{r['label']:16s} {r['k']:2d} {r['wall_ms_per_round']:9.2f} {_ms(r['gpu_busy_ms_per_round'], 9)} "
                     f"{_ms(r['idle_ms_per_round'], 6)} {r['tokens_per_round']:10.2f} {r['mean_draft_length']:7.2f} "
                     f"{_ms(r['ms_per_token_per_seq'], 11)} {r['plain_ms_per_round']:6.2f} "
-                    f"{r.get('launched_ahead', 0):5.0%}" for r in rows]
+                    f"{r['launched_ahead']:5.0%}" for r in rows]
 
 
 def main(argv: list[str] | None = None) -> dict:

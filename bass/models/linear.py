@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bass.graphs import capture
+
 ROW_TILES = (16, 32, 64)  # the kernel's padded row counts (kernels.skinny_gemm: BM)
 MARGIN = 0.02  # a config must be this much faster than cuBLAS to be used: timing noise is about 1%
 
@@ -73,15 +75,7 @@ def projections(model: nn.Module) -> Iterator[tuple[torch.Tensor, torch.Tensor |
 
 def graph_timer(fn: Callable[[int], object], calls: int) -> float:
     """Median µs of one call of fn, `calls` calls (fn(i), i < calls) captured in one CUDA graph."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn(0), fn(1)  # compile, settle the allocator
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(calls):
-            fn(i)
+    graph, _ = capture(lambda: [fn(i) for i in range(calls)])
     graph.replay()
     times = []
     for _ in range(5):

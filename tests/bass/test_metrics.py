@@ -6,6 +6,7 @@ import pytest
 
 from bass.metrics import (
     decoder_flops_per_token,
+    first_finished,
     gpu_utilization,
     mean_ms_per_token,
     pass_at_all,
@@ -21,6 +22,11 @@ def test_pass_at_k_hand_values():
     assert pass_at_k(3, 2, 2) == 1.0
     with pytest.raises(ValueError):
         pass_at_k(3, 4, 1)
+
+
+def test_first_finished_breaks_ties_by_index():
+    assert first_finished([None, 0.2, 0.1, 0.1]) == 2
+    assert first_finished([None, None]) is None
 
 
 def test_pass_at_first_and_all_within_budget():

@@ -3,6 +3,10 @@
 import json
 
 import gemm_bench as gb
+import pytest
+import torch
+
+CUDA = torch.cuda.is_available()
 
 
 def test_grid_tiles_k_exactly_and_keeps_the_program_count_sane():
@@ -15,6 +19,7 @@ def test_grid_tiles_k_exactly_and_keeps_the_program_count_sane():
     assert {(c.block_k, c.split_k) for c in gb.config_grid(96, 128, sms=4)} == {(128, 1)}
 
 
+@pytest.mark.skipif(CUDA, reason="the interpreter run; on CUDA the timed run below")
 def test_cpu_run_checks_every_config_against_float32(tmp_path):
     rows = gb.main(["--models", "tiny", "--rows", "3,17", "--out", str(tmp_path)])
     assert [(r["name"], r["M"]) for r in rows] == [("qkv", 3), ("qkv", 17), ("down", 3), ("down", 17)]
@@ -23,3 +28,13 @@ def test_cpu_run_checks_every_config_against_float32(tmp_path):
         assert "cublas_us" not in r  # untimed on the CPU
     saved = json.loads((tmp_path / "gemm.json").read_text())
     assert saved["device"].startswith("CPU") and len(saved["rows"]) == 4
+
+
+@pytest.mark.skipif(not CUDA, reason="times on the device; its CPU twin is the interpreter run above")
+def test_cuda_run_times_cublas_and_every_config(tmp_path):
+    rows = gb.main(["--models", "1.5b", "--rows", "8", "--reps", "4", "--out", str(tmp_path)])
+    assert [r["name"] for r in rows] == ["qkv", "o", "gate_up", "down", "lm_head"]
+    for r in rows:
+        assert r["cublas_us"] > 0 and r["configs"] and all(e["rel_err"] < 2 ** -7 and e["us"] > 0 for e in r["configs"])
+        assert r["best"]["us"] == min(e["us"] for e in r["configs"]) and r["speedup"] > 0
+    assert not json.loads((tmp_path / "gemm.json").read_text())["device"].startswith("CPU")
