@@ -352,7 +352,21 @@ def test_useless_costly_drafter_settles_at_plain_decoding(tiny_engine):
     assert bass.stats.policy["L"] == 0
 
 
-def test_good_free_drafter_drafts_long(tiny_engine):
+class _Ticks:
+    """A clock for `bass.round_costs` alone that advances 1 ms per reading: every round, drafting or not,
+    costs the policy the same, as a free drafter's rounds would on an idle device. (The wall clock of a
+    loaded shared CPU once timed both of the L = 2 probes at 4x a plain step, and drafting looked hopeless.)"""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += 1e-3
+        return self.now
+
+
+def test_good_free_drafter_drafts_long(tiny_engine, monkeypatch):
+    monkeypatch.setattr("bass.round_costs.time", _Ticks())
     engine = tiny_engine("llama")
     params = SamplingParams(max_new_tokens=120)
     regular = engine.generate(PROMPTS[:2], k=2, params=params, method="regular")
