@@ -27,6 +27,7 @@ from bass.config import SamplingParams
 
 TOP_P_CANDIDATES = 1024  # top-p looks at this many most likely tokens first; a full sort only if they fall short
 DRAFT_CANDIDATES = 64  # a draft step's top-p works within this many most likely tokens (`draft_proposal`)
+FUSED_TOP_P: bool | str = True  # `_sorted_top_p`'s kernel on CUDA; "always": on the CPU too (interpreter)
 _TOP_P_MARGIN = 1e-6  # > 2 float32 ulps of a cumulative mass <= 1: see `_top_p_from_candidates`
 
 
@@ -181,17 +182,16 @@ def verify_top_p(logits: torch.Tensor, params: SamplingParams, draft_tokens: tor
         max(0, p_a − q_a)   = max(0, w / Z − q_a[ids])   on the candidates; 0 on every other token
         y                   = ids[j*], j* the inverse-CDF draw over those weights in the stable order
 
-    So the vocabulary-wide work is the softmax and the top-k; the rest is [B, T, K], not [B, T, V] (the
-    dense rule adds about a dozen vocabulary-wide kernels: scatter, mask, sum, divide, gathers, the draw). The
+    So the vocabulary-wide work is finding the sorted candidates (`_sorted_top_p`: on CUDA one small
+    kernel pipeline, `kernels.top_p`); the rest is [B, T, K], not [B, T, V] (the dense rule adds about a
+    dozen vocabulary-wide kernels: scatter, mask, sum, divide, gathers, the draw). The
     draw runs over tokens in the stable order rather than by id: another inverse-CDF map of the same u,
     so the same distribution; with full_sort (K = V) the order and the prefix sums are the same as from
     the candidates, so on a covered row both give the same tokens (`bass.rules.VerifyRule.exact`).
     The shapes are `verify_sampled`'s; logits [B, L+1, V].
     """
     B, L = draft_tokens.shape
-    probs = _tempered(logits, params)
-    K = probs.shape[-1] if full_sort or probs.shape[-1] // 2 <= TOP_P_CANDIDATES else TOP_P_CANDIDATES
-    kept, ids, covered = top_p_candidates(probs, params.top_p, K)  # [B, L+1, K]
+    kept, ids, covered = _sorted_top_p(logits, params, full_sort)  # [B, L+1, K]
     p = kept / torch.cumsum(kept, dim=-1)[..., -1:]  # Z as a prefix sum: the same from K candidates or V
     p_x = (p[:, :L] * (ids[:, :L] == draft_tokens[..., None])).sum(-1)  # [B, L]
     accepted = _accepted(p_x, draft_tokens, draft_len, draft_probs, u_accept)
@@ -206,6 +206,39 @@ def verify_top_p(logits: torch.Tensor, params: SamplingParams, draft_tokens: tor
         weights = _resample_weights(p_next, q_next, accepted, draft_len)
     j = sample_from(weights, u_sample)
     return Verdict(accepted, ids_next.gather(-1, j[:, None]).squeeze(-1)), covered
+
+
+def _sorted_top_p(logits: torch.Tensor, params: SamplingParams, full_sort: bool
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`top_p_candidates` of the tempered logits [..., V]: (kept, ids, covered), from TOP_P_CANDIDATES
+    candidates, or the whole vocabulary with full_sort (or when it is small).
+
+    On CUDA without top-k, the candidates come straight from the logits in one kernel
+    (`kernels.top_p.top_p_candidates_fused`: every token above a probability threshold, at most K of
+    them, sorted), and full_sort sorts the same kernel's probabilities (`tempered_probs_fused`), so the
+    two paths see bit for bit the same p. Elsewhere: torch's softmax, top-K and sort.
+    """
+    V = logits.shape[-1]
+    small = V // 2 <= TOP_P_CANDIDATES
+    if not _fused_top_p(logits, params):
+        probs = _tempered(logits, params)
+        return top_p_candidates(probs, params.top_p, V if full_sort or small else TOP_P_CANDIDATES)
+    from kernels.top_p import tempered_probs_fused, top_p_candidates_fused
+
+    if full_sort or small:
+        return top_p_candidates(tempered_probs_fused(logits, params.temperature), params.top_p, V)
+    vals, ids = top_p_candidates_fused(logits, params.temperature, TOP_P_CANDIDATES)  # p = 0 past the set
+    # the set is complete above its least likely member, so no tie group is cut (unlike a top-K's)
+    cum = torch.cumsum(vals, dim=-1)
+    keep = (cum - vals < params.top_p) & (vals > 0)
+    covered = (cum >= params.top_p + _TOP_P_MARGIN).any(-1)
+    return vals.masked_fill(~keep, 0.0), ids, covered
+
+
+def _fused_top_p(logits: torch.Tensor, params: SamplingParams) -> bool:
+    """Whether `_sorted_top_p` takes the kernel: on CUDA (tests force it on the interpreter), without top-k."""
+    return FUSED_TOP_P and (logits.is_cuda or FUSED_TOP_P == "always") and not (
+        params.top_k and params.top_k < logits.shape[-1])
 
 
 def sample_from(probs: torch.Tensor, u: torch.Tensor, block: int = 1024) -> torch.Tensor:

@@ -12,6 +12,10 @@ so this times them alone, each in a CUDA graph (the way the rule runs), on peake
              | exp(z − logsumexp(z))
   top-K      torch.topk over the row | in two stages: the top K of each of S equal chunks, then the top K
              of those S·K (the same values: a row's top K lie in their chunks' top K)
+  candidates the rule's whole candidate step (`bass.sampling._sorted_top_p`: tempered probabilities to
+             sorted top-p candidates, kept masses and `covered`), by torch (softmax, top-K, sort) | by
+             `kernels.top_p` (one program per row, what the rule runs on CUDA); checked to decide the
+             same rows and keep the same masses
 
 Prints a table (µs per call) and writes vocab_ops.json to --out. On the CPU it runs the same code untimed
 by graphs (the figures then only check the plumbing).
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -32,6 +37,8 @@ from profile_round import graphed  # noqa: E402
 from round_overhead import logit_bank  # noqa: E402
 from step_costs import timed_ms  # noqa: E402
 
+from bass import sampling  # noqa: E402
+from bass.config import SamplingParams  # noqa: E402
 from bass.engine import device_line  # noqa: E402
 from bass.sampling import TOP_P_CANDIDATES  # noqa: E402
 
@@ -54,6 +61,16 @@ def topk_two_stage(p: torch.Tensor, k: int, chunks: int) -> tuple[torch.Tensor, 
     return v2, i1.view(N, chunks * k).gather(-1, j)
 
 
+def candidates(logits: torch.Tensor, params: SamplingParams, kernel: bool) -> tuple[torch.Tensor, ...]:
+    """The rule's candidate step (kept [N, K], ids [N, K], covered [N]) by torch or by the kernel."""
+    before = sampling.FUSED_TOP_P
+    sampling.FUSED_TOP_P = "always" if kernel else False
+    try:
+        return sampling._sorted_top_p(logits, params, full_sort=False)
+    finally:
+        sampling.FUSED_TOP_P = before
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", default="8,16,24,64", help="rows of logits: batch x verify width")
@@ -65,6 +82,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     K = min(TOP_P_CANDIDATES, a.vocab // max(int(c) for c in a.chunks.split(",")))
     print(device_line(device), flush=True)
+    kernels_run = device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"  # else no candidates_kernel
     rows = []
     for n in [int(x) for x in a.rows.split(",")]:
         z = (logit_bank(n, a.vocab, seed=n) / 0.8).to(device)  # tempered logits
@@ -81,6 +99,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 raise AssertionError(f"two-stage top-k with {s} chunks differs from torch.topk")
             row[f"topk_two_stage_{s}_us"] = 1e3 * timed_ms(graphed(lambda p=probs, s=s: topk_two_stage(p, K, s)),
                                                           a.reps)
+        logits = logit_bank(n, a.vocab, seed=n).to(device)
+        params = SamplingParams(temperature=0.8, top_p=0.95)
+        by_torch = candidates(logits, params, False)
+        by_kernel = candidates(logits, params, kernels_run)
+        if not torch.equal(by_torch[2], by_kernel[2]):
+            raise AssertionError("the kernel's candidates decide other rows than torch's")
+        diff = (by_torch[0].sum(-1) - by_kernel[0].sum(-1))[by_kernel[2]].abs()  # on the decided rows
+        row["candidates_kept_mass_max_diff"] = float(diff.max()) if diff.numel() else 0.0
+        for name, kernel in (("torch", False), ("kernel", True))[:2 if kernels_run else 1]:
+            row[f"candidates_{name}_us"] = 1e3 * timed_ms(
+                graphed(lambda x=logits, k=kernel, sp=params: candidates(x, sp, k)), a.reps)
         rows.append(row)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

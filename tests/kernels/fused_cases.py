@@ -27,10 +27,12 @@ def randn(*shape: int, gen: torch.Generator, scale: float = 1.0, dtype: torch.dt
 
 
 def poison(monkeypatch: pytest.MonkeyPatch, module) -> None:
-    """Every output the launcher allocates starts as NaN, so an unwritten element fails the test."""
+    """Every output the launcher allocates starts as NaN (-1 for integers, never a valid id), so an unwritten
+    element fails the test."""
 
     def nan_empty(shape: tuple[int, ...], **kw) -> torch.Tensor:
-        return torch.full(shape, float("nan"), **kw)
+        integer = not kw.get("dtype", torch.float32).is_floating_point
+        return torch.full(shape, -1 if integer else float("nan"), **kw)
 
     monkeypatch.setattr(module, "_empty", nan_empty)
 
