@@ -36,6 +36,7 @@ from bass.metrics import (
 from bass.verdicts import Checker, Verdict, VerdictWorker, either, submit_finished
 
 TTFP = "time_to_first_pass_s"
+WARMUP_TOKENS = 4  # per problem, untimed, before an eval with warmup (`run_humaneval`)
 
 
 def problem_row(task_id: str, candidates: Sequence[Candidate], passed: Sequence[bool | None],
@@ -122,9 +123,13 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
     Candidates are tested as they finish (`stream_with_verdicts`); `stop_at_first_pass` cancels the
     siblings of the first passing one. With `budgets`, each problem runs once at the largest (which is
     then the budget) and the report gains "by_budget": {budget_key(b): {"summary", "problems"}} derived
-    for every b (`bass.budgets`); "summary" / "problems" stay those of the largest. `warmup` first runs one
-    untimed generation of the longest prompt (CUDA graphs captured, KV arenas sized once), so no problem's
-    budget is spent on compilation.
+    for every b (`bass.budgets`); "summary" / "problems" stay those of the largest. `warmup` first runs,
+    untimed, a few tokens of every problem and then the longest prompt in full, so no problem's budget is
+    spent on compilation: kernels compile per shape class of the prefill (Triton specialises on whether a
+    length divides by 16, and skinny GEMM tiles follow the row count), graphs are captured per batch and
+    draft width, KV arenas are sized once. Warming up with the longest prompt alone left three problems
+    of an H100 run with 0 tokens: their prefills compiled past the 0.6 s budget
+    (`budget_2026-11-24_h100_riders.log`, method bass).
     """
     if budgets:
         budgets = sorted(budgets)
@@ -142,6 +147,9 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
     params = replace(params or SamplingParams(), time_budget_s=budget_s, stop=HUMANEVAL_STOPS)
     problems = load_humaneval()[:limit]
     if warmup and problems:
+        for prob in problems:  # every prefill shape, and the first rounds at the full batch
+            engine.generate(prob.prompt, k=k, params=replace(params, time_budget_s=None,
+                                                             max_new_tokens=WARMUP_TOKENS), method=method)
         longest = max(problems, key=lambda p: len(engine.encode(p.prompt)[0]))
         engine.generate(longest.prompt, k=k, params=replace(params, time_budget_s=None), method=method)
     rows, by_budget = [], {budget_key(b): [] for b in budgets or ()}

@@ -43,6 +43,24 @@ def test_run_on_a_tiny_model(tiny_engine):
     assert report["summary"]["problems"] == 2 and report["config"]["method"] == "bass"
 
 
+def test_warmup_prefills_every_problem_untimed_before_the_first_timed_one(tiny_engine):
+    """Each problem's prompt runs a few untimed tokens, then the longest in full, before any budget runs."""
+    from bass.eval import WARMUP_TOKENS
+
+    engine = tiny_engine("llama")
+    calls, generate = [], engine.generate
+    engine.generate = lambda prompt, **kw: calls.append((prompt, kw["params"])) or generate(prompt, **kw)
+    report = run_humaneval(engine.config, k=2, budget_s=30.0, method="regular", limit=3, engine=engine,
+                           params=__import__("bass").SamplingParams(max_new_tokens=8), warmup=True)
+    from sandbox import load_humaneval
+
+    prompts = [p.prompt for p in load_humaneval()[:3]]
+    assert [c[0] for c in calls[:3]] == prompts
+    assert all(c[1].max_new_tokens == WARMUP_TOKENS and c[1].time_budget_s is None for c in calls[:3])
+    assert calls[3][0] in prompts and calls[3][1].max_new_tokens == 8 and calls[3][1].time_budget_s is None
+    assert len(calls) == 4 and len(report["problems"]) == 3  # the timed runs stream
+
+
 # ---- streaming verdicts, stop at the first pass, time to first pass ------------------------------------
 import time  # noqa: E402
 
