@@ -43,7 +43,7 @@ L2_BYTES = 256 << 20  # the weight copies cycled through: well past any GPU's L2
 def config_grid(N: int, K: int, sms: int) -> list[SkinnyConfig]:
     """The configs tried for [N, K]: tiles that fit K, between a third of the SMs and 32 waves of programs."""
     out = []
-    for bn, bk, split, stages, warps in itertools.product((16, 32, 64, 128), (128, 256), (1, 2, 4, 8),
+    for bn, bk, split, stages, warps in itertools.product((16, 32, 64, 128), (128, 256), (1, 2, 3, 4, 5, 7, 8),
                                                           (3, 5), (4,)):
         c = SkinnyConfig(bn, bk, split, stages, warps)
         programs = -(-N // bn) * split

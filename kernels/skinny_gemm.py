@@ -60,10 +60,13 @@ class SkinnyConfig:
 
 
 # The configs `bass.models.linear.tune` times on the device: the winners of `bench/gemm_bench.py`'s grid on
-# an H100 across the 1.5B and 7B projections (small N: narrow tiles; long K: split in two; large N: wide).
+# an H100 across the 1.5B and 7B projections (small N: narrow tiles; long K: split; large N: wide). A split
+# must divide K / BK: the 1.5B's down projection (K = 8960 = 70 x 128) splits in 2, 5 or 7, never 4.
 CANDIDATES = (
     SkinnyConfig(16, 128, 1, 5), SkinnyConfig(32, 128, 1, 5), SkinnyConfig(64, 128, 1, 3),
     SkinnyConfig(128, 128, 1, 3), SkinnyConfig(32, 128, 2, 5), SkinnyConfig(64, 128, 2, 5),
+    SkinnyConfig(16, 128, 2, 5), SkinnyConfig(32, 128, 5, 5), SkinnyConfig(64, 128, 5, 5),
+    SkinnyConfig(64, 128, 7, 5),
 )
 
 

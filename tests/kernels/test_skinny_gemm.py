@@ -64,7 +64,10 @@ def test_bad_shapes_and_configs_say_what_to_do() -> None:
         skinny_gemm(torch.zeros(4, 128), torch.zeros(8, 64), None, SkinnyConfig(16, 64))
     with pytest.raises(ValueError, match="power of two"):
         SkinnyConfig(block_n=24)
-    assert all(c.block_k * c.split_k <= 256 for c in CANDIDATES)  # they fit every K the models use
+    for K in (256, 1536, 4096, 8960, 11008):  # every K the models use has unsplit candidates, and the long
+        fitting = [c.split_k for c in CANDIDATES if c.fits(0, K)]  # ones splits of it
+        assert fitting.count(1) == 4 and (K < 8000 or max(fitting) > 1)
+    assert {c.split_k for c in CANDIDATES if c.fits(0, 8960)} == {1, 2, 5, 7}  # 8960 = 70 x 128: no 4
 
 
 @needs_cuda
