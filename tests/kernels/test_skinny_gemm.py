@@ -75,8 +75,9 @@ def test_bad_shapes_and_configs_say_what_to_do() -> None:
 @pytest.mark.parametrize("config", CANDIDATES, ids=str)
 def test_skinny_gemm_bf16_matches_cublas_cuda(config) -> None:
     gen = fresh_gen()
-    x = randn(8, 1536, gen=gen, dtype=torch.bfloat16)
-    w = randn(2048, 1536, gen=gen, scale=1536 ** -0.5, dtype=torch.bfloat16)
+    K = 1536 if config.fits(2048, 1536) else 8960  # the 1.5B's qkv, or its down projection's K for 5- and 7-way splits
+    x = randn(8, K, gen=gen, dtype=torch.bfloat16)
+    w = randn(2048, K, gen=gen, scale=K ** -0.5, dtype=torch.bfloat16)
     b = randn(2048, gen=gen, dtype=torch.bfloat16)
     y, ref = skinny_gemm(x, w, b, config), torch.nn.functional.linear(x, w, b)
     exact = skinny_gemm_ref(x.double(), w.double(), b.double())
