@@ -47,6 +47,15 @@ import numpy as np
 
 from bass.config import DraftLengthConfig
 
+# A drafting round timed at more than this many times (1 + L) plain steps of its batch bucket is taken for a
+# one-off (a kernel compiled or a graph captured inside it): the first such round of a bucket is dropped, not
+# sampled; a second one is sampled, since a drafter that slow is slow for real. One
+# such round, 2.6 s at L = 2 against 2 ms plain steps (a compile), was the only sample of its length when
+# the policy judged drafting hopeless, and it decoded plainly for the rest of an H100 run (0.95x regular,
+# `real_bench_2026-11-24_h100_splits.json`). The slowest steady drafting round seen, n-gram L = 1 at batch
+# 32 with its pipeline broken, cost 2.5 plain steps; a layer-skip draft of L costs about 1 + L/2.
+OUTLIER_RATIO = 4.0
+
 # Cost buckets. Lengths: exact up to 8, then coarser (a round's cost is smooth in L there).
 L_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32)
 B_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
@@ -101,13 +110,21 @@ class CostModel:
     def __init__(self, cfg: DraftLengthConfig):
         self.cfg = cfg
         self.round_: dict[int, dict[int, _Window]] = {}  # B bucket -> L bucket -> samples
+        self.dropped = 0  # rounds not sampled: outliers (`OUTLIER_RATIO`)
+        self._held: set[tuple[int, int]] = set()  # the (B, L) buckets that dropped theirs
         # the policy asks for a curve every round, on the host's critical path; a median often stays put
         self._version = 0  # bumped whenever an estimate changes
         self._curves: dict[tuple[int, int], tuple[int, np.ndarray | None]] = {}  # (B bucket, l_max) -> fit
 
     def observe(self, L: int, B: int, round_s: float) -> None:
-        """One timed round: draft length L, batch B, its whole time in seconds."""
+        """One timed round: draft length L, batch B, its whole time in seconds (dropped if an outlier:
+        `OUTLIER_RATIO`)."""
         row = self.round_.setdefault(bucket(B, B_BUCKETS), {})
+        plain, key = row.get(0), (bucket(B, B_BUCKETS), bucket(L, L_BUCKETS))
+        if L > 0 and plain is not None and round_s > OUTLIER_RATIO * (1 + L) * plain.value and key not in self._held:
+            self._held.add(key)
+            self.dropped += 1
+            return
         if row.setdefault(bucket(L, L_BUCKETS), _Window(self.cfg.cost_window)).add(max(0.0, round_s)):
             self._version += 1
 
@@ -172,7 +189,7 @@ class CostModel:
     def describe(self) -> dict:
         """Measured costs in milliseconds: {"round_ms": {B: {L: ms}}}."""
         return {"round_ms": {b: {L: round(e.value * 1e3, 4) for L, e in sorted(r.items())}
-                             for b, r in sorted(self.round_.items())}}
+                             for b, r in sorted(self.round_.items())}, "dropped": self.dropped}
 
 
 class RoundClock:

@@ -70,7 +70,11 @@ CANDIDATES = (
 )
 
 
-@triton.jit
+# M (x's rows) is not specialised on: Triton compiles an integer argument again when it turns 1, or a multiple
+# of 16, or neither, so a verify of 8 x 3 = 24 rows compiled anew, mid-decode, in its first round (2.6 s of
+# a timed round at batch 8 on the H100, `real_bench_2026-11-24_h100_splits.json`). Now a config and a row
+# tile compile once, when `bass.models.linear.tune` times them at load.
+@triton.jit(do_not_specialize=["M"])
 def _skinny_gemm_fwd(
     X, W, B, Y, WS, M, N, K, stride_xm, stride_wn, stride_ym, K_SLICE,
     HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
@@ -103,7 +107,7 @@ def _skinny_gemm_fwd(
         tl.store(WS + (pid_k * M + m[None, :]) * N + n[:, None], acc, mask=out_mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M"])
 def _split_k_sum(WS, B, Y, M, N, stride_ym, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     n = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)

@@ -435,3 +435,32 @@ def test_an_engine_remembers_costs_per_kind_of_request(tiny_engine):
     # measured anew: plain decoding timed twice (always), the L = 2 probe at least once (a second time only if
     # the first did not show drafting hopeless: wall-clock timings, which a loaded CPU may make look so)
     assert fresh is not memory and fresh.costs.samples(0, 2) >= 2 and fresh.costs.samples(2, 2) >= 1
+
+
+def test_a_compile_inside_the_first_timed_draft_round_does_not_condemn_drafting():
+    """What the H100 showed at batch 8: the first timed L = 2 round compiled kernels for a new row count
+    (2.6 s against 2 ms plain steps), the policy judged drafting hopeless from that one sample and decoded
+    plainly for the rest of the run. Such a round is dropped (`bass.round_costs.OUTLIER_RATIO`), so the probe's
+    next round times L = 2, and the draft that pays is found."""
+    seqs = list(range(8))
+    cfg = DraftLengthConfig(explore_every=4, probe_lengths=(0, 2))
+
+    class CompileOnce(FakeClock):
+        drafted = 0
+
+        def stop(self):
+            L, cost = self.L, super().stop()
+            self.drafted += L > 0
+            if self.drafted == 2 and L:  # the first timed drafting round (the warm-up is not timed) compiles
+                cost += 2600.0
+            return cost
+
+    policy = _policy(cfg, seqs, CompileOnce(lambda L: 1.0 + 0.2 * (L > 0), 0.1))
+    chosen = []
+    for _ in range(12):
+        lengths = policy.lengths(seqs)
+        policy.update(seqs, lengths, lengths)
+        chosen.append(lengths[0])
+    assert chosen[:5] == [0, 0, 2, 2, 2]
+    assert policy.costs.dropped == 1 and policy.costs.describe()["round_ms"][8][2] == pytest.approx(1.4e3)
+    assert policy.choice > 0 and chosen[-1] > 0  # drafting pays, and the policy drafts

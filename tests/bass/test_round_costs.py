@@ -81,3 +81,22 @@ def test_two_slow_first_samples_are_forgotten_once_the_length_is_timed_again():
     for _ in range(3):
         model.observe(0, 32, 2.8e-3)
     assert model.round_curve(32, 1) * 1e3 == pytest.approx([2.8, 3.6])
+
+
+def test_a_first_outlandish_draft_round_is_dropped_and_a_second_one_kept():
+    """A round of L = 2 at 50x a plain step is a compile or a capture the first time (dropped), and the
+    drafter's real cost the second time (sampled): a drafter that slow must not stay unmeasured."""
+    cm = CostModel(DraftLengthConfig())
+    cm.observe(0, 8, 2e-3)
+    cm.observe(2, 8, 0.1)
+    assert cm.dropped == 1 and cm.samples(2, 8) == 0
+    cm.observe(2, 8, 3e-3)  # steady
+    cm.observe(3, 8, 3.5e-3)
+    assert cm.describe()["round_ms"][8] == {0: 2.0, 2: 3.0, 3: 3.5} and cm.describe()["dropped"] == 1
+    slow = CostModel(DraftLengthConfig())
+    slow.observe(0, 8, 2e-3)
+    slow.observe(2, 8, 0.1)
+    slow.observe(2, 8, 0.1)  # again: the drafter is that slow
+    assert slow.samples(2, 8) == 1 and slow.describe()["round_ms"][8][2] == pytest.approx(100.0)
+    cm.observe(1, 8, 0.5)  # L = 1's own bucket has a drop of its own
+    assert cm.samples(1, 8) == 0 and cm.dropped == 2
