@@ -22,6 +22,16 @@ PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print(", "class Stack:\n  
 
 
 # ---- the objective, by hand -------------------------------------------------------------------------
+
+def _rounds(policy, seqs, n: int, accepted=lambda lengths: lengths) -> list[int]:
+    """n rounds of `policy` over seqs, each accepting `accepted(lengths)`: the first sequence's lengths."""
+    chosen = []
+    for _ in range(n):
+        lengths = policy.lengths(seqs)
+        policy.update(seqs, accepted(lengths), lengths)
+        chosen.append(lengths[0])
+    return chosen
+
 def test_expected_tokens_is_the_geometric_sum():
     got = expected_tokens([0.5, 1.0, 0.0], 3)
     # α = 0.5: 1, 1.5, 1.75, 1.875; α = 1: L + 1; α = 0: 1
@@ -160,11 +170,7 @@ def test_hopeless_probes_are_skipped():
     before it is its untimed warm-up), no exploration."""
     seqs = [0, 1]
     policy = _policy(DraftLengthConfig(explore_every=4), seqs, FakeClock(lambda L: 1.0, 1.2))
-    chosen = []
-    for _ in range(20):
-        lengths = policy.lengths(seqs)
-        policy.update(seqs, lengths, lengths)  # even with every draft accepted
-        chosen.append(lengths[0])
+    chosen = _rounds(policy, seqs, 20)  # even with every draft accepted
     assert chosen == [0, 0, 2, 2] + [0] * 16
 
 
@@ -222,11 +228,7 @@ def test_a_probed_length_timed_once_is_timed_again_next_round():
 
     # a draft round costs 1.5 + 0.3 L, plain decoding 1; each sequence accepts one draft token, never two
     policy = _policy(cfg, seqs, CaptureOnce(lambda L: 1.0 + 0.5 * (L > 0), 0.3))
-    chosen = []
-    for _ in range(12):
-        lengths = policy.lengths(seqs)
-        policy.update(seqs, [min(n, 1) for n in lengths], lengths)
-        chosen.append(lengths[0])
+    chosen = _rounds(policy, seqs, 12, lambda lengths: [min(n, 1) for n in lengths])
     first = chosen.index(1)
     assert chosen[:first] == [0, 0, 2, 2, 2] + [0] * (first - 5)  # L = 2 does not pay: plain until a probe
     assert chosen[first + 1] == 1  # timed again at once, not an exploration gap later
@@ -253,11 +255,7 @@ def test_a_drafting_round_after_plain_ones_is_a_warm_up_and_not_timed():
 
     # in a run, a drafting round costs 1.2 + 0.1 L against 1 for plain decoding; every draft is accepted
     policy = _policy(cfg, seqs, WarmUp(lambda L: 1.0 + 0.2 * (L > 0), 0.1))
-    chosen = []
-    for _ in range(12):
-        lengths = policy.lengths(seqs)
-        policy.update(seqs, lengths, lengths)
-        chosen.append(lengths[0])
+    chosen = _rounds(policy, seqs, 12)
     assert chosen[:5] == [0, 0, 2, 2, 2]
     assert policy.costs.describe()["round_ms"][8][2] == pytest.approx(1.4e3)  # the warm-up's 4.4 never counted
     assert policy.choice > 0 and chosen[-1] > 0  # drafting pays, and the policy drafts
@@ -399,11 +397,7 @@ def test_memory_skips_the_probes_of_measured_batch_sizes():
     seqs = [0, 1]
     cfg = DraftLengthConfig(explore_every=0)
     first = _policy(cfg, seqs, FakeClock(lambda L: 1.0, 0.6))
-    chosen = []
-    for _ in range(8):
-        lengths = first.lengths(seqs)
-        first.update(seqs, [0] * len(seqs), lengths)  # a useless, costly draft
-        chosen.append(lengths[0])
+    chosen = _rounds(first, seqs, 8, lambda lengths: [0] * len(seqs))  # a useless, costly draft
     assert chosen[:5] == [0, 0, 2, 2, 2] and set(chosen[5:]) == {0}
     memory = PolicyMemory(first.costs, first.acceptance.pooled())
     second = _policy(cfg, seqs, FakeClock(lambda L: 1.0, 0.6), memory=memory)
@@ -456,11 +450,7 @@ def test_a_compile_inside_the_first_timed_draft_round_does_not_condemn_drafting(
             return cost
 
     policy = _policy(cfg, seqs, CompileOnce(lambda L: 1.0 + 0.2 * (L > 0), 0.1))
-    chosen = []
-    for _ in range(12):
-        lengths = policy.lengths(seqs)
-        policy.update(seqs, lengths, lengths)
-        chosen.append(lengths[0])
+    chosen = _rounds(policy, seqs, 12)
     assert chosen[:5] == [0, 0, 2, 2, 2]
     assert policy.costs.dropped == 1 and policy.costs.describe()["round_ms"][8][2] == pytest.approx(1.4e3)
     assert policy.choice > 0 and chosen[-1] > 0  # drafting pays, and the policy drafts

@@ -91,5 +91,8 @@ def test_the_row_count_compiles_no_variant_of_its_own() -> None:
     from kernels.skinny_gemm import _skinny_gemm_fwd, _split_k_sum
 
     for kernel in (_skinny_gemm_fwd, _split_k_sum):
-        flags = {p.name: p.do_not_specialize for p in kernel.params}
-        assert flags["M"] and not flags["N"]
+        if hasattr(kernel, "params"):  # compiled
+            unspecialised = {p.name for p in kernel.params if p.do_not_specialize}
+        else:  # the interpreter keeps the decorator's arguments
+            unspecialised = set(kernel.kwargs["do_not_specialize"])
+        assert unspecialised == {"M"}
