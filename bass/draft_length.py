@@ -300,7 +300,9 @@ class DraftLengthPolicy:
             asked = list(asked) if asked is not None else [self.last] * len(seqs)
             self.acceptance.observe(seqs, asked, accepted)
             round_s = self.clock.stop()
-            if round_s is not None and self._timed.popleft():  # a warm-up round is not a cost sample
+            # a warm-up round is not a cost sample, nor one that captured a CUDA graph (tens of ms: each batch
+            # bucket, width and look-ahead slot captures its own, mid-run, as the batch shrinks)
+            if round_s is not None and self._timed.popleft() and not self.clock.captured:
                 self.costs.observe(max(asked), len(seqs), round_s)
         elif self.cfg.policy == "per-sequence":
             for q, a in zip(seqs, accepted, strict=True):

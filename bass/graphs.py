@@ -29,11 +29,22 @@ def bucket(n: int, buckets: tuple[int, ...]) -> int | None:
     return next((b for b in buckets if b >= n), None)
 
 
+_captures = 0  # graphs captured by this process (`captures`)
+
+
+def captures() -> int:
+    """How many CUDA graphs this process has captured so far: a round during which the count moved paid
+    for a capture (tens of ms) and is no cost sample (`bass.round_costs.RoundClock`)."""
+    return _captures
+
+
 def capture(fn: Callable[[], object], pool: object | None = None, device: torch.device | None = None
             ) -> tuple[torch.cuda.CUDAGraph, object]:
     """(graph, outputs): fn() captured in a CUDA graph, after two calls on a side stream of `device` that
     compile its kernels and settle the allocator; outputs are the captured call's, refreshed by each
     `graph.replay()`. `pool`: a memory pool shared with other graphs (`torch.cuda.graph_pool_handle`)."""
+    global _captures
+    _captures += 1
     stream = torch.cuda.Stream(device)
     stream.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(stream):

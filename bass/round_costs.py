@@ -5,6 +5,8 @@ bookkeeping included. It is measured whole, with the host clock, and never split
 its start to the end of its bookkeeping, and with look-ahead (rounds overlapping on the device) a round's
 time runs from the previous round's end instead, the interval between two rounds' results, which is what
 a round costs once the pipeline is full (`RoundClock`). No event and no host synchronisation is added.
+A round during which a CUDA graph was captured (`bass.graphs.captures`: each batch bucket, width and
+look-ahead slot captures its own the first time it runs, mid-run as the batch shrinks) is no sample.
 
 An earlier version split the round into a draft part, timed on the device between two CUDA events, and
 the rest (c_verify = whole − draft). Under look-ahead that split is wrong in both halves: a draft step's
@@ -46,6 +48,7 @@ from collections import deque
 import numpy as np
 
 from bass.config import DraftLengthConfig
+from bass.graphs import captures
 
 # A drafting round timed at more than this many times (1 + L) plain steps of its batch bucket is taken for a
 # one-off (a kernel compiled or a graph captured inside it): the first such round of a bucket is dropped, not
@@ -202,24 +205,26 @@ class RoundClock:
     """
 
     def __init__(self) -> None:
-        self._open: deque[float] = deque()  # start times of the rounds not ended yet
+        self._open: deque[tuple[float, int]] = deque()  # (start time, graphs captured) of the rounds not ended
         self._last_end: float | None = None
+        self.captured = False  # whether the round `stop` ended last saw a CUDA graph captured
 
     def start(self) -> None:
         """A round starts (its draft lengths are decided)."""
-        self._open.append(time.perf_counter())
+        self._open.append((time.perf_counter(), captures()))
 
     def restart(self) -> None:
         """The round started last, decided early, starts only now."""
         if self._open:
-            self._open[-1] = time.perf_counter()
+            self._open[-1] = (time.perf_counter(), self._open[-1][1])
 
     def stop(self) -> float | None:
         """End the oldest open round; return its time in seconds (None if no round was started: regular
-        decoding never starts one)."""
+        decoding never starts one), and set `captured`: a graph captured while it ran (its own, or a
+        round's launched ahead of it) makes its time no cost sample."""
         if not self._open:
             return None
-        end, t0 = time.perf_counter(), self._open.popleft()
+        end, (t0, before) = time.perf_counter(), self._open.popleft()
         round_s = end - (t0 if self._last_end is None else max(t0, self._last_end))
-        self._last_end = end
+        self._last_end, self.captured = end, captures() != before
         return round_s

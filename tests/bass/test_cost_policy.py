@@ -217,13 +217,13 @@ def test_a_probed_length_timed_once_is_timed_again_next_round():
     seqs = list(range(8))
     cfg = DraftLengthConfig(explore_every=4, probe_lengths=(0, 2))
 
-    class CaptureOnce(FakeClock):
-        captured = False
+    class CaptureOnce(FakeClock):  # a capture the clock does not see (a compile would look the same)
+        done = False
 
         def stop(self):
             L, cost = self.L, super().stop()
-            if L == 1 and not self.captured:  # the first round at L = 1 captures a graph
-                self.captured, cost = True, cost + 19.0
+            if L == 1 and not self.done:  # the first round at L = 1 captures a graph
+                self.done, cost = True, cost + 19.0
             return cost
 
     # a draft round costs 1.5 + 0.3 L, plain decoding 1; each sequence accepts one draft token, never two
@@ -454,3 +454,26 @@ def test_a_compile_inside_the_first_timed_draft_round_does_not_condemn_drafting(
     assert chosen[:5] == [0, 0, 2, 2, 2]
     assert policy.costs.dropped == 1 and policy.costs.describe()["round_ms"][8][2] == pytest.approx(1.4e3)
     assert policy.choice > 0 and chosen[-1] > 0  # drafting pays, and the policy drafts
+
+
+def test_a_round_that_captured_a_graph_is_no_cost_sample():
+    """Each batch bucket, width and look-ahead slot captures its own graph the first time it runs, mid-run
+    as the batch shrinks; the clock sees the capture (`bass.graphs.captures`) and the round is not timed,
+    even where its cost would pass for a steady one."""
+    seqs = list(range(8))
+    cfg = DraftLengthConfig(explore_every=4, probe_lengths=(0, 2))
+
+    class Captures(FakeClock):
+        drafted = 0
+
+        def stop(self):
+            L, cost = self.L, super().stop()
+            self.drafted += bool(L)
+            self.captured = self.drafted == 2 and bool(L)  # the first timed drafting round captures
+            return cost + 8.0 * self.captured  # under OUTLIER_RATIO x (1 + L): only the flag can tell
+
+    policy = _policy(cfg, seqs, Captures(lambda L: 1.0 + 0.2 * (L > 0), 0.1))
+    chosen = _rounds(policy, seqs, 12)
+    assert chosen[:5] == [0, 0, 2, 2, 2] and policy.costs.dropped == 0
+    assert policy.costs.describe()["round_ms"][8][2] == pytest.approx(1.4e3)
+    assert policy.choice > 0 and chosen[-1] > 0

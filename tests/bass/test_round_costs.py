@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bass.config import DraftLengthConfig
-from bass.round_costs import CostModel
+from bass.round_costs import CostModel, RoundClock
 
 
 def test_cost_model_converges_and_ignores_a_warm_up_sample():
@@ -100,3 +100,22 @@ def test_a_first_outlandish_draft_round_is_dropped_and_a_second_one_kept():
     assert slow.samples(2, 8) == 1 and slow.describe()["round_ms"][8][2] == pytest.approx(100.0)
     cm.observe(1, 8, 0.5)  # L = 1's own bucket has a drop of its own
     assert cm.samples(1, 8) == 0 and cm.dropped == 2
+
+
+def test_the_clock_flags_a_round_during_which_a_graph_was_captured(monkeypatch):
+    import bass.graphs
+
+    clock = RoundClock()
+    clock.start()
+    monkeypatch.setattr(bass.graphs, "_captures", bass.graphs.captures() + 1)  # what `capture` does
+    assert clock.stop() >= 0 and clock.captured
+    clock.start()
+    clock.start()  # a round launched ahead
+    monkeypatch.setattr(bass.graphs, "_captures", bass.graphs.captures() + 1)  # captured by the second
+    clock.stop()
+    assert clock.captured  # the first one's interval saw it too
+    clock.stop()
+    assert clock.captured
+    clock.start()
+    clock.stop()
+    assert not clock.captured
