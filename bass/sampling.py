@@ -213,7 +213,7 @@ def _sorted_top_p(logits: torch.Tensor, params: SamplingParams, full_sort: bool
     """`top_p_candidates` of the tempered logits [..., V]: (kept, ids, covered), from TOP_P_CANDIDATES
     candidates, or the whole vocabulary with full_sort (or when it is small).
 
-    On CUDA without top-k, the candidates come straight from the logits in one kernel
+    On CUDA without top-k, the candidates come straight from the logits in a few small launches
     (`kernels.top_p.top_p_candidates_fused`: every token above a probability threshold, at most K of
     them, sorted), and full_sort sorts the same kernel's probabilities (`tempered_probs_fused`), so the
     two paths see bit for bit the same p. Elsewhere: torch's softmax, top-K and sort.
