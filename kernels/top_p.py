@@ -53,8 +53,9 @@ def _chunk_stats(X, WS, V, stride_x, inv_t, S, CHUNK: tl.constexpr):
     cols = c * CHUNK + tl.arange(0, CHUNK)
     z = tl.load(X + row * stride_x + cols, mask=cols < V, other=float("-inf")).to(tl.float32) * inv_t
     m = tl.max(z, axis=0)
+    base = tl.where(m > float("-inf"), m, 0.0)  # a chunk of -inf logits (a masked vocabulary) sums to 0, not NaN
     tl.store(WS + (row * S + c) * 2, m)
-    tl.store(WS + (row * S + c) * 2 + 1, tl.sum(tl.exp(z - m), axis=0))
+    tl.store(WS + (row * S + c) * 2 + 1, tl.sum(tl.exp(z - base), axis=0))
 
 
 @triton.jit
