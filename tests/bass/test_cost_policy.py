@@ -1,12 +1,10 @@
-"""The cost-aware draft-length policy (DESIGN.md §7): its argmax, its estimators, and the engine with it."""
-
-import time
+"""The cost-aware draft-length policy (DESIGN.md §7): its argmax, its estimators, its probes and timings, on
+fake clocks. The engine with it, on the tiny models: `test_cost_policy_engine.py`."""
 
 import numpy as np
 import pytest
-import torch
 
-from bass.config import DraftLengthConfig, SamplingParams
+from bass.config import DraftLengthConfig
 from bass.draft_length import (
     PLAIN_GAP_MAX,
     AcceptanceEstimator,
@@ -15,11 +13,7 @@ from bass.draft_length import (
     best_length,
     expected_tokens,
 )
-from bass.drafters import Drafter, Proposal
 from bass.round_costs import CostModel, RoundClock
-
-PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print(", "class Stack:\n    def", "x = [1, 2, 3]\n"]
-
 
 # ---- the objective, by hand -------------------------------------------------------------------------
 
@@ -290,107 +284,6 @@ def test_probes_of_drafting_back_off_while_plain_decoding_wins_and_the_gap_is_re
     assert first == PLAIN_GAP_MAX * cfg.explore_every  # its first probe: no probes, no short gaps again
 
 
-# ---- end to end on the tiny models --------------------------------------------------------------------
-class ScriptDrafter(Drafter):
-    """Proposes the true continuation (good) or certainly-wrong tokens (useless), costing `delay_s` a step."""
-
-    name = "script"
-
-    def __init__(self, scripts, good, delay_s=0.0):
-        self.scripts, self.good, self.delay_s = scripts, good, delay_s
-        self.rows = list(range(len(scripts)))
-
-    def prefill(self, prompts, samples, capacity, features=None):
-        self.prompt_lens = [len(p) for p in prompts for _ in range(samples)]
-
-    def propose(self, histories, lengths, params, u, target_cache):
-        time.sleep(self.delay_s * max(lengths))
-        tokens = torch.zeros(len(histories), max(lengths), dtype=torch.long)
-        for b, (h, n) in enumerate(zip(histories, lengths)):
-            row = self.rows[b]
-            if self.good:
-                done = len(h) - self.prompt_lens[row]
-                cont = self.scripts[row][done:done + n]
-                tokens[b, :len(cont)] = torch.tensor(cont, dtype=torch.long)
-            else:
-                want = self.scripts[row][len(h) - self.prompt_lens[row]:][:n]
-                tokens[b, :len(want)] = (torch.tensor(want, dtype=torch.long) + 1) % 300  # never the target's
-        return Proposal(tokens, torch.tensor(lengths), None)
-
-    def select(self, rows):
-        self.rows = [self.rows[r] for r in rows]
-
-
-def test_cost_policy_greedy_equals_regular_and_regular_is_untouched(tiny_engine):
-    engine = tiny_engine("llama", draft_seed=1)
-    params = SamplingParams(max_new_tokens=24)
-    regular = engine.generate(PROMPTS, k=2, params=params, method="regular")
-    assert regular.stats.policy["rounds"] == 0 and regular.stats.policy["round_ms"] == {}
-    assert set(regular.stats.draft_lengths) == {0}
-    for drafter in ("ngram", "layer-skip", "model"):
-        bass = engine.generate(PROMPTS, k=2, params=params, method="bass", drafter=drafter,
-                               draft_length=DraftLengthConfig(policy="cost"))
-        assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates], drafter
-        assert bass.stats.policy["rounds"] == len(bass.stats.draft_lengths)
-
-
-def test_useless_costly_drafter_settles_at_plain_decoding(tiny_engine):
-    engine = tiny_engine("llama")
-    params = SamplingParams(max_new_tokens=120)
-    regular = engine.generate(PROMPTS[:2], k=2, params=params, method="regular")
-    scripts = [list(c.token_ids) + [0] * 40 for c in regular.candidates]
-    bass = engine.generate(PROMPTS[:2], k=2, params=params, method="bass",
-                           drafter=ScriptDrafter(scripts, good=False, delay_s=0.02))
-    assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates]
-    lengths = bass.stats.draft_lengths
-    drafting = sum(n > 0 for n in lengths)
-    # the probes at L=2, then only rare explorations (a little slack: this CPU is shared, timings are noisy)
-    assert drafting <= 2 + 2 * (len(lengths) // 64 + 1)
-    assert bass.stats.rounds <= regular.stats.rounds + 4 * drafting  # ~ regular decoding's steps
-    assert bass.stats.policy["L"] == 0
-
-
-class _Ticks:
-    """A clock for `bass.round_costs` alone that advances 1 ms per reading: every round, drafting or not,
-    costs the policy the same, as a free drafter's rounds would on an idle device. (The wall clock of a
-    loaded shared CPU once timed both of the L = 2 probes at 4x a plain step, and drafting looked hopeless.)"""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def perf_counter(self) -> float:
-        self.now += 1e-3
-        return self.now
-
-
-def test_good_free_drafter_drafts_long(tiny_engine, monkeypatch):
-    monkeypatch.setattr("bass.round_costs.time", _Ticks())
-    engine = tiny_engine("llama")
-    params = SamplingParams(max_new_tokens=120)
-    regular = engine.generate(PROMPTS[:2], k=2, params=params, method="regular")
-    scripts = [list(c.token_ids) for c in regular.candidates]
-    bass = engine.generate(PROMPTS[:2], k=2, params=params, method="bass", drafter=ScriptDrafter(scripts, True))
-    assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates]
-    assert bass.stats.rounds < regular.stats.rounds / 3
-    assert bass.stats.policy["alpha_pooled"] > 0.8
-
-
-def test_the_result_says_what_the_policy_measured(tiny_engine):
-    """BatchStats.policy: the policy's own account of the request (JSON-ready); none for single-sequence runs."""
-    import json
-
-    engine = tiny_engine("llama", draft_seed=1)
-    params = SamplingParams(max_new_tokens=12)
-    bass = engine.generate(PROMPTS[:1], k=2, params=params, method="bass", drafter="ngram")
-    assert bass.stats.policy["policy"] == "cost" and bass.stats.policy["rounds"] == len(bass.stats.draft_lengths)
-    assert json.loads(json.dumps(bass.stats.to_dict()))["policy"]["rounds"] == bass.stats.policy["rounds"]
-    fixed = engine.generate(PROMPTS[:1], k=2, params=params, method="bass", drafter="ngram",
-                            draft_length=DraftLengthConfig(policy="fixed", l0=3))
-    assert fixed.stats.policy == {"policy": "fixed", "L": 3}
-    single = engine.generate(PROMPTS[:1], k=2, params=params, method="single", drafter="ngram")
-    assert single.stats.policy is None
-
-
 def test_memory_skips_the_probes_of_measured_batch_sizes():
     """A policy handed an earlier request's memory decides from its first round: no probe where the costs
     were measured; the earlier request's pooled acceptance is its prior."""
@@ -406,29 +299,6 @@ def test_memory_skips_the_probes_of_measured_batch_sizes():
     # a batch size never measured is probed as before (costs borrowed from the nearest size say nothing of it)
     wide = list(range(16))
     assert not first.costs.known(16) and DraftLengthPolicy(cfg, wide, memory=memory).lengths(wide)[0] == 0
-
-
-def test_an_engine_remembers_costs_per_kind_of_request(tiny_engine):
-    engine = tiny_engine("llama", draft_seed=1)
-    params = SamplingParams(max_new_tokens=12)
-    engine._policy_memory.clear()
-    for _ in range(2):
-        engine.generate(PROMPTS[:1], k=2, params=params, method="bass", drafter="ngram")
-    assert len(engine._policy_memory) == 1  # the second request used the first one's memory
-    (memory,) = engine._policy_memory.values()
-    assert memory.costs.known(2) and memory.alpha != DraftLengthConfig().alpha_prior
-    engine.generate(PROMPTS[:1], k=2, params=SamplingParams(max_new_tokens=12, temperature=0.8), method="bass",
-                    drafter="ngram")  # sampled: another kind (other rules, other costs)
-    engine.generate(PROMPTS[:1], k=2, params=params, method="bass", drafter="ngram",
-                    draft_length=DraftLengthConfig(remember=False))
-    engine.generate(PROMPTS[:1], k=2, params=params, method="regular")
-    assert len(engine._policy_memory) == 2
-    engine.forget_measurements()  # weights changed in place (the synthetic benchmark): start measuring anew
-    engine.generate(PROMPTS[:1], k=2, params=params, method="bass", drafter="ngram")
-    (fresh,) = engine._policy_memory.values()
-    # measured anew: plain decoding timed twice (always), the L = 2 probe at least once (a second time only if
-    # the first did not show drafting hopeless: wall-clock timings, which a loaded CPU may make look so)
-    assert fresh is not memory and fresh.costs.samples(0, 2) >= 2 and fresh.costs.samples(2, 2) >= 1
 
 
 @pytest.mark.parametrize("extra,seen", [(2600.0, False), (8.0, True)], ids=["compile", "capture"])
