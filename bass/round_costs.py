@@ -122,13 +122,15 @@ class CostModel:
     def observe(self, L: int, B: int, round_s: float) -> None:
         """One timed round: draft length L, batch B, its whole time in seconds (dropped if an outlier:
         `OUTLIER_RATIO`)."""
-        row = self.round_.setdefault(bucket(B, B_BUCKETS), {})
-        plain, key = row.get(0), (bucket(B, B_BUCKETS), bucket(L, L_BUCKETS))
-        if L > 0 and plain is not None and round_s > OUTLIER_RATIO * (1 + L) * plain.value and key not in self._held:
-            self._held.add(key)
+        bb, lb = bucket(B, B_BUCKETS), bucket(L, L_BUCKETS)
+        row = self.round_.setdefault(bb, {})
+        plain = row.get(0)
+        outlier = L > 0 and plain is not None and round_s > OUTLIER_RATIO * (1 + L) * plain.value
+        if outlier and (bb, lb) not in self._held:
+            self._held.add((bb, lb))
             self.dropped += 1
             return
-        if row.setdefault(bucket(L, L_BUCKETS), _Window(self.cfg.cost_window)).add(max(0.0, round_s)):
+        if row.setdefault(lb, _Window(self.cfg.cost_window)).add(max(0.0, round_s)):
             self._version += 1
 
     @staticmethod

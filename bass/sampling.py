@@ -163,7 +163,13 @@ def top_p_candidates(probs: torch.Tensor, top_p: float, candidates: int
         return vals.masked_fill(~keep, 0.0), ids, torch.ones(probs.shape[:-1], dtype=torch.bool, device=probs.device)
     vals, ids = torch.topk(probs, candidates, dim=-1)  # [..., K]
     vals, ids = _stable_descending(vals, ids)
-    above = vals > vals[..., -1:]  # the candidates before the last tie group (which is never kept)
+    return _kept(vals, ids, top_p, vals > vals[..., -1:])  # (the last tie group may be cut: never kept)
+
+
+def _kept(vals: torch.Tensor, ids: torch.Tensor, top_p: float, above: torch.Tensor
+          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Top-p's keep rule over sorted candidates vals [..., K] (stable order), `above` [..., K] marking those
+    every more likely token is a candidate of: (kept, ids, covered) as `top_p_candidates` returns them."""
     cum = torch.cumsum(vals, dim=-1)
     keep = (cum - vals < top_p) & above
     covered = ((cum >= top_p + _TOP_P_MARGIN) & above).any(-1)
@@ -228,11 +234,7 @@ def _sorted_top_p(logits: torch.Tensor, params: SamplingParams, full_sort: bool
     if full_sort or small:
         return top_p_candidates(tempered_probs_fused(logits, params.temperature), params.top_p, V)
     vals, ids = top_p_candidates_fused(logits, params.temperature, TOP_P_CANDIDATES)  # p = 0 past the set
-    # the set is complete above its least likely member, so no tie group is cut (unlike a top-K's)
-    cum = torch.cumsum(vals, dim=-1)
-    keep = (cum - vals < params.top_p) & (vals > 0)
-    covered = (cum >= params.top_p + _TOP_P_MARGIN).any(-1)
-    return vals.masked_fill(~keep, 0.0), ids, covered
+    return _kept(vals, ids, params.top_p, vals > 0)  # the set is whole: no tie group cut (unlike a top-K's)
 
 
 def _fused_top_p(logits: torch.Tensor, params: SamplingParams) -> bool:

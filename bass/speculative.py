@@ -284,7 +284,7 @@ def _wanted(policy: DraftLengthPolicy, drafter: Drafter, live: list[Sequence]) -
     if not drafter.proposes or not running:
         return [0] * len(live)
     wanted = dict(zip(running, policy.lengths(running), strict=True))
-    return [wanted.get(s.seq, 0) if not s.finished else 0 for s in live]
+    return [wanted.get(s.seq, 0) for s in live]  # (riders are not among `running`: 0)
 
 
 def _compacts(live: list[Sequence], look_ahead: bool) -> bool:
