@@ -186,6 +186,7 @@ class DraftLengthPolicy:
         self.costs = CostModel(cfg) if memory is None else memory.costs
         self.clock = clock or RoundClock()
         self.rounds = 0  # rounds started by `lengths`
+        self.ended = 0  # rounds whose results came back (`update`): a round launched ahead may never be read
         self.choice = 0  # the last argmax L*
         self.last = 0  # the length handed out last (a probe or L*)
         self.probes = 0
@@ -300,6 +301,7 @@ class DraftLengthPolicy:
             asked = list(asked) if asked is not None else [self.last] * len(seqs)
             self.acceptance.observe(seqs, asked, accepted)
             round_s = self.clock.stop()
+            self.ended += round_s is not None  # (regular decoding starts no round: it asks for no length)
             # a warm-up round is not a cost sample, nor one that captured a CUDA graph (tens of ms: each batch
             # bucket, width and look-ahead slot captures its own, mid-run, as the batch shrinks)
             if round_s is not None and self._timed.popleft() and not self.clock.captured:
@@ -317,7 +319,7 @@ class DraftLengthPolicy:
             out["L"] = self._shared[0] if self.cfg.policy == "heuristic" else self.cfg.l0
             return out
         seqs = list(seqs) if seqs is not None else self._seqs
-        out.update(L=self.choice, rounds=self.rounds, probes=self.probes,
+        out.update(L=self.choice, rounds=self.ended, probes=self.probes,
                    alpha_pooled=round(self.acceptance.pooled(), 4),
                    alpha={q: round(float(a), 4) for q, a in zip(seqs, self.acceptance.alphas(seqs), strict=True)},
                    **self.costs.describe())

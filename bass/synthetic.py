@@ -45,10 +45,13 @@ LLAMA_7B = ModelConfig(family="llama", vocab_size=32000, hidden_size=4096, inter
 QWEN25_7B = ModelConfig(family="qwen2", vocab_size=152064, hidden_size=3584, intermediate_size=18944,
                         num_layers=28, num_heads=28, num_kv_heads=4, head_dim=128, rope_theta=1e6,
                         rms_norm_eps=1e-6, qkv_bias=True, max_position_embeddings=32768)
+# Qwen2.5-(Coder-)1.5B shapes, the embedded target's (1.5B parameters; GQA 12/2, a tied 151,936-token head).
+QWEN25_1P5B = QWEN25_7B.with_(vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_heads=12,
+                              num_kv_heads=2, tie_word_embeddings=True)
 # Llama-shaped and small enough for CPU tests of the plumbing.
 TINY = ModelConfig(family="llama", vocab_size=512, hidden_size=64, intermediate_size=128, num_layers=4, num_heads=4,
                    num_kv_heads=2, head_dim=16, rms_norm_eps=1e-5, max_position_embeddings=1024)
-TARGETS = {"llama-7b": LLAMA_7B, "qwen2.5-7b": QWEN25_7B, "tiny": TINY}
+TARGETS = {"llama-7b": LLAMA_7B, "qwen2.5-7b": QWEN25_7B, "qwen2.5-1.5b": QWEN25_1P5B, "tiny": TINY}
 
 
 def draft_config(target: ModelConfig, num_layers: int = 2) -> ModelConfig:

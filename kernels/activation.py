@@ -23,13 +23,17 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.pdl import enter, launch_args
+
 _empty = torch.empty  # tests swap in a NaN-filled allocator to catch unwritten outputs
 BLOCK = 1024
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 @triton.jit
-def _gated_act_fwd(Z, OUT, INTER, GELU: tl.constexpr, SQRT_2_PI: tl.constexpr, BLOCK_I: tl.constexpr):
+def _gated_act_fwd(Z, OUT, INTER, GELU: tl.constexpr, SQRT_2_PI: tl.constexpr, BLOCK_I: tl.constexpr,
+                   PDL: tl.constexpr):
+    enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     j = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)
     ok = j < INTER
@@ -58,6 +62,7 @@ def gated_act_fused(gate_up: torch.Tensor, gelu: bool = False) -> torch.Tensor: 
     block = min(BLOCK, triton.next_power_of_2(inter))
     _gated_act_fwd[(rows, triton.cdiv(inter, block))](
         gate_up, out, inter, GELU=gelu, SQRT_2_PI=SQRT_2_OVER_PI, BLOCK_I=block, num_warps=4,
+        **launch_args(gate_up.device),
     )
     return out
 

@@ -35,6 +35,7 @@ import triton
 import triton.language as tl
 
 from kernels.layout import check_ragged_inputs
+from kernels.pdl import enter, launch_args
 
 LOG2E = 1.4426950408889634
 _empty = torch.empty  # tests swap in a NaN-filled allocator to catch unwritten outputs
@@ -71,8 +72,9 @@ def _ragged_attn_fwd(
     qk_scale, WINDOW, T, P, S, HKV,
     REP: tl.constexpr, D: tl.constexpr, NUM_SPLITS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, EVEN_D: tl.constexpr,
-    DOT_PREC: tl.constexpr,
+    DOT_PREC: tl.constexpr, PDL: tl.constexpr,
 ):
+    enter(PDL)
     pid_bh = tl.program_id(0)
     pid_m = tl.program_id(1)
     split = tl.program_id(2)
@@ -151,8 +153,9 @@ def _ragged_attn_fwd(
 def _merge_splits(
     O, PART_O, PART_LSE, T, HKV,
     REP: tl.constexpr, D: tl.constexpr, NUM_SPLITS: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr,
 ):
+    enter(PDL)
     pid_bh = tl.program_id(0)
     rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
     b = pid_bh // HKV
@@ -258,13 +261,14 @@ def ragged_attention_tuned(
         q, prefix_k, prefix_v, prefix_len, seq_group, suffix_k, suffix_v, kv_len, q_len, out, part_o, part_lse,
         float(scale) * LOG2E, int(window), T, prefix_k.shape[1], suffix_k.shape[1], Hkv,
         REP=rep, D=D, NUM_SPLITS=splits, EVEN_D=cfg["BLOCK_D"] == D, DOT_PREC=prec,
-        num_warps=num_warps, num_stages=num_stages, **cfg,
+        num_warps=num_warps, num_stages=num_stages, **cfg, **launch_args(q.device),
     )
     if splits > 1:
         merge_m = min(64, max(16, triton.next_power_of_2(T * rep)))
         _merge_splits[(B * Hkv, triton.cdiv(T * rep, merge_m))](
             out, part_o, part_lse, T, Hkv,
             REP=rep, D=D, NUM_SPLITS=splits, BLOCK_M=merge_m, BLOCK_D=cfg["BLOCK_D"], num_warps=4,
+            **launch_args(q.device),
         )
     return out
 

@@ -22,14 +22,17 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.pdl import enter, launch_args
+
 _empty = torch.empty  # tests swap in a NaN-filled allocator to catch unwritten outputs
 
 
 @triton.jit
 def _rmsnorm_fwd(
     X, RES, R_OUT, W, Y, H, eps, offset,
-    HAS_RES: tl.constexpr, OFFSET_W: tl.constexpr, BLOCK_H: tl.constexpr,
+    HAS_RES: tl.constexpr, OFFSET_W: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr,
 ):
+    enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_H)
     ok = cols < H
@@ -81,6 +84,7 @@ def rms_norm_fused(
         x, residual if residual is not None else x, r_out if r_out is not None else y, weight, y,
         H, float(eps), float(offset),
         HAS_RES=residual is not None, OFFSET_W=bool(offset), BLOCK_H=block_h, num_warps=num_warps,
+        **launch_args(x.device),
     )
     return y, r_out
 

@@ -28,6 +28,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.pdl import enter, launch_args
+
 _empty = torch.empty  # tests swap in a NaN-filled allocator to catch unwritten outputs
 
 
@@ -65,8 +67,9 @@ def _rope_fwd(
     sq_b, sq_t, sq_h, sk_b, sk_t, sk_h, sc_b, sc_t,
     V, VO, ROWS, sv_b, sv_t, sv_h, so_b, so_s,
     HALF: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HKV: tl.constexpr, BLOCK_HALF: tl.constexpr,
-    STORE: tl.constexpr,
+    STORE: tl.constexpr, PDL: tl.constexpr,
 ):
+    enter(PDL)
     tok = tl.program_id(0).to(tl.int64)
     b = tok // T
     t = tok % T
@@ -123,7 +126,7 @@ def _launch(q, k, cos, sin, q_out, k_out, store: tuple | None) -> None:
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), cos.stride(0), cos.stride(1),
         v, v_out, rows, v.stride(0), v.stride(1), v.stride(2), k_out.stride(0), k_out.stride(1),
         HALF=half, BLOCK_HQ=block_hq, BLOCK_HKV=block_hkv, BLOCK_HALF=block_half, STORE=store is not None,
-        num_warps=num_warps,
+        num_warps=num_warps, **launch_args(q.device),
     )
 
 

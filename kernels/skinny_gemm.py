@@ -32,6 +32,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.pdl import enter, launch_args
+
 _empty = torch.empty  # tests swap in a NaN-filled allocator to catch unwritten outputs
 MAX_ROWS = 64  # past this, a GEMM library's tiles do better
 
@@ -78,7 +80,7 @@ CANDIDATES = (
 def _skinny_gemm_fwd(
     X, W, B, Y, WS, M, N, K, stride_xm, stride_wn, stride_ym, K_SLICE,
     HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-    UPCAST: tl.constexpr, PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr,
 ):
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -87,6 +89,7 @@ def _skinny_gemm_fwd(
     kk = tl.arange(0, BK)  # [BK]
     n_ok = n < N
     k0 = pid_k * K_SLICE
+    enter(PDL)
     w_ptrs = W + n[:, None].to(tl.int64) * stride_wn + (k0 + kk)[None, :]  # [BN, BK]
     x_ptrs = X + m[None, :] * stride_xm + (k0 + kk)[:, None]  # [BK, BM]
     acc = tl.zeros((BN, BM), dtype=tl.float32)
@@ -108,7 +111,9 @@ def _skinny_gemm_fwd(
 
 
 @triton.jit(do_not_specialize=["M"])
-def _split_k_sum(WS, B, Y, M, N, stride_ym, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
+def _split_k_sum(WS, B, Y, M, N, stride_ym, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr,
+                 PDL: tl.constexpr):
+    enter(PDL)
     row = tl.program_id(0)
     n = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = n < N
@@ -146,16 +151,17 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     S = config.split_k
     ws = _empty((S, M, N), dtype=torch.float32, device=x.device) if S > 1 else y
     b = bias if bias is not None else y  # never read without HAS_BIAS
+    launch = launch_args(x.device)
     _skinny_gemm_fwd[(triton.cdiv(N, config.block_n), S)](
         x2, weight, b, y, ws, M, N, K, x2.stride(0), weight.stride(0), y.stride(0), K // S,
         HAS_BIAS=bias is not None and S == 1, SPLIT_K=S, BM=BM, BN=config.block_n, BK=config.block_k,
         UPCAST=x.device.type == "cpu", PRECISION="ieee" if x.dtype == torch.float32 else "tf32",
-        num_stages=config.num_stages, num_warps=config.num_warps,
+        num_stages=config.num_stages, num_warps=config.num_warps, **launch,
     )
     if S > 1:
         block = min(1024, triton.next_power_of_2(N))
         _split_k_sum[(M, triton.cdiv(N, block))](ws, b, y, M, N, y.stride(0), HAS_BIAS=bias is not None,
-                                                 SPLIT_K=S, BLOCK=block, num_warps=4)
+                                                 SPLIT_K=S, BLOCK=block, num_warps=4, **launch)
     return y.view(*x.shape[:-1], N)
 
 

@@ -329,3 +329,12 @@ def test_a_one_off_in_the_first_timed_draft_round_does_not_condemn_drafting(extr
     assert chosen[:5] == [0, 0, 2, 2, 2] and policy.costs.dropped == (not seen)
     assert policy.costs.describe()["round_ms"][8][2] == pytest.approx(1.4e3)
     assert policy.choice > 0 and chosen[-1] > 0  # drafting pays, and the policy drafts
+
+
+def test_the_policy_counts_the_rounds_that_came_back():
+    """A round launched ahead is decided (`lengths`) but never read when the round before it finishes every
+    sequence: the policy's account counts the rounds whose results it saw, as the engine's report does."""
+    policy = DraftLengthPolicy(DraftLengthConfig(), [0, 1])
+    _rounds(policy, [0, 1], 5)
+    policy.lengths([0, 1])  # launched ahead of the last read, never read
+    assert policy.describe()["rounds"] == 5 and policy.rounds == 6

@@ -27,6 +27,7 @@ class ScriptDrafter(Drafter):
 
     def propose(self, histories, lengths, params, u, target_cache):
         time.sleep(self.delay_s * max(lengths))
+        device = target_cache.suffix_len.device  # the engine's (CUDA when the tests run on a GPU)
         tokens = torch.zeros(len(histories), max(lengths), dtype=torch.long)
         for b, (h, n) in enumerate(zip(histories, lengths)):
             row = self.rows[b]
@@ -37,7 +38,7 @@ class ScriptDrafter(Drafter):
             else:
                 want = self.scripts[row][len(h) - self.prompt_lens[row]:][:n]
                 tokens[b, :len(want)] = (torch.tensor(want, dtype=torch.long) + 1) % 300  # never the target's
-        return Proposal(tokens, torch.tensor(lengths), None)
+        return Proposal(tokens.to(device), torch.tensor(lengths, device=device), None)
 
     def select(self, rows):
         self.rows = [self.rows[r] for r in rows]

@@ -155,3 +155,16 @@ def test_a_request_may_override_the_engines_look_ahead(tiny_engine, monkeypatch)
     slots.clear()
     engine.generate(PROMPTS, k=2, params=params, method="regular")
     assert slots and 1 not in slots
+
+
+def test_no_round_is_launched_ahead_past_the_token_limit(tiny_engine, monkeypatch):
+    """When the round just launched ends every sequence at its token limit, nothing is launched after it: a
+    round ahead would be thrown away unread. Every verify launched is then a round reported."""
+    launched = []
+    verify = bass.speculative._verify
+    monkeypatch.setattr(bass.speculative, "_verify", lambda *a: launched.append(a[3].index) or verify(*a))
+    engine = _engine(tiny_engine, "regular", True)
+    params = SamplingParams(max_new_tokens=6, seed=1, temperature=0.0, stop=())
+    result = engine.generate(PROMPTS[:1], k=2, params=params, method="regular")
+    assert all(len(c.token_ids) == 6 for c in result.candidates)  # both ran to the limit
+    assert len(launched) == len(result.stats.draft_lengths) == 5  # the prefill emits the first token
