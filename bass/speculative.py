@@ -221,10 +221,9 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
             last = _launch(target, attn, rule, drafter, rnd, state.cache, last, hist, params)
             r += 1
 
-        # launch the next round now if it needs nothing the host has not read (module docstring: look-ahead),
-        # unless this round ends every sequence at its token limit (a round ahead would be thrown away)
-        ending = all(s.finished or params.max_new_tokens - s.num_generated <= 1 for s in state.live)
-        if look_ahead and not ending and not _compacts(state.live, look_ahead) and _may_launch_ahead(drafter, policy):
+        # launch the next round now if it needs nothing the host has not read (module docstring: look-ahead)
+        if look_ahead and not _compacts(state.live, look_ahead) and _may_launch_ahead(drafter, policy) \
+                and not _ends_at_limit(state.live, params):
             now = time.perf_counter() - t0
             if not _halt(cancel, time_budget_s, now):
                 seqs = [s.seq for s in state.live]
@@ -298,6 +297,12 @@ def _compacts(live: list[Sequence], look_ahead: bool) -> bool:
     if not look_ahead:
         return True
     return (bucket(running, BATCH_BUCKETS) or running) < (bucket(len(live), BATCH_BUCKETS) or len(live))
+
+
+def _ends_at_limit(live: list[Sequence], params: SamplingParams) -> bool:
+    """Whether the round just launched ends every sequence at its token limit (it emits at least one token
+    each): a round launched ahead of it would be thrown away unread."""
+    return all(s.finished or params.max_new_tokens - s.num_generated <= 1 for s in live)
 
 
 def _may_launch_ahead(drafter: Drafter, policy: DraftLengthPolicy) -> bool:

@@ -45,6 +45,8 @@ import triton.language as tl
 # BASS_PDL=0 in the environment switches it off (to compare, or on a driver that rejects it); benchmarks and
 # tests set it. Read at each launch: a captured graph keeps the launches it was captured with.
 ENABLED = os.environ.get("BASS_PDL", "1") != "0"
+# Triton decides between compiling and interpreting once, when it is imported: so does this module
+_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @functools.lru_cache(maxsize=16)
@@ -55,7 +57,7 @@ def _supported(index: int) -> bool:
 def active(device: torch.device) -> bool:
     """Whether kernels launched on `device` now use PDL: ENABLED, CUDA of compute capability >= 9.0,
     and not the Triton interpreter."""
-    if not ENABLED or device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1":
+    if not ENABLED or device.type != "cuda" or _INTERPRETED:
         return False
     return _supported(device.index if device.index is not None else torch.cuda.current_device())
 
