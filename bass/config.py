@@ -76,6 +76,9 @@ class DraftLengthConfig:
     probe_lengths: tuple[int, ...] = (0, 2)  # the first rounds' lengths: measure plain decoding and a draft
     explore_every: int = 16  # every so many rounds, time a length beside the chosen one or plain decoding (0 = never)
     remember: bool = True  # start from the costs and acceptance an engine's earlier requests measured
+    # record every round's length, batch and clock time, whatever the policy (`describe()["trace"]`): for
+    # benchmarks that compare what the cost policy timed with what a fixed length pays
+    trace: bool = False
 
     def __post_init__(self) -> None:
         if self.policy not in DRAFT_LENGTH_POLICIES:

@@ -43,31 +43,46 @@ costs its earlier requests of the same kind measured (same drafter, backend, loo
 `DraftLengthConfig.remember`) and their pooled acceptance as the prior ᾱ (`PolicyMemory`), so a short
 request does not pay the probes again. Every round still updates the shared estimates.
 
-Exploration. The first rounds time each of probe_lengths twice, running (default L = 0, 0, 2, 2, 2), which
-times plain decoding and a draft (a bucket's estimate keeps the lower of its first two samples, so one
-descheduled round does not condemn a length); they are skipped where the batch's bucket was measured before
-(memory). A drafting round right after a plain one is a warm-up and is not timed: its drafter first feeds
-what the plain rounds emitted (a wider step, a graph of another width), so it costs what no steady run of
-drafting rounds pays. Timed, those rounds kept the trained draft at plain decoding at batch 8 on the H100
-(L = 2 read 5.05 ms against 3.3 for a pipelined L = 1 round, `real_bench_2026-11-24_h100_policy*.json`).
-So every drafting probe that follows a plain round runs two rounds, and the second is timed. A drafting
-probe is skipped when it is hopeless: when even α_b = 1 for every sequence would not make any L > 0 beat
-L = 0 at the measured costs (a draft step as slow as a plain step). Plain decoding, the anchor of "never
+Timing. A round's time is a cost sample only inside a run of rounds of its length: not the first drafting
+round after plain ones, and not a round followed by one of another length decided before it was read.
+  - The first drafting round after plain ones is a warm-up: its drafter first feeds what the plain rounds
+    emitted (a wider step, a graph of another width), which no steady run of drafting rounds pays. Timed,
+    those rounds kept the trained draft at plain decoding at batch 8 on the H100 (L = 2 read 5.05 ms
+    against 3.3 for a pipelined L = 1 round, `real_bench_2026-11-24_h100_policy*.json`).
+  - With look-ahead (`bass.speculative`), the host launches round r + 1 between round r - 1's end and round
+    r's, so round r's time holds that launch: host work that grows with r + 1's draft and is dearest for a
+    warm-up. A plain round before a warm-up read 2.58 ms at batch 8 against 1.88 for regular decoding
+    (`real_bench_2026-11-24_h100_pdl.json`, `policy_state`): each plain probe amid drafting rounds did.
+So a probe of length L runs a warm-up first if it follows plain rounds, then its timed rounds, then, where
+the next round is decided before the last timed one is read, one more round of L.
+
+Exploration. The first rounds time each of probe_lengths twice in such runs (default L = 0, 0, 0, 2, 2, 2, 2
+with look-ahead, L = 0, 0, 2, 2, 2 without, where a length's rounds stop once it is timed twice), which times
+plain decoding and a draft (a bucket's estimate keeps the lower of its first two samples, so one descheduled
+round does not condemn a length); they are skipped where the batch's bucket was measured before (memory). A
+drafting probe is skipped when it is hopeless: when even α_b = 1 for every sequence would not make any L > 0
+beat L = 0 at the measured costs (a draft step as slow as a plain step). Plain decoding, the anchor of "never
 slower than regular", is timed twice in every batch bucket met. Afterwards, every explore_every rounds, one
 round times another length, in turn the next bucket up, the next bucket down and plain decoding. So the
-estimates the argmax compares against L* stay as fresh as its own: a cost measured once and never again
-misled the policy at batch 32 on the H100 (`bass.round_costs`). A probe beside L* costs a few per cent of
-one round in explore_every. While L* = 0 the probe is L = 1 (unless hopeless), so that an early wrong
-estimate cannot lock in plain decoding for good; such a probe is dear (a drafter that cannot follow breaks
-the look-ahead pipeline: the n-gram's L = 1 rounds cost 2.5x a plain step at batch 32 on the H100), so
-each one that finds plain decoding still best doubles the gap to the next, up to PLAIN_GAP_MAX x
-explore_every, and the gap is remembered across requests (`PolicyMemory.plain_gap`); probing every 16
-rounds without that back-off cost n-gram BASS 7 % against regular decoding on the H100
-(`real_bench_2026-11-23_h100_cycle2*.json`). A probed length timed fewer than twice is timed two rounds
-running, as the first probes are: with one sample, a CUDA graph captured in its first round (20 ms for
-L = 1 at batch 32 on the H100, against 5) kept the policy at plain decoding for a whole k = 32 run, 0.97x
-where fixed L = 1 made 1.18x (`real_bench_2026-11-23_h100_backoff*.json`). Unmeasured lengths are also
-explored by the argmax itself, through the optimistic extrapolation.
+estimates the argmax compares against L* stay as fresh as its own: a cost measured once and never again misled
+the policy at batch 32 on the H100 (`bass.round_costs`). A probe beside L* costs a few per cent of one round
+in explore_every. While L* = 0 the probe is L = 1 (unless hopeless), so that an early wrong estimate cannot
+lock in plain decoding for good; such a probe is dear (a drafter that cannot follow breaks the look-ahead
+pipeline: the n-gram's L = 1 rounds cost 2.5x a plain step at batch 32 on the H100), so each one that finds
+plain decoding still best doubles the gap to the next, up to PLAIN_GAP_MAX x explore_every, and the gap is
+remembered across requests (`PolicyMemory.plain_gap`); probing every 16 rounds without that back-off cost
+n-gram BASS 7 % against regular decoding on the H100 (`real_bench_2026-11-23_h100_cycle2*.json`). A probed
+length timed fewer than twice is timed two rounds running, as the first probes are: with one sample, a CUDA
+graph captured in its first round (20 ms for L = 1 at batch 32 on the H100, against 5) kept the policy at
+plain decoding for a whole k = 32 run, 0.97x where fixed L = 1 made 1.18x
+(`real_bench_2026-11-23_h100_backoff*.json`). Unmeasured lengths are also explored by the argmax itself,
+through the optimistic extrapolation, one length bucket at a time: L* never goes past the bucket above the
+longest length timed at this batch (`CostModel.reach`). A curve extrapolated from L <= 3 made drafts of 14 and
+32 look best at batch 32 on the H100; each such leap captured graphs and compiled kernels for a width never
+run before, in a timed pass (11.7 and 17.4 ms rounds against 3.4 for L = 1; graphs captured, kernels perhaps
+compiled), and one pass of the k = 32 run took 3.33 ms/token against 2.07 and 2.28 for the others
+(`real_bench_2026-11-24_h100_pdl_k32.json`; the leaps are the likeliest cause, not traced round by round).
+Climbing a bucket at a time, each step is timed before the next.
 `describe()` reports what was measured and decided.
 
 Heuristic (BASS, Algorithm 1; DESIGN.md §3), updated after every round from x_max, the most draft tokens
@@ -193,11 +208,14 @@ class DraftLengthPolicy:
         self.memory = memory
         self._gap = (memory.plain_gap if memory is not None else 0) or cfg.explore_every  # to the next probe
         self._next_probe = self._gap
-        self._again: int | None = None  # a probed length to time once more, next round
-        self._timed: deque[bool] = deque()  # per started, unfinished round: whether its time is a cost sample
-        # the first rounds: each probe length twice running, a drafting one after its untimed warm-up
-        self._schedule = [L for L in cfg.probe_lengths for _ in range(3 if L > 0 else 2)]
+        self._queue: list[int] = []  # the rest of a probe's rounds, before the argmax has the next round
+        self._open: deque[tuple[int, bool]] = deque()  # per started, unread round: (its length, a warm-up)
+        # the first rounds: each probe length timed twice, a drafting one after its warm-up, and each followed
+        # by a round of its length (module docstring, Timing)
+        self._schedule = deque(L for L in cfg.probe_lengths for _ in range(4 if L > 0 else 3))
         self._seqs: list[int] = list(seqs)  # the batch of the last decision
+        # cfg.trace: per ended round (L, B, ms, a cost sample, launched before the round before it ended)
+        self.trace: list[tuple[int, int, float, bool, bool]] | None = [] if cfg.trace else None
 
     # ---- the cost policy's decision ------------------------------------------------------------------
     def rates(self, seqs: Sequence[int], perfect: bool = False) -> np.ndarray | None:
@@ -219,11 +237,17 @@ class DraftLengthPolicy:
 
     def _cost_length(self, seqs: Sequence[int]) -> int:
         r, cfg = self.rounds, self.cfg
-        if r < len(self._schedule) and not self.costs.known(len(seqs)):
+        B = len(seqs)
+        while self._schedule and self.costs.samples(self._schedule[0], B) >= 2:
+            self._schedule.popleft()  # timed twice already (rounds read before the next is decided need no more)
+        if self._schedule and not self.costs.known(B):
             # each timed twice: one slow round must not decide a length's fate, unless the first showed
             # drafting cannot pay; an earlier request's rounds at this batch size measured them already (`memory`)
-            L = self._schedule[r]
-            return 0 if L > 0 and self._schedule[r - 2] == L and self._hopeless(seqs) else L
+            L = self._schedule.popleft()
+            if L > 0 and self.costs.samples(L, B) and self._hopeless(seqs):
+                self._schedule.clear()
+                return 0
+            return L
         if self.costs.samples(0, len(seqs)) < 2:
             # plain decoding is the anchor of "never slower than regular": time it twice at every batch
             # bucket, so one descheduled round cannot make it look slow for good
@@ -231,17 +255,19 @@ class DraftLengthPolicy:
         rate = self.rates(seqs)
         if rate is None:  # costs at this batch never measured (e.g. probes disabled): measure
             return cfg.probe_lengths[-1] if cfg.probe_lengths else min(cfg.l0, cfg.l_limit)
-        self.choice = int(np.argmax(rate))
-        if self._again is not None:  # the second round of a probe
-            L, self._again = self._again, None
-            return L
+        reach = L_BUCKETS[min(L_BUCKETS.index(bucket(self.costs.reach(len(seqs)), L_BUCKETS)) + 1,
+                              len(L_BUCKETS) - 1)]  # a bucket past the longest length timed (docstring)
+        self.choice = int(np.argmax(rate[:reach + 1]))
+        if self._queue:  # the rest of a probe
+            return self._queue.pop()
         if cfg.explore_every and r >= self._next_probe:
             L = self._probe(seqs)
-            if L > 0 and (self.costs.samples(L, len(seqs)) < 2 or self.last == 0):
-                # timed twice running, as the first probes are: its first round may capture a CUDA graph (20 ms
-                # for L = 1 at batch 32 on the H100), and a bucket keeps the lower of its first two samples;
-                # after a plain round the first is an untimed warm-up (module docstring, Exploration)
-                self._again = L
+            # its rounds (module docstring, Timing): a warm-up after plain rounds; timed twice if it was timed
+            # fewer than twice (its first round may capture a CUDA graph: 20 ms for L = 1 at batch 32 on the
+            # H100, and a bucket keeps the lower of its first two samples); then, where the next round is
+            # launched within this one's time, one more of its length
+            timed = 1 + (L > 0 and self.costs.samples(L, len(seqs)) < 2)
+            self._queue = [L] * (timed - 1 + (L > 0 and self.last == 0) + bool(self._open))
             return L
         return self.choice
 
@@ -279,42 +305,64 @@ class DraftLengthPolicy:
         """The draft length each of `seqs` gets this round (for "cost", this also starts the round's clock)."""
         if self.cfg.policy == "cost":
             before, self.last = self.last, min(self._cost_length(seqs), self.cfg.l_limit)
-            self._timed.append(not (self.last > 0 and before == 0 and self.rounds > 0))  # a warm-up: untimed
+            self._open.append((self.last, self.last > 0 and before == 0 and self.rounds > 0))
             self._seqs = list(seqs)
             self.rounds += 1
             self.clock.start()
             return [self.last] * len(seqs)
         if self.cfg.policy == "per-sequence":
-            return [self._own[q][0] for q in seqs]
-        return [self.cfg.l0 if self.cfg.policy == "fixed" else self._shared[0]] * len(seqs)
+            out = [self._own[q][0] for q in seqs]
+        else:
+            out = [self.cfg.l0 if self.cfg.policy == "fixed" else self._shared[0]] * len(seqs)
+        if self.trace is not None:
+            self._open.append((max(out, default=0), False))
+            self.rounds += 1
+            self.clock.start()
+        return out
+
+    @property
+    def _clocked(self) -> bool:
+        return self.cfg.policy == "cost" or self.trace is not None
 
     def relaunched(self) -> None:
         """The round decided last (a round ahead, by `lengths`) starts only now: its clock restarts."""
-        if self.cfg.policy == "cost":
+        if self._clocked:
             self.clock.restart()
 
     def update(self, seqs: Sequence[int], accepted: Sequence[int], asked: Sequence[int] | None = None) -> None:
         """Feed back how many draft tokens each live sequence accepted this round, of `asked` (its l_b)."""
-        if not seqs or self.cfg.policy == "fixed":
+        if not seqs:
             return
+        asked = list(asked) if asked is not None else [self.last] * len(seqs)
         if self.cfg.policy == "cost":
-            asked = list(asked) if asked is not None else [self.last] * len(seqs)
             self.acceptance.observe(seqs, asked, accepted)
-            round_s = self.clock.stop()
-            self.ended += round_s is not None  # (regular decoding starts no round: it asks for no length)
-            # a warm-up round is not a cost sample, nor one that captured a CUDA graph (tens of ms: each batch
-            # bucket, width and look-ahead slot captures its own, mid-run, as the batch shrinks)
-            if round_s is not None and self._timed.popleft() and not self.clock.captured:
-                self.costs.observe(max(asked), len(seqs), round_s)
         elif self.cfg.policy == "per-sequence":
             for q, a in zip(seqs, accepted, strict=True):
                 self._own[q] = heuristic_step(*self._own[q], a, self.cfg)
-        else:
+        elif self.cfg.policy == "heuristic":
             self._shared = heuristic_step(*self._shared, max(accepted), self.cfg)
+        if not self._clocked:
+            return
+        round_s = self.clock.stop()
+        if round_s is None:  # (regular decoding starts no round: it asks for no length)
+            return
+        self.ended += 1
+        # a cost sample is a round in a run of its length (module docstring, Timing): not a warm-up, not followed
+        # by a round of another length launched within its time, and no CUDA graph captured while it ran (tens
+        # of ms: each batch bucket, width and look-ahead slot captures its own, mid-run, as the batch shrinks)
+        L, warm_up = self._open.popleft()
+        after = self._open[0][0] if self._open else L  # the next round's length, if it is decided already
+        sample = not warm_up and after == L and not self.clock.captured
+        if sample and self.cfg.policy == "cost":
+            self.costs.observe(max(asked), len(seqs), round_s)
+        if self.trace is not None:
+            self.trace.append((max(asked), len(seqs), round(round_s * 1e3, 4), sample, self.clock.overlapped))
 
     def describe(self, seqs: Sequence[int] | None = None) -> dict:
         """What the policy measured and decided, for logs and benchmarks (times in ms)."""
         out: dict = {"policy": self.cfg.policy}
+        if self.trace is not None:
+            out["trace"] = list(self.trace)
         if self.cfg.policy != "cost":
             out["L"] = self._shared[0] if self.cfg.policy == "heuristic" else self.cfg.l0
             return out

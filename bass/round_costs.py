@@ -186,6 +186,11 @@ class CostModel:
         e = self.round_.get(bucket(B, B_BUCKETS), {}).get(bucket(L, L_BUCKETS))
         return 0 if e is None else e.n
 
+    def reach(self, B: int) -> int:
+        """The longest length timed at B's batch bucket, or at the nearest bucket that timed any (0: none)."""
+        row = self.round_.get(bucket(B, B_BUCKETS)) or self._nearest(self.round_, bucket(B, B_BUCKETS)) or {}
+        return max(row, default=0)
+
     def known(self, B: int) -> bool:
         """Whether B's batch bucket has what the probes measure: plain decoding and a draft length, twice each."""
         row = self.round_.get(bucket(B, B_BUCKETS), {})
@@ -210,6 +215,7 @@ class RoundClock:
         self._open: deque[tuple[float, int]] = deque()  # (start time, graphs captured) of the rounds not ended
         self._last_end: float | None = None
         self.captured = False  # whether the round `stop` ended last saw a CUDA graph captured
+        self.overlapped = False  # whether it started before the round before it ended (a pipelined round)
 
     def start(self) -> None:
         """A round starts (its draft lengths are decided)."""
@@ -227,6 +233,7 @@ class RoundClock:
         if not self._open:
             return None
         end, (t0, before) = time.perf_counter(), self._open.popleft()
-        round_s = end - (t0 if self._last_end is None else max(t0, self._last_end))
+        self.overlapped = self._last_end is not None and t0 < self._last_end
+        round_s = end - (max(t0, self._last_end) if self.overlapped else t0)
         self._last_end, self.captured = end, captures() != before
         return round_s

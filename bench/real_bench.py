@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plot_real import add_ratios, format_table, plot, row_label  # noqa: E402
 from profile_round import round_breakdown  # noqa: E402
+from round_trace import format_summary  # noqa: E402
 
 from bass.config import HUMANEVAL_STOPS, DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import Engine, device_line  # noqa: E402
@@ -77,7 +78,18 @@ def aggregate(results: list[GenerationResult]) -> dict:
                 mean_draft_length=sum(lengths) / len(lengths) if lengths else 0.0,
                 prefill_ms=1e3 * sum(r.stats.prefill_s for r in results) / len(results),
                 tokens=tokens, sequences=len(seqs), rounds=len(lengths),
-                policy_state=results[-1].stats.policy if results else None)  # the cost policy's last account
+                policy_state=_untraced(results[-1].stats.policy) if results else None,  # the cost policy's last
+                **_traces(results))  # account
+
+
+def _untraced(state: dict | None) -> dict | None:
+    return None if state is None else {k: v for k, v in state.items() if k != "trace"}
+
+
+def _traces(results: list[GenerationResult]) -> dict:
+    """{"traces": one per generation} where the policy traced its rounds (--trace; `round_trace.py`)."""
+    traces = [r.stats.policy["trace"] for r in results if r.stats.policy and "trace" in r.stats.policy]
+    return {"traces": traces} if traces else {}
 
 
 def measure(runners: dict[str, Runner], n_prompts: int, repeats: int) -> dict[str, dict]:
@@ -125,6 +137,8 @@ class Bench:
     def runner(self, method: str, k: int, drafter: str | None = None,
                draft_length: DraftLengthConfig | None = None, look_ahead: bool | None = None) -> Runner:
         """`look_ahead`: the engine's look-ahead for this runner's generations (None: the engine's own)."""
+        if self.a.trace and method != "regular":  # the same clock for every policy (`round_trace.py`)
+            draft_length = dataclasses.replace(draft_length or DraftLengthConfig(), trace=True)
         kw = dict(k=k, params=self.params, method=method, draft_length=draft_length, look_ahead=look_ahead)
         if drafter is not None:
             kw["drafter"] = drafter
@@ -270,6 +284,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "projections against cuBLAS throughout (bass.models.linear), interleaved")
     p.add_argument("--no-verdicts", action="store_true", help="skip the with/without verdict-tester pair")
     p.add_argument("--profile", action="store_true", help="also profile regular steps and BASS rounds at --policy-k")
+    p.add_argument("--trace", action="store_true", help="time every round of every BASS row with the cost "
+                   "policy's clock; per (L, batch) a table of what each row paid (round_trace.py)")
     p.add_argument("--out", default="bench/results/")
     a = p.parse_args(argv)
     a.ks = sorted({int(k) for k in a.ks.split(",")}, reverse=True)  # largest first: the arenas never regrow
@@ -322,7 +338,7 @@ def main(argv: list[str] | None = None) -> dict:
     prof = [f"profile {p['label']}: {p['wall_ms_per_round']:.2f} ms/round = drafter {p['draft_ms_per_round']:.2f}"
             f" + verify {p['verify_ms_per_round']:.2f} + host {p['host_ms_per_round']:.2f}"
             for p in info.get("profile", [])]
-    text = "\n".join([header, *prof, format_table(rows)])
+    text = "\n".join([header, *prof, *([format_summary(rows)] if a.trace else []), format_table(rows)])
     (out / "real_bench.txt").write_text(text + "\n")
     print(text)
     return results

@@ -1,6 +1,8 @@
 """The cost-aware draft-length policy (DESIGN.md §7): its argmax, its estimators, its probes and timings, on
 fake clocks. The engine with it, on the tiny models: `test_cost_policy_engine.py`."""
 
+from collections import deque
+
 import numpy as np
 import pytest
 
@@ -161,7 +163,8 @@ def test_policy_picks_the_argmax_of_the_formula(alphas, verify, draft, expected)
 
 def test_hopeless_probes_are_skipped():
     """A draft step slower than a verify step cannot pay even at α = 1: after its one timed probe (the round
-    before it is its untimed warm-up), no exploration."""
+    before it is its untimed warm-up), no exploration. (In this test each round is read before the next is
+    decided, as on the CPU: every round is a run of its length so far.)"""
     seqs = [0, 1]
     policy = _policy(DraftLengthConfig(explore_every=4), seqs, FakeClock(lambda L: 1.0, 1.2))
     chosen = _rounds(policy, seqs, 20)  # even with every draft accepted
@@ -290,7 +293,7 @@ def test_memory_skips_the_probes_of_measured_batch_sizes():
     seqs = [0, 1]
     cfg = DraftLengthConfig(explore_every=0)
     first = _policy(cfg, seqs, FakeClock(lambda L: 1.0, 0.6))
-    chosen = _rounds(first, seqs, 8, lambda lengths: [0] * len(seqs))  # a useless, costly draft
+    chosen = _rounds(first, seqs, 10, lambda lengths: [0] * len(seqs))  # a useless, costly draft
     assert chosen[:5] == [0, 0, 2, 2, 2] and set(chosen[5:]) == {0}
     memory = PolicyMemory(first.costs, first.acceptance.pooled())
     second = _policy(cfg, seqs, FakeClock(lambda L: 1.0, 0.6), memory=memory)
@@ -338,3 +341,113 @@ def test_the_policy_counts_the_rounds_that_came_back():
     _rounds(policy, [0, 1], 5)
     policy.lengths([0, 1])  # launched ahead of the last read, never read
     assert policy.describe()["rounds"] == 5 and policy.rounds == 6
+
+
+@pytest.mark.parametrize("policy_name", ["fixed", "heuristic", "cost"])
+def test_the_trace_records_every_round_whatever_the_policy(policy_name):
+    """cfg.trace: per round that came back, its length, batch, clock time, whether it was a cost sample and
+    whether it was launched before the round before it ended; a fixed length's rounds are timed by the same
+    clock as the cost policy's, so a benchmark can compare what each pays."""
+    seqs = [0, 1, 2]
+    policy = DraftLengthPolicy(DraftLengthConfig(policy=policy_name, l0=2, trace=True, explore_every=0), seqs)
+    first = policy.lengths(seqs)
+    policy.update(seqs, [0, 0, 0], first)
+    second = policy.lengths(seqs)
+    third = policy.lengths(seqs)  # launched ahead, before the second round is read
+    policy.update(seqs, [0, 0, 0], second)
+    policy.update(seqs[:2], [0, 0], third[:2])  # a sequence finished in the second round
+    trace = policy.describe()["trace"]
+    assert [(L, B) for L, B, *_ in trace] == [(max(first), 3), (max(second), 3), (max(third), 2)]
+    assert [overlapped for *_, overlapped in trace] == [False, False, True]
+    assert all(ms >= 0 for _, _, ms, *_ in trace) and policy.describe()["policy"] == policy_name
+    if policy_name == "fixed":
+        assert all(sample for _, _, _, sample, _ in trace)
+
+
+def test_no_trace_and_no_clock_unless_asked():
+    policy = DraftLengthPolicy(DraftLengthConfig(policy="fixed", l0=2), [0])
+    policy.update([0], [1], policy.lengths([0]))
+    assert "trace" not in policy.describe() and policy.ended == 0
+
+
+def test_the_argmax_climbs_one_length_bucket_past_what_it_timed():
+    """A cheap draft that is always accepted: the best length is the longest, but the argmax reaches it a
+    bucket at a time, each length timed before the next (module docstring, Exploration): an extrapolated
+    curve never sends a round to a width no round has run (graphs captured, kernels compiled, mid-run)."""
+    from bass.round_costs import L_BUCKETS, bucket
+
+    seqs = list(range(8))
+    policy = _policy(DraftLengthConfig(l_limit=32, explore_every=0), seqs, FakeClock(lambda L: 1.0, 0.01))
+    timed, chosen = 0, []
+    for r in range(120):
+        L = policy.lengths(seqs)[0]
+        step = L_BUCKETS[L_BUCKETS.index(bucket(timed, L_BUCKETS)) + 1] if timed < 32 else 32
+        assert r < 5 or step >= L, (L, timed)  # past the first probes (0, 0, 2, 2, 2): a bucket up at most
+        policy.update(seqs, [L] * len(seqs), [L] * len(seqs))
+        timed = max(timed, L)
+        chosen.append(L)
+    assert chosen[:5] == [0, 0, 2, 2, 2] and chosen[-1] == 32
+    assert sorted(set(chosen)) == [0, *L_BUCKETS[2:]]  # every bucket on the way, in turn
+
+
+class PipelinedClock(RoundClock):
+    """Rounds decided and launched a round ahead, as on CUDA with look-ahead: a round's time runs from the
+    round before it ended to its own end, and holds the host's launch of the round after it beside its own
+    device work: max(device(L_r), launch(L_r, L_r+1))."""
+
+    def __init__(self, device, launch):
+        super().__init__()
+        self.device, self.launch, self.policy = device, launch, None
+        self.lengths: deque[int] = deque()
+
+    def start(self):
+        self.lengths.append(self.policy.last)
+
+    def restart(self):
+        pass
+
+    def stop(self):
+        L = self.lengths.popleft()
+        return max(self.device(L), self.launch(L, self.lengths[0] if self.lengths else None))
+
+
+def _rounds_ahead(policy, seqs, n: int, accepted=lambda lengths: lengths) -> list[int]:
+    """`_rounds`, each round's length decided before the round before it is read."""
+    chosen, pending = [], policy.lengths(seqs)
+    for _ in range(n):
+        after = policy.lengths(seqs)
+        policy.update(seqs, accepted(pending), pending)
+        chosen.append(pending[0])
+        pending = after
+    return chosen
+
+
+def test_with_rounds_launched_ahead_only_runs_of_a_length_are_timed():
+    """What the H100's look-ahead does to a round's time: it holds the launch of the next round, host work
+    that grows with the next round's draft and is dearest for a drafting round after plain ones (its drafter
+    first feeds what they emitted). A plain round before such a warm-up read 2.58 ms at batch 8 against 1.88
+    for regular decoding (`real_bench_2026-11-24_h100_pdl.json`). Timing only rounds followed by a round of
+    their length, every estimate is what a run of that length pays: here exactly."""
+
+    def device(L):
+        return 1.0 if L == 0 else 1.2 + 0.1 * L
+
+    def launch(L, after):  # the host's launch of the round after: plain 0.6, drafting 1.3 + 0.1 L, after
+        if after is None:  # plain rounds 2.0 more (the warm-up's feed)
+            return 0.0
+        return 0.6 if after == 0 else 1.3 + 0.1 * after + 2.0 * (L == 0)
+
+    steady = {L: max(device(L), launch(L, L)) for L in range(9)}  # 1.0, 1.4, 1.5, ...
+    seqs = list(range(8))
+    policy = _policy(DraftLengthConfig(l_limit=8, explore_every=4, trace=True), seqs,
+                     PipelinedClock(device, launch))
+    chosen = _rounds_ahead(policy, seqs, 160)
+    assert chosen[:7] == [0, 0, 0, 2, 2, 2, 2]  # each probe length timed twice, a run's rounds
+    measured = policy.costs.describe()["round_ms"][8]
+    assert len(measured) >= 4 and 0 in measured
+    for L, ms in measured.items():
+        assert ms == pytest.approx(1e3 * steady[L]), L
+    trace = policy.describe()["trace"]
+    assert any(ms > 3 for _, _, ms, sample, _ in trace if not sample)  # the dear rounds were there, untimed
+    # every draft accepted: the longest draft, but for the probes: every 4th round, two rounds each
+    assert policy.choice == 8 and chosen[-80:].count(8) >= 40

@@ -1,0 +1,82 @@
+"""What each round cost, by the round clock, per benchmark row: the cost policy's samples beside what a fixed
+length pays (`DraftLengthConfig.trace`, written by `real_bench.py --trace`).
+
+    python bench/round_trace.py bench/results/real_bench.json
+
+The clock (`bass.round_costs.RoundClock`) times a pipelined round from the previous round's end, so over a run
+of rounds its times add up to the run's wall time. A row's trace is one list per generation of
+(L, B, ms, sample, overlapped). Per row and (L, batch bucket) the table gives:
+
+  n         rounds;  mean / median ms  all of them
+  sample    median of the rounds the cost policy took as cost samples (a fixed length: all but captures)
+  same      median of the rounds that followed a round of the same L (in its generation)
+  switch    median of the rounds that followed a round of another L
+  ahead     share of rounds launched before the round before them ended (the look-ahead pipeline full)
+
+A cost policy whose "sample" for L sits above a fixed-L row's "mean" misjudges drafting: the question this
+table was written to answer (the k = 32 runs of 2026-11-24, `README.md`).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bass.round_costs import B_BUCKETS, bucket  # noqa: E402
+
+Trace = list[list]  # one generation's rounds: [L, B, ms, sample, overlapped]
+
+
+def summarise(traces: list[Trace]) -> dict[tuple[int, int], dict]:
+    """(L, batch bucket) -> n, mean, median, sample, same, switch, ahead (module docstring); None where empty."""
+    groups: dict[tuple[int, int], dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for trace in traces:
+        prev = None
+        for L, B, ms, sample, overlapped in trace:
+            g = groups[(L, bucket(B, B_BUCKETS))]
+            g["all"].append(ms)
+            g["ahead"].append(bool(overlapped))
+            if sample:
+                g["sample"].append(ms)
+            if prev is not None:
+                g["same" if prev == L else "switch"].append(ms)
+            prev = L
+
+    def med(xs: list[float]) -> float | None:
+        return statistics.median(xs) if xs else None
+
+    return {key: dict(n=len(g["all"]), mean=statistics.fmean(g["all"]), median=med(g["all"]),
+                      sample=med(g["sample"]), same=med(g["same"]), switch=med(g["switch"]),
+                      ahead=sum(g["ahead"]) / len(g["ahead"]))
+            for key, g in sorted(groups.items())}
+
+
+def format_summary(rows: list[dict], min_rounds: int = 5) -> str:
+    """A table over every row that carries traces: (L, batch bucket) groups of at least `min_rounds` rounds."""
+    def f(x: float | None) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    lines = [f"{'row':<28} {'L':>3} {'B':>3} {'n':>5} {'mean':>6} {'median':>6} {'sample':>6} {'same':>6} "
+             f"{'switch':>6} {'ahead':>5}"]
+    for r in rows:
+        if not r.get("traces"):
+            continue
+        label = f"{r['method']} {r.get('drafter') or ''} {r.get('policy') or ''} k={r['k']}"
+        for (L, B), s in summarise(r["traces"]).items():
+            if s["n"] >= min_rounds:
+                lines.append(f"{label:<28} {L:>3} {B:>3} {s['n']:>5} {f(s['mean']):>6} {f(s['median']):>6} "
+                             f"{f(s['sample']):>6} {f(s['same']):>6} {f(s['switch']):>6} {s['ahead']:>5.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> None:
+    for path in argv:
+        print(format_summary(json.loads(Path(path).read_text())["rows"]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
