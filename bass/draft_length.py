@@ -2,11 +2,11 @@
 
 Cost-aware policy (DESIGN.md §7)
 --------------------------------
-Model. Sequence b accepts each draft position, given that it reached it, with probability α_b
-(Leviathan et al.'s i.i.d. assumption), so with L draft tokens it emits a_b + 1 tokens where
-P(a_b >= i) = α_b^i, and
+Model. Sequence b accepts draft position i, given that it reached it, with probability α_{b,i}, so with L
+draft tokens it emits a_b + 1 tokens where P(a_b >= j) = Π_{i<=j} α_{b,i}, and
 
-    E[tokens_b | L] = Σ_{i=0..L} α_b^i = (1 − α_b^(L+1)) / (1 − α_b)          (= L + 1 at α_b = 1)
+    E[tokens_b | L] = 1 + Σ_{j=1..L} Π_{i=1..j} α_{b,i}      (Leviathan et al.'s i.i.d. case, α_{b,i} = α_b:
+                                                               (1 − α_b^(L+1)) / (1 − α_b))
 
 A round with draft length L at batch B costs c(L, B), measured whole (drafting, the verify, the host copy,
 bookkeeping; `bass.round_costs`), so c(0, B) is exactly one step of regular decoding. Each round we pick
@@ -28,12 +28,20 @@ pooled over the batch, and shrink toward the pool (empirical Bayes, a Beta prior
 
     ᾱ = (S + m · alpha_prior) / (T + m),        α_b = (S_b + m · ᾱ) / (T_b + m)
 
-so a sequence with little evidence borrows the batch's rate. The model's weak point is position
-dependence: real acceptance is not constant along the draft (n-gram drafts are all-or-nothing-ish, model
-drafts drift); the counts estimate the average conditional rate over the positions actually reached,
-which is what the geometric sum needs near the L we run at; the discount lets it follow the text. (A
-per-position profile of the pooled rate was tried and measured worse on the H100: it chose longer drafts,
-`bench/results/real_bench_2026-11-23_h100_position_policy.*`.)
+so a sequence with little evidence borrows the batch's rate. Acceptance is not constant along the draft (a
+model draft drifts: the trained draft's first position is accepted about 0.69 of the time at T 0.8, its
+second 0.55, by fixed L = 1 and L = 2 at k = 32 on the H100), so the batch's counts are also kept per
+position, (S_i, T_i) over the rounds that reached position i, discounted alike, and each position's rate is
+shrunk toward the rate of the position before it (the first toward ᾱ):
+
+    ᾱ_i = (S_i + m · ᾱ_{i-1}) / (T_i + m),        α_{b,i} = min(1, ᾱ_i · α_b / ᾱ)
+
+A position never reached borrows the one before it, so no position is more hopeful than what precedes it
+(an earlier profile that shrank each position toward the prior chose longer drafts and measured worse,
+`real_bench_2026-11-23_h100_position_policy.*`). A sequence scales the profile by its own rate against the
+batch's. With one rate for every position, the k = 32 runs estimated α ≈ 0.40 from rounds at L = 2 .. 4,
+L = 1 looked no better than plain decoding, and the policy decoded plainly: 0.99x where fixed L = 1 made
+1.22x (`real_bench_2026-11-24_h100_trace_k32.json`, `policy_state`); the discount lets both follow the text.
 
 Costs (`bass.round_costs`): c(L, B) is measured on every round, per L bucket and batch bucket, without
 adding a host synchronisation, and fitted monotone in L.
@@ -120,9 +128,14 @@ def heuristic_step(L: int, s: int, x_max: int, cfg: DraftLengthConfig) -> tuple[
 
 # ---- the objective ---------------------------------------------------------------------------------
 def expected_tokens(alphas: Sequence[float] | np.ndarray, l_max: int) -> np.ndarray:
-    """[l_max + 1]: Σ_b Σ_{i=0..L} α_b^i, the batch's expected tokens per round for L = 0 .. l_max."""
-    a = np.asarray(alphas, dtype=np.float64).reshape(-1, 1)
-    return np.cumsum(a ** np.arange(l_max + 1), axis=1).sum(0)
+    """[l_max + 1]: Σ_b E[tokens_b | L] for L = 0 .. l_max (module docstring, Model).
+
+    alphas: [B] one rate per sequence for every position, or [B, >= l_max] α_{b,i} per position i = 1 ...
+    """
+    a = np.asarray(alphas, dtype=np.float64)
+    a = np.repeat(a.reshape(-1, 1), l_max, 1) if a.ndim == 1 else a[:, :l_max]  # [B, l_max]
+    reach = np.cumprod(a, axis=1)  # [B, l_max] P(a_b >= j), j = 1 .. l_max
+    return np.concatenate([[float(a.shape[0])], a.shape[0] + np.cumsum(reach.sum(0))])
 
 
 def best_length(alphas: Sequence[float] | np.ndarray, round_cost: Sequence[float] | np.ndarray) -> int:
@@ -145,6 +158,8 @@ class AcceptanceEstimator:
         self.succ: dict[int, float] = {}
         self.trials: dict[int, float] = {}
         self.pool_succ = self.pool_trials = 0.0
+        self.pos_succ = np.zeros(cfg.l_limit)  # [l_limit] per draft position: the batch's discounted counts
+        self.pos_trials = np.zeros(cfg.l_limit)
 
     def observe(self, seqs: Sequence[int], asked: Sequence[int], accepted: Sequence[int]) -> None:
         """One round: sequence seqs[i] was asked for asked[i] positions and accepted accepted[i]."""
@@ -154,12 +169,16 @@ class AcceptanceEstimator:
             return
         self.pool_succ *= g
         self.pool_trials *= g
+        self.pos_succ *= g
+        self.pos_trials *= g
         for q, n, a in drafted:
             t = a + (a < n)  # a successes, then the first failure unless all asked positions were taken
             self.succ[q] = g * self.succ.get(q, 0.0) + a
             self.trials[q] = g * self.trials.get(q, 0.0) + t
             self.pool_succ += a
             self.pool_trials += t
+            self.pos_succ[:a] += 1  # positions 1 .. a accepted, position a + 1 reached and rejected
+            self.pos_trials[:t] += 1
 
     def pooled(self) -> float:
         """ᾱ, the batch's rate under the prior."""
@@ -167,9 +186,21 @@ class AcceptanceEstimator:
         return (self.pool_succ + m * self.prior) / (self.pool_trials + m)
 
     def alphas(self, seqs: Sequence[int]) -> np.ndarray:
-        """α_b for each of `seqs`."""
+        """α_b for each of `seqs`, over every position."""
         m, pool = self.cfg.prior_strength, self.pooled()
         return np.array([(self.succ.get(q, 0.0) + m * pool) / (self.trials.get(q, 0.0) + m) for q in seqs])
+
+    def profile(self) -> np.ndarray:
+        """[l_limit] ᾱ_i, the batch's rate at draft position i = 1 .., each shrunk toward the one before."""
+        m, out, before = self.cfg.prior_strength, np.empty(len(self.pos_succ)), self.pooled()
+        for i, (s, t) in enumerate(zip(self.pos_succ, self.pos_trials, strict=True)):
+            before = out[i] = (s + m * before) / (t + m)
+        return out
+
+    def position_alphas(self, seqs: Sequence[int]) -> np.ndarray:
+        """[B, l_limit] α_{b,i}: the batch's profile scaled by each sequence's rate against the batch's."""
+        scale = self.alphas(seqs) / max(self.pooled(), 1e-9)  # [B]
+        return np.minimum(1.0, scale[:, None] * self.profile()[None, :])
 
 
 @dataclass
@@ -227,7 +258,7 @@ class DraftLengthPolicy:
         cost = self.costs.round_curve(B, l_max)
         if cost is None:
             return None
-        alphas = np.ones(B) if perfect else self.acceptance.alphas(seqs)
+        alphas = np.ones(B) if perfect else self.acceptance.position_alphas(seqs)
         return expected_tokens(alphas, l_max) / np.maximum(cost, 1e-12)
 
     def _hopeless(self, seqs: Sequence[int]) -> bool:
@@ -369,6 +400,7 @@ class DraftLengthPolicy:
         seqs = list(seqs) if seqs is not None else self._seqs
         out.update(L=self.choice, rounds=self.ended, probes=self.probes,
                    alpha_pooled=round(self.acceptance.pooled(), 4),
+                   alpha_positions=[round(float(a), 4) for a in self.acceptance.profile()[:8]],
                    alpha={q: round(float(a), 4) for q, a in zip(seqs, self.acceptance.alphas(seqs), strict=True)},
                    **self.costs.describe())
         rate = self.rates(seqs) if seqs else None

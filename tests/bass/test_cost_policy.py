@@ -93,6 +93,60 @@ def test_short_proposals_count_as_rejections():
     assert expected_tokens([alpha], 6)[6] == pytest.approx(np.mean(emitted), rel=0.03)
 
 
+def _by_position(rng, alphas, asked):
+    """Accepted count of one round whose draft position i is accepted, once reached, with alphas[i]."""
+    a = 0
+    while a < asked and rng.random() < alphas[min(a, len(alphas) - 1)]:
+        a += 1
+    return a
+
+
+def test_expected_tokens_per_position_by_hand():
+    assert expected_tokens([[0.5, 0.5, 0.5]], 3) == pytest.approx(expected_tokens([0.5], 3))
+    # position 1 always, position 2 half the time once reached, position 3 never
+    assert expected_tokens([[1.0, 0.5, 0.0], [0.0, 1.0, 1.0]], 3) == pytest.approx([2, 3, 3.5, 3.5])
+
+
+def test_the_profile_learns_each_positions_rate_and_never_hopes_past_its_data():
+    rng = np.random.default_rng(2)
+    cfg = DraftLengthConfig(alpha_decay=0.999, l0=3, l_limit=6)
+    est = AcceptanceEstimator(cfg)
+    truth = [0.8, 0.5, 0.3]
+    for _ in range(4000):
+        est.observe([0, 1], [3, 3], [_by_position(rng, truth, 3) for _ in range(2)])
+    profile = est.profile()
+    assert profile[:3] == pytest.approx(truth, abs=0.04)
+    assert profile[3:] == pytest.approx([profile[2]] * 3)  # never reached: the position before
+    # the sequences' rates are the batch's: each gets the profile
+    assert est.position_alphas([0, 1]) == pytest.approx(np.stack([profile, profile]), abs=0.03)
+    # expected tokens per round at L = 3 match what the rounds emitted, where one rate for all would not
+    emitted = np.mean([_by_position(rng, truth, 3) + 1 for _ in range(20000)])
+    assert expected_tokens(est.position_alphas([0]), 3)[3] == pytest.approx(emitted, rel=0.02)
+    assert abs(expected_tokens(est.alphas([0]), 3)[3] - emitted) > 0.05
+
+
+def test_the_length_follows_each_positions_rate():
+    """What the H100 showed at k = 32 with the trained draft: one rate for all positions, learnt from rounds of
+    L >= 2, made L = 1 look no better than plain decoding, and the policy decoded plainly where fixed L = 1 made
+    1.22x. Here the first position is accepted 0.7 of the time, the second 0.25, and a round costs 2.05 plain,
+    3.2 at L = 1, 3.65 at L = 2: tokens per unit of time 0.488, 0.531 and 0.514, so L = 1 is best. Per
+    position the policy runs L = 1; with one rate, rounds of L = 1 say α = 0.7, which makes L = 2 look best
+    (0.600), and rounds of L = 2 then say α = 0.51, where every length looks alike."""
+    rng = np.random.default_rng(6)
+    seqs = list(range(8))
+
+    def run(single_rate: bool) -> list[int]:
+        cfg = DraftLengthConfig(explore_every=8, alpha_decay=0.98)
+        policy = _policy(cfg, seqs, FakeClock(lambda L: 2.05 if L == 0 else 2.75, 0.45))
+        if single_rate:
+            est = policy.acceptance
+            est.position_alphas = lambda q: np.repeat(est.alphas(q)[:, None], cfg.l_limit, 1)
+        return _rounds(policy, seqs, 200, lambda lengths: [_by_position(rng, [0.7, 0.25], n) for n in lengths])
+
+    assert run(single_rate=False)[-150:].count(1) >= 120
+    assert run(single_rate=True)[-150:].count(1) <= 30
+
+
 def test_acceptance_prior_and_pooling():
     cfg = DraftLengthConfig(alpha_prior=0.5, prior_strength=4.0)
     est = AcceptanceEstimator(cfg)
@@ -144,7 +198,7 @@ def test_policy_picks_the_argmax_of_the_formula(alphas, verify, draft, expected)
         policy.update(seqs, [_geometric(rng, a, n) for a, n in zip(alphas, lengths)], lengths)
         chosen.append(lengths[0])
     # exactly the argmax of the formula at the policy's own estimates
-    est = policy.acceptance.alphas(seqs)
+    est = policy.acceptance.position_alphas(seqs)
     assert policy.choice == best_length(est, policy.costs.round_curve(len(seqs), 16))
     # and the estimates found the truth, so it is the argmax at the true values
     L_true = best_length(alphas, [verify(L) + L * draft for L in range(17)])
