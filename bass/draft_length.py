@@ -36,12 +36,12 @@ shrunk toward the rate of the position before it (the first toward ᾱ):
 
     ᾱ_i = (S_i + m · ᾱ_{i-1}) / (T_i + m),        α_{b,i} = min(1, ᾱ_i · α_b / ᾱ)
 
-A position never reached borrows the one before it, so no position is more hopeful than what precedes it
-(an earlier profile that shrank each position toward the prior chose longer drafts and measured worse,
+A position never reached borrows the one before it, so no position is more hopeful than what precedes it (an
+earlier per-position profile chose longer drafts and measured worse on the H100,
 `real_bench_2026-11-23_h100_position_policy.*`). A sequence scales the profile by its own rate against the
-batch's. With one rate for every position, the k = 32 runs estimated α ≈ 0.40 from rounds at L = 2 .. 4,
-L = 1 looked no better than plain decoding, and the policy decoded plainly: 0.99x where fixed L = 1 made
-1.22x (`real_bench_2026-11-24_h100_trace_k32.json`, `policy_state`); the discount lets both follow the text.
+batch's. With one rate for every position, the k = 32 runs estimated α ≈ 0.40 from rounds at L = 2 .. 4, L = 1
+looked no better than plain decoding, and the policy decoded plainly: 0.99x where fixed L = 1 made 1.22x
+(`real_bench_2026-11-24_h100_trace_k32.json`, `policy_state`); the discount lets both follow the text.
 
 Costs (`bass.round_costs`): c(L, B) is measured on every round, per L bucket and batch bucket, without
 adding a host synchronisation, and fitted monotone in L.
