@@ -362,7 +362,7 @@ class DraftLengthPolicy:
 
     def update(self, seqs: Sequence[int], accepted: Sequence[int], asked: Sequence[int] | None = None) -> None:
         """Feed back how many draft tokens each live sequence accepted this round, of `asked` (its l_b)."""
-        if not seqs:
+        if not seqs or (self.cfg.policy == "fixed" and self.trace is None):
             return
         asked = list(asked) if asked is not None else [self.last] * len(seqs)
         if self.cfg.policy == "cost":

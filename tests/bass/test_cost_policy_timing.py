@@ -1,0 +1,271 @@
+"""The cost-aware draft-length policy's timing (DESIGN.md §7; `bass.draft_length`, Timing and Exploration):
+which rounds are cost samples, its probes and their back-off, its memory, its climb, its trace; on fake
+clocks, rounds read in order (as on the CPU) or a round ahead (as on CUDA)."""
+
+import numpy as np
+import pytest
+from policy_clocks import FakeClock, PipelinedClock, geometric, make_policy, rounds, rounds_ahead
+
+from bass.config import DraftLengthConfig
+from bass.draft_length import PLAIN_GAP_MAX, DraftLengthPolicy, PolicyMemory
+from bass.round_costs import CostModel
+
+
+def test_hopeless_probes_are_skipped():
+    """A draft step slower than a verify step cannot pay even at α = 1: after its one timed probe (the round
+    before it is its untimed warm-up), no exploration. (In this test each round is read before the next is
+    decided, as on the CPU: every round is a run of its length so far.)"""
+    seqs = [0, 1]
+    policy = make_policy(DraftLengthConfig(explore_every=4), seqs, FakeClock(lambda L: 1.0, 1.2))
+    chosen = rounds(policy, seqs, 20)  # even with every draft accepted
+    assert chosen == [0, 0, 2, 2] + [0] * 16
+
+
+def test_exploration_recovers_from_a_wrong_early_estimate():
+    """Early rounds see a useless draft, later the draft becomes good: the rare probe finds it."""
+    rng = np.random.default_rng(4)
+    cfg = DraftLengthConfig(explore_every=8, alpha_decay=0.9)
+    seqs = [0, 1, 2, 3]
+    policy = make_policy(cfg, seqs, FakeClock(lambda L: 1.0 + 0.01 * L, 0.05))
+    for r in range(300):
+        alpha = 0.0 if r < 30 else 0.9
+        lengths = policy.lengths(seqs)
+        policy.update(seqs, [geometric(rng, alpha, n) for n in lengths], lengths)
+        if r == 29:
+            assert policy.choice == 0
+    assert policy.choice >= 5
+
+
+def test_exploration_times_plain_decoding_and_both_neighbours():
+    """Every explore_every rounds one round times, in turn, the next length up, the next down and L = 0, so
+    no estimate the argmax compares with L* goes stale."""
+    seqs = list(range(8))
+    cfg = DraftLengthConfig(explore_every=4, l_limit=8)
+    policy = make_policy(cfg, seqs, FakeClock(lambda L: 1.0 + 0.01 * L, 0.1))
+    probes, kinds = [], []  # the exploring rounds, and where each probe went against that round's L*
+    for r in range(80):
+        lengths = policy.lengths(seqs)
+        policy.update(seqs, [min(n, 2) for n in lengths], lengths)  # every sequence takes two drafts
+        L, star = lengths[0], policy.choice
+        if r >= 40 and star != L:  # an exploring round
+            probes.append(r)
+            kinds.append({star + 1: "up", star - 1: "down", 0: "plain"}[L])
+        elif r >= 40:
+            assert star >= 2
+    assert np.diff(probes).tolist() == [cfg.explore_every] * (len(probes) - 1)
+    assert kinds[:3] in (["up", "down", "plain"], ["down", "plain", "up"], ["plain", "up", "down"])
+    assert kinds == (kinds[:3] * 4)[:len(kinds)]  # in turn
+
+
+def test_a_probed_length_timed_once_is_timed_again_next_round():
+    """What the H100 showed at batch 32: L = 1's only sample was a graph capture (20 ms against 5), and the
+    policy never drafted again. A probe of a length with fewer than two samples runs two rounds, and the
+    bucket keeps the lower sample."""
+    seqs = list(range(8))
+    cfg = DraftLengthConfig(explore_every=4, probe_lengths=(0, 2))
+
+    class CaptureOnce(FakeClock):  # a capture the clock does not see (a compile would look the same)
+        done = False
+
+        def stop(self):
+            L, cost = self.L, super().stop()
+            if L == 1 and not self.done:  # the first round at L = 1 captures a graph
+                self.done, cost = True, cost + 19.0
+            return cost
+
+    # a draft round costs 1.5 + 0.3 L, plain decoding 1; each sequence accepts one draft token, never two
+    policy = make_policy(cfg, seqs, CaptureOnce(lambda L: 1.0 + 0.5 * (L > 0), 0.3))
+    chosen = rounds(policy, seqs, 12, lambda lengths: [min(n, 1) for n in lengths])
+    first = chosen.index(1)
+    assert chosen[:first] == [0, 0, 2, 2, 2] + [0] * (first - 5)  # L = 2 does not pay: plain until a probe
+    assert chosen[first + 1] == 1  # timed again at once, not an exploration gap later
+    assert policy.costs.describe()["round_ms"][8][1] == pytest.approx(1.8e3)  # the capture forgotten
+
+
+def test_a_drafting_round_after_plain_ones_is_a_warm_up_and_not_timed():
+    """What the H100 showed at batch 8 with the trained draft: the first drafting round after plain ones feeds
+    their tokens to the draft first and costs far more than a drafting round in a run of them; timed, it kept
+    the policy at plain decoding. Each drafting probe after plain rounds runs twice and only the second is
+    timed, so the estimate is a run's cost and the draft that pays is found."""
+    seqs = list(range(8))
+    cfg = DraftLengthConfig(explore_every=4, probe_lengths=(0, 2))
+
+    class WarmUp(FakeClock):
+        previous = 0
+
+        def stop(self):
+            L, cost = self.L, super().stop()
+            if L and not self.previous:  # the drafter catches up on what plain rounds emitted
+                cost += 3.0
+            self.previous = L
+            return cost
+
+    # in a run, a drafting round costs 1.2 + 0.1 L against 1 for plain decoding; every draft is accepted
+    policy = make_policy(cfg, seqs, WarmUp(lambda L: 1.0 + 0.2 * (L > 0), 0.1))
+    chosen = rounds(policy, seqs, 12)
+    assert chosen[:5] == [0, 0, 2, 2, 2]
+    assert policy.costs.describe()["round_ms"][8][2] == pytest.approx(1.4e3)  # the warm-up's 4.4 never counted
+    assert policy.choice > 0 and chosen[-1] > 0  # drafting pays, and the policy drafts
+
+
+def test_probes_of_drafting_back_off_while_plain_decoding_wins_and_the_gap_is_remembered():
+    """A drafter that could pay only if its acceptance were much higher: the probes of L = 1 come 4, 8, 16 ..
+    rounds apart (up to PLAIN_GAP_MAX x explore_every), and the next request starts from the gap reached."""
+    rng = np.random.default_rng(5)
+    seqs = list(range(8))
+    cfg = DraftLengthConfig(explore_every=4)
+    memory = PolicyMemory(CostModel(cfg), cfg.alpha_prior)
+    policy = make_policy(cfg, seqs, FakeClock(lambda L: 1.0 + 0.3 * (L > 0), 0.05), memory=memory)
+    drafted = []
+    for r in range(400):
+        lengths = policy.lengths(seqs)
+        policy.update(seqs, [geometric(rng, 0.05, n) for n in lengths], lengths)
+        if lengths[0] and r >= 5:  # past the probes of the first rounds
+            drafted.append(r)
+    drafted = [r for r in drafted if r - 1 not in drafted]  # a new length's probe takes two rounds running
+    gaps, cap = np.diff(drafted).tolist(), PLAIN_GAP_MAX * cfg.explore_every
+    assert policy.choice == 0 and len(drafted) <= 12  # at a fixed interval of 4: about 100
+    settled = gaps[next(i for i, g in enumerate(gaps) if g == 2 * cfg.explore_every):]  # from the first back-off
+    assert all(b in (2 * a, cap) for a, b in zip(settled, settled[1:])) and settled[-1] == cap == memory.plain_gap
+    memory.alpha = policy.acceptance.pooled()  # as the engine hands it on
+    again = make_policy(cfg, seqs, FakeClock(lambda L: 1.0 + 0.3 * (L > 0), 0.05), memory=memory)
+    first = None
+    for r in range(200):
+        lengths = again.lengths(seqs)
+        again.update(seqs, [0] * len(seqs), lengths)
+        first = r if first is None and lengths[0] else first
+    assert first == PLAIN_GAP_MAX * cfg.explore_every  # its first probe: no probes, no short gaps again
+
+
+def test_memory_skips_the_probes_of_measured_batch_sizes():
+    """A policy handed an earlier request's memory decides from its first round: no probe where the costs
+    were measured; the earlier request's pooled acceptance is its prior."""
+    seqs = [0, 1]
+    cfg = DraftLengthConfig(explore_every=0)
+    first = make_policy(cfg, seqs, FakeClock(lambda L: 1.0, 0.6))
+    chosen = rounds(first, seqs, 10, lambda lengths: [0] * len(seqs))  # a useless, costly draft
+    assert chosen[:5] == [0, 0, 2, 2, 2] and set(chosen[5:]) == {0}
+    memory = PolicyMemory(first.costs, first.acceptance.pooled())
+    second = make_policy(cfg, seqs, FakeClock(lambda L: 1.0, 0.6), memory=memory)
+    assert second.acceptance.pooled() == pytest.approx(memory.alpha) and memory.alpha < cfg.alpha_prior
+    assert [second.lengths(seqs)[0] for _ in range(4)] == [0, 0, 0, 0]
+    # a batch size never measured is probed as before (costs borrowed from the nearest size say nothing of it)
+    wide = list(range(16))
+    assert not first.costs.known(16) and DraftLengthPolicy(cfg, wide, memory=memory).lengths(wide)[0] == 0
+
+
+@pytest.mark.parametrize("extra,seen", [(2600.0, False), (8.0, True)], ids=["compile", "capture"])
+def test_a_one_off_in_the_first_timed_draft_round_does_not_condemn_drafting(extra, seen):
+    """What the H100 showed at batch 8: the first timed L = 2 round paid for a one-off and the policy, judging
+    drafting hopeless from that one sample, decoded plainly for the rest of the run.
+      - compile: kernels compiled for a new row count, 2.6 s against 1 plain step; the clock cannot see it,
+        but the round costs over `bass.round_costs.OUTLIER_RATIO` x (1 + L) plain steps: dropped;
+      - capture: a CUDA graph captured (each batch bucket, width and look-ahead slot captures its own the
+        first time it runs), at a cost that would pass for a steady one; the clock sees it
+        (`bass.graphs.captures`) and the round is no sample.
+    Either way the next round times L = 2, and the draft that pays is found."""
+    seqs = list(range(8))
+    cfg = DraftLengthConfig(explore_every=4, probe_lengths=(0, 2))
+
+    class OneOff(FakeClock):
+        drafted = 0
+
+        def stop(self):
+            L, cost = self.L, super().stop()
+            self.drafted += bool(L)
+            first_timed = self.drafted == 2 and bool(L)  # (the probe's warm-up round is not timed)
+            self.captured = first_timed and seen
+            return cost + extra * first_timed
+
+    policy = make_policy(cfg, seqs, OneOff(lambda L: 1.0 + 0.2 * (L > 0), 0.1))
+    chosen = rounds(policy, seqs, 12)
+    assert chosen[:5] == [0, 0, 2, 2, 2] and policy.costs.dropped == (not seen)
+    assert policy.costs.describe()["round_ms"][8][2] == pytest.approx(1.4e3)
+    assert policy.choice > 0 and chosen[-1] > 0  # drafting pays, and the policy drafts
+
+
+def test_the_policy_counts_the_rounds_that_came_back():
+    """A round launched ahead is decided (`lengths`) but never read when the round before it finishes every
+    sequence: the policy's account counts the rounds whose results it saw, as the engine's report does."""
+    policy = DraftLengthPolicy(DraftLengthConfig(), [0, 1])
+    rounds(policy, [0, 1], 5)
+    policy.lengths([0, 1])  # launched ahead of the last read, never read
+    assert policy.describe()["rounds"] == 5 and policy.rounds == 6
+
+
+@pytest.mark.parametrize("policy_name", ["fixed", "heuristic", "cost"])
+def test_the_trace_records_every_round_whatever_the_policy(policy_name):
+    """cfg.trace: per round that came back, its length, batch, clock time, whether it was a cost sample and
+    whether it was launched before the round before it ended; a fixed length's rounds are timed by the same
+    clock as the cost policy's, so a benchmark can compare what each pays."""
+    seqs = [0, 1, 2]
+    policy = DraftLengthPolicy(DraftLengthConfig(policy=policy_name, l0=2, trace=True, explore_every=0), seqs)
+    first = policy.lengths(seqs)
+    policy.update(seqs, [0, 0, 0], first)
+    second = policy.lengths(seqs)
+    third = policy.lengths(seqs)  # launched ahead, before the second round is read
+    policy.update(seqs, [0, 0, 0], second)
+    policy.update(seqs[:2], [0, 0], third[:2])  # a sequence finished in the second round
+    trace = policy.describe()["trace"]
+    assert [(L, B) for L, B, *_ in trace] == [(max(first), 3), (max(second), 3), (max(third), 2)]
+    assert [overlapped for *_, overlapped in trace] == [False, False, True]
+    assert all(ms >= 0 for _, _, ms, *_ in trace) and policy.describe()["policy"] == policy_name
+    if policy_name == "fixed":
+        assert all(sample for _, _, _, sample, _ in trace)
+
+
+def test_no_trace_and_no_clock_unless_asked():
+    policy = DraftLengthPolicy(DraftLengthConfig(policy="fixed", l0=2), [0])
+    policy.update([0], [1], policy.lengths([0]))
+    assert "trace" not in policy.describe() and policy.ended == 0
+
+
+def test_the_argmax_climbs_one_length_bucket_past_what_it_timed():
+    """A cheap draft that is always accepted: the best length is the longest, but the argmax reaches it a
+    bucket at a time, each length timed before the next (module docstring, Exploration): an extrapolated
+    curve never sends a round to a width no round has run (graphs captured, kernels compiled, mid-run)."""
+    from bass.round_costs import L_BUCKETS, bucket
+
+    seqs = list(range(8))
+    policy = make_policy(DraftLengthConfig(l_limit=32, explore_every=0), seqs, FakeClock(lambda L: 1.0, 0.01))
+    timed, chosen = 0, []
+    for r in range(120):
+        L = policy.lengths(seqs)[0]
+        step = L_BUCKETS[L_BUCKETS.index(bucket(timed, L_BUCKETS)) + 1] if timed < 32 else 32
+        assert r < 5 or step >= L, (L, timed)  # past the first probes (0, 0, 2, 2, 2): a bucket up at most
+        policy.update(seqs, [L] * len(seqs), [L] * len(seqs))
+        timed = max(timed, L)
+        chosen.append(L)
+    assert chosen[:5] == [0, 0, 2, 2, 2] and chosen[-1] == 32
+    assert sorted(set(chosen)) == [0, *L_BUCKETS[2:]]  # every bucket on the way, in turn
+
+
+def test_with_rounds_launched_ahead_only_runs_of_a_length_are_timed():
+    """What the H100's look-ahead does to a round's time: it holds the launch of the next round, host work
+    that grows with the next round's draft and is dearest for a drafting round after plain ones (its drafter
+    first feeds what they emitted). A plain round before such a warm-up read 2.58 ms at batch 8 against 1.88
+    for regular decoding (`real_bench_2026-11-24_h100_pdl.json`). Timing only rounds followed by a round of
+    their length, every estimate is what a run of that length pays: here exactly."""
+
+    def device(L):
+        return 1.0 if L == 0 else 1.2 + 0.1 * L
+
+    def launch(L, after):  # the host's launch of the round after: plain 0.6, drafting 1.3 + 0.1 L, after
+        if after is None:  # plain rounds 2.0 more (the warm-up's feed)
+            return 0.0
+        return 0.6 if after == 0 else 1.3 + 0.1 * after + 2.0 * (L == 0)
+
+    steady = {L: max(device(L), launch(L, L)) for L in range(9)}  # 1.0, 1.4, 1.5, ...
+    seqs = list(range(8))
+    policy = make_policy(DraftLengthConfig(l_limit=8, explore_every=4, trace=True), seqs,
+                     PipelinedClock(device, launch))
+    chosen = rounds_ahead(policy, seqs, 160)
+    assert chosen[:7] == [0, 0, 0, 2, 2, 2, 2]  # each probe length timed twice, a run's rounds
+    measured = policy.costs.describe()["round_ms"][8]
+    assert len(measured) >= 4 and 0 in measured
+    for L, ms in measured.items():
+        assert ms == pytest.approx(1e3 * steady[L]), L
+    trace = policy.describe()["trace"]
+    assert any(ms > 3 for _, _, ms, sample, _ in trace if not sample)  # the dear rounds were there, untimed
+    # every draft accepted: the longest draft, but for the probes: every 4th round, two rounds each
+    assert policy.choice == 8 and chosen[-80:].count(8) >= 40
