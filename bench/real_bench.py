@@ -78,8 +78,8 @@ def aggregate(results: list[GenerationResult]) -> dict:
                 mean_draft_length=sum(lengths) / len(lengths) if lengths else 0.0,
                 prefill_ms=1e3 * sum(r.stats.prefill_s for r in results) / len(results),
                 tokens=tokens, sequences=len(seqs), rounds=len(lengths),
-                policy_state=_untraced(results[-1].stats.policy) if results else None,  # the cost policy's last
-                **_traces(results))  # account
+                # the cost policy's last account, and with --trace every generation's rounds
+                policy_state=_untraced(results[-1].stats.policy) if results else None, **_traces(results))
 
 
 def _untraced(state: dict | None) -> dict | None:
