@@ -8,6 +8,13 @@ decode is bound by reading the weights, which a wider step reads once all the sa
 
 The captured kernels read the cache through fixed pointers: the cache must be a view of one
 `CacheArena` storage (same base pointers for every batch size), which `KVCache.compact` preserves.
+
+A new shape borrows a wider graph before it gets its own. When the batch shrinks into a bucket with no graph
+of this width, the call runs in the graph of the nearest larger batch bucket that has one (more padded rows,
+the same weight reads), and captures its own only on its CAPTURE_AFTER-th call. A capture runs the forward
+three times and costs tens of rounds: on the H100 the synthetic 7B's captures took 80–230 ms against 5–12 ms
+rounds, and the cost policy's rounds, whose lengths vary, met a new (batch, width) shape at each step of a
+shrinking batch's tail: 8 captures, half of its decode time (`gpu_2026-11-24_h100_captures.json`, `traces`).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from bass.cache import CacheArena, KVCache
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 WIDTH_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 33)
+CAPTURE_AFTER = 8  # calls of a shape that run in a wider batch's graph before it captures its own
 
 
 def bucket(n: int, buckets: tuple[int, ...]) -> int | None:
@@ -94,6 +102,7 @@ class GraphedModel:
         self.model, self.arena, self.use_graphs = model, arena, use_graphs
         self.config = model.config
         self._graphs: dict[GraphKey, _Graph] = {}
+        self._asked: dict[GraphKey, int] = {}  # calls of each shape that has no graph yet (CAPTURE_AFTER)
         self._version = arena.version
         self._pools: dict[int, object] = {}  # slot -> the memory pool its graphs share
         self.hidden: torch.Tensor | None = None
@@ -122,12 +131,16 @@ class GraphedModel:
             return out if then is None else then(out, *args)
         if self._version != self.arena.version:  # the storage moved: every captured pointer is stale
             self._graphs.clear()
+            self._asked.clear()
             self._pools = {}  # graphs of a new storage must not capture into the released pools
             self._version = self.arena.version
         G = cache.prefix_k.shape[1]
         arg_kinds = tuple(None if a is None else (a.dim(), a.dtype) for a in args)
         key = GraphKey(Bb, Tb, G, num_layers, last_only, attn, features is not None, then, arg_kinds, slot)
         g = self._graphs.get(key)
+        if g is None:
+            key, g = self._borrow(key, base.batch)
+            Bb = key.batch
         padded = KVCache(cache.prefix_k, cache.prefix_v, cache.prefix_len, base.seq_group[:Bb],
                          base.suffix_k[:, :Bb], base.suffix_v[:, :Bb], base.suffix_len[:Bb])
         if g is None:
@@ -161,6 +174,19 @@ class GraphedModel:
         if then is not None:
             return tuple(o[:B] for o in g.out)
         return g.out[:B] if last_only else g.out[:B, :T]
+
+    def _borrow(self, key: GraphKey, capacity: int) -> tuple[GraphKey, _Graph | None]:
+        """(key, graph) to run a shape without a graph in: the nearest larger batch bucket's of the same
+        width and kind, while the shape has been asked for fewer than CAPTURE_AFTER times (module docstring);
+        else (key, None), and the caller captures it."""
+        self._asked[key] = self._asked.get(key, 0) + 1
+        if self._asked[key] < CAPTURE_AFTER:
+            for b in BATCH_BUCKETS:
+                wider = key._replace(batch=b)
+                if key.batch < b <= capacity and wider in self._graphs:
+                    return wider, self._graphs[wider]
+        self._asked.pop(key)
+        return key, None
 
     def _run(self, g: _Graph, cache: KVCache, attn: Callable, num_layers, last_only, then):
         """(output, hidden) of the model (and `then`) on g's static inputs."""

@@ -50,9 +50,11 @@ from plot_gpu import (  # noqa: E402
     sequential_ms_per_token,
 )
 from profile_round import profile_round  # noqa: E402
+from round_trace import format_summary  # noqa: E402
 
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import device_line as engine_device_line  # noqa: E402
+from bass.graphs import captures  # noqa: E402
 from bass.metrics import decoder_flops_per_token  # noqa: E402
 from bass.synthetic import (  # noqa: E402
     TARGETS,
@@ -109,6 +111,9 @@ def matmul_peak(device: str, n: int = 8192) -> float:
     return 2 * n**3 / median_s(lambda: a @ b, 10)
 
 
+WARM_LENGTHS = range(1, 9)  # the draft lengths whose graphs a cost-policy row captures before it is timed
+
+
 class Bench:
     """The models, engines and settings shared by every measurement of one run."""
 
@@ -147,19 +152,32 @@ class Bench:
                    eager: bool = False, draft_length: DraftLengthConfig | None = None) -> dict:
         backend = self.fast if backend == "ragged" else backend
         eng = self.eager if eager or backend != self.fast else self.graphed
+        if self.args.trace and method != "regular":  # the same clock for every policy (`round_trace.py`)
+            draft_length = dataclasses.replace(draft_length or DraftLengthConfig(), trace=True)
         kw = dict(k=k, params=self.params, method=method, backend=backend, draft_length=draft_length)
         for _ in eng.stream([self.prompt], **kw):  # warm-up: same seed, same rounds, every graph captured
             pass
+        if method == "bass" and (draft_length is None or draft_length.policy == "cost"):
+            # the cost policy's lengths follow its timings, so its timed run may meet a width its warm-up did
+            # not: capture each length's graphs, as a fixed length's warm-up does (131 and 145 ms captures of
+            # L = 7 and 8 cost this row 0.28 s of a 1.03 s decode, `gpu_2026-11-24_h100_borrow.json`)
+            short = dataclasses.replace(self.params, max_new_tokens=min(self.N, 32))
+            for n in WARM_LENGTHS:
+                for _ in eng.stream([self.prompt], **{**kw, "params": short,
+                                                      "draft_length": DraftLengthConfig("fixed", l0=n)}):
+                    pass
         if method == "bass" and draft_length is None:  # the cost policy timed those captures: warm it up again
             eng.forget_measurements()
             for _ in eng.stream([self.prompt], **kw):
                 pass
         sync()
-        pairs, result = [], None
+        pairs, result, captured = [], None, captures()
         for ev in eng.stream([self.prompt], **kw):
             pairs += [(u.proposed, u.accepted) for u in ev.updates]
             result = ev.result or result
-        st = result.stats
+        st, captured = result.stats, captures() - captured
+        policy = dict(st.policy or {})
+        trace = policy.pop("trace", None)
         spec = method != "regular"
         return dict(method=label, k=k, alpha_target=alpha_target if spec else None,
                     alpha=per_token_acceptance(pairs) if spec else None,
@@ -168,7 +186,9 @@ class Bench:
                     throughput=st.throughput_tok_s, prefill_ms=1e3 * st.prefill_s, decode_s=st.decode_s,
                     target_passes=len(st.draft_lengths), draft_passes=sum(st.draft_lengths),
                     sequential=k if method == "single" else 1, mean_draft_length=(
-                        sum(st.draft_lengths) / max(1, len(st.draft_lengths))))
+                        sum(st.draft_lengths) / max(1, len(st.draft_lengths))),
+                    # graphs captured inside the timed run: each one is a one-off cost in its ms/token
+                    captures=captured, policy_state=policy or None, **({"traces": [trace]} if trace else {}))
 
     # ---- transformers ----
     def hf_models(self):
@@ -249,6 +269,8 @@ def main() -> None:
     p.add_argument("--calib-tokens", type=int, default=96)
     p.add_argument("--budget-s", type=float, default=500.0, help="skip what would not finish within this")
     p.add_argument("--quick", action="store_true", help="k=8 only, 64 tokens: a smoke test")
+    p.add_argument("--trace", action="store_true", help="time every round of every BASS row with the cost "
+                   "policy's clock; per (L, batch) a table of what each row paid (round_trace.py)")
     args = p.parse_args()
     if args.quick:
         args.ks, args.side_ks, args.new_tokens, args.calib_grid = "8", "8", 64, "1e-4,5e-4,2e-3"
@@ -391,7 +413,8 @@ def finish(b: Bench, rows: list[dict], info: dict, out: Path) -> None:
     header = (f"{info['device']}\nsynthetic acceptance: random bf16 weights, {b.args.target} target + "
               f"{b.args.draft_layers}-block draft, prompt {b.P}, {b.N} new tokens, "
               f"{'greedy' if b.args.greedy else 'sampling T=1'}; copy bandwidth {info['bandwidth'] / 1e12:.2f} TB/s")
-    text = "\n".join([header, table, *(f"skipped: {s}" for s in info["skipped"]),
+    traced = [format_summary(rows)] if b.args.trace else []
+    text = "\n".join([header, *traced, table, *(f"skipped: {s}" for s in info["skipped"]),
                       *(f"error: {e}" for e in info["errors"])])
     (out / "gpu_bench.txt").write_text(text + "\n")
     print(text)

@@ -201,6 +201,25 @@ def test_static_shape_path_gives_the_same_tokens(tiny_dir, drafter):
     assert static._arena.base is not None and static._arena.base.batch == 16  # 12 sequences -> bucket 16
 
 
+@pytest.mark.parametrize("capture_after", [1, 1000])
+def test_a_shrunk_batch_borrows_a_wider_graph(tiny_dir, monkeypatch, capture_after):
+    """CPU twin of `bass.graphs`' borrowing: after a request at k = 8, one at k = 2 runs in the batch-8 graphs
+    until a shape has been asked for CAPTURE_AFTER times, with the same tokens as the eager engine's."""
+    import bass.graphs
+    from bass.config import EngineConfig
+    from bass.engine import Engine
+
+    monkeypatch.setattr(bass.graphs, "CAPTURE_AFTER", capture_after)
+    cfg = EngineConfig(target=str(tiny_dir("llama")), draft=str(tiny_dir("llama", 1)))
+    eager, static = Engine(cfg), Engine(cfg)
+    static.use_static_shapes(capture=False)
+    kw = dict(params=GREEDY, method="bass", drafter="model", draft_length=DraftLengthConfig("fixed", l0=2))
+    for k in (8, 2):
+        assert _ids(static.generate(PROMPTS[0], k=k, **kw)) == _ids(eager.generate(PROMPTS[0], k=k, **kw))
+    batches = {key.batch for fwd in (static._target_fwd, static._draft_fwd) for key in fwd._graphs}
+    assert batches == ({8} if capture_after > 1 else {2, 8})
+
+
 @pytest.mark.parametrize("drafter", ["ngram", "model"])
 def test_static_shape_path_samples_the_same_tokens(tiny_dir, drafter):
     """CPU twin of the sampling rules captured in the graphs (`bass.rules`): with padded batches and widths

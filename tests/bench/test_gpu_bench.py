@@ -71,3 +71,25 @@ def test_cpu_dry_run(tmp_path, monkeypatch):
         assert r["ms_per_token"] > 0 and r["k"] == 2
     assert set(data["info"]["calibration"]["scales"]) == {"0.6", "0.8", "0.9"}
     assert "synthetic acceptance" in (tmp_path / "gpu_bench.txt").read_text()
+
+
+def test_cpu_dry_run_trace(tmp_path, monkeypatch):
+    """--trace: every BASS row carries one trace with a round per target pass, lengths as the row drafted,
+    and the round table is printed; regular decoding has no rounds to trace."""
+    monkeypatch.setattr("sys.argv", ["gpu_bench.py", "--device", "cpu", "--target", "tiny", "--out", str(tmp_path),
+                                     "--new-tokens", "12", "--prompt-len", "8", "--ks", "2", "--side-ks", "2",
+                                     "--methods", "ragged,regular", "--fixed-l", "2", "--calib-grid", "1e-2,1",
+                                     "--calib-tokens", "8", "--trace"])
+    gb.main()
+    rows = {r["method"]: r for r in json.loads((tmp_path / "gpu_bench.json").read_text())["rows"]}
+    assert "traces" not in rows["regular (ours)"]
+    for name in ("BASS-ragged", "BASS-ragged fixed L=2"):
+        r = rows[name]
+        (trace,) = r["traces"]
+        assert len(trace) == r["target_passes"]
+        assert sum(L for L, *_ in trace) == r["draft_passes"]
+        assert r["captures"] == 0  # no CUDA graphs on the CPU
+    fixed = [L for L, *_ in rows["BASS-ragged fixed L=2"]["traces"][0]]
+    assert fixed[0] == 2 and set(fixed) <= {0, 2}  # L = 0 only where a sequence has one token left
+    assert rows["BASS-ragged"]["policy_state"]["policy"] == "cost"
+    assert "median" in (tmp_path / "gpu_bench.txt").read_text()
