@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
     if device.type == "cuda":  # the choices an engine makes at load: tuned with PDL on
         linear.clear()
         pdl.ENABLED = True
-        linear.tune(model)
+        print("projections tuned with PDL on:\n" + linear.describe(linear.tune(model)), flush=True)
         results["pdl, tuned with it"] = run_mode(model, "pdl", shapes, args, attn, device)
         linear.clear()
     pdl.ENABLED = True
