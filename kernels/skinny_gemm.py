@@ -8,28 +8,30 @@ MMA's long side:
     yᵀ[n-tile, :M] = Σ_k  W[n-tile, k-tile] · x[:M, k-tile]ᵀ          [BN, BK] @ [BK, BM] -> [BN, BM]
 
 Program (i, s) owns output columns n ∈ [i·BN, (i+1)·BN) and the K-slice s of SPLIT_K equal slices.
-With SPLIT_K = 1 it adds the bias and writes y in x's dtype. Otherwise it writes its float32 partial sum to
-a workspace [SPLIT_K, M, N] and counts itself in, with an atomic, on its column tile's counter; the tile's
-last program to arrive sums the SPLIT_K slices in slice order (so the result does not depend on which
-program finished first), adds the bias, casts, and sets the counter back to 0 for the next launch:
+With SPLIT_K = 1 it adds the bias and writes y in x's dtype; otherwise it writes its float32 partial
+sum to a workspace [SPLIT_K, M, N], and a second launch sums the slices in a fixed order (so the result
+does not depend on which program finished first), adds the bias and casts. Split-K exists for the
+projections with few output columns and a long K (a down projection: N 1536, K 8960), which would
+otherwise occupy fewer programs than the GPU has SMs.
 
-    yᵀ[n-tile] = round(((0 + P_0) + P_1) + … + P_{S-1} + b),    P_s = the float32 partial sum of slice s
+Two fusions were measured on the H100 and left out. (1) The sum done by each column tile's last program to
+arrive (an atomic counter per tile, the slices still summed in order), instead of the second launch: as the
+engine runs, the 1.5B's forward took 1.785 ms at batch 8 against 1.766 with the second launch, alternated in
+one call (`bench/results/pdl_2026-11-24_h100_splitk_ab.txt`): under PDL the second launch is already hidden,
+and one program summing a tile serially ends the kernel later than a grid of them. (2) The gated MLP's
+activation inside this kernel's loads (x = act(gate) · up from [gate | up]: the same bits, one launch less
+per layer): tuning never chose it over the activation's own launch followed by the projection, for the 1.5B
+(13.7 µs at 16 rows) or the 7B (34.9 µs), since each program then computes the activation of its whole K
+slice inside the loop that streams the weight (`pdl_2026-11-24_h100_splitk_act.txt`, its tuning lines).
 
-Split-K exists for the projections with few output columns and a long K (a down projection: N 1536, K 8960),
-which would otherwise occupy fewer programs than the GPU has SMs. The sum used to be a second launch, after
-each split projection (three of a layer's dozen launches at batch 8 on the H100). Measured on the H100: our
-regular decoding of the synthetic 7B went from 5.84 to 5.68 ms/step (`gpu_2026-11-24_h100_splitk_act.txt`
-against the four runs before it that day, 5.84–5.85); the 1.5B's forward did not move (1.784 ms at 8 × 1,
-against 1.767 for the two launches in an earlier run, `pdl_2026-11-24_h100_splitk_act.txt`): under PDL the
-sum's launch was already hidden, and its work is the same. The counters are one buffer per device, used by
-one launch at a time: launches on a stream run one after the other, and under PDL a kernel touches nothing
-before the one before it has completed (`kernels.pdl`).
+The x tile is padded to BM = 16, 32 or 64 rows by masked loads; the K loop streams the weight through
+`num_stages` asynchronous buffers. A row's sum runs over the same K tiles in the same order whatever M
+is, so under one config a row's result does not depend on how many rows share the launch (a plain step
+of 8 rows and a verify of 16 agree on the rows they share, when the same config serves both). float32
+inputs multiply in full float32 ("ieee"), never rounded to tf32. No host synchronisation (CUDA-graph safe).
 
-The activation of a gated MLP was also tried inside this kernel's loads (x = act(gate) · up, loaded from
-[gate | up]: the same bits, and one launch less per layer): tuned on the H100 it never beat the activation's
-own launch followed by the projection, for the 1.5B (13.7 µs at 16 rows) or the 7B (34.9 µs): each program
-computes the activation of its whole K slice inside the loop that streams the weight
-(`bench/results/pdl_2026-11-24_h100_splitk_act.txt`, its tuning lines). So it is not here.
+`SkinnyConfig` holds the tile choice; which one is fastest depends on the GPU and the shape, so
+`bass.models.linear` measures them against cuBLAS on the device before using any (STYLE 14).
 """
 
 from __future__ import annotations
@@ -44,10 +46,6 @@ from kernels.pdl import enter, launch_args
 
 _empty = torch.empty  # tests swap in a NaN-filled allocator to catch unwritten outputs
 MAX_ROWS = 64  # past this, a GEMM library's tiles do better
-# split-K arrival counters per device, one per column tile of a launch: 256 KB, enough for N up to 2^20 at BN 16
-# (the 1.5B's head has 151,936 / 16 = 9,496 tiles, which `tune` times with splits too)
-COUNTERS = 1 << 16
-_counters: dict[torch.device, torch.Tensor] = {}
 
 
 @dataclass(frozen=True)
@@ -90,7 +88,7 @@ CANDIDATES = (
 # tile compile once, when `bass.models.linear.tune` times them at load.
 @triton.jit(do_not_specialize=["M"])
 def _skinny_gemm_fwd(
-    X, W, B, Y, WS, CNT, M, N, K, stride_xm, stride_wn, stride_ym, K_SLICE,
+    X, W, B, Y, WS, M, N, K, stride_xm, stride_wn, stride_ym, K_SLICE,
     HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
     UPCAST: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr,
 ):
@@ -114,36 +112,27 @@ def _skinny_gemm_fwd(
         w_ptrs += BK
         x_ptrs += BK
     out_mask = n_ok[:, None] & (m[None, :] < M)
-    y_ptrs = Y + m[None, :] * stride_ym + n[:, None]  # [BN, BM]
     if SPLIT_K == 1:
         if HAS_BIAS:
             acc += tl.load(B + n, mask=n_ok, other=0.0).to(tl.float32)[:, None]
-        tl.store(y_ptrs, acc.to(Y.dtype.element_ty), mask=out_mask)
+        tl.store(Y + m[None, :] * stride_ym + n[:, None], acc.to(Y.dtype.element_ty), mask=out_mask)
     else:
-        ws_ptrs = WS + m[None, :] * N + n[:, None]  # [BN, BM] in slice 0
-        tl.store(ws_ptrs + pid_k * M * N, acc, mask=out_mask)
-        tl.debug_barrier()  # every thread's partial stored before the program counts itself in
-        if tl.atomic_add(CNT + pid_n, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1:  # the tile's last program
-            acc = tl.zeros((BN, BM), dtype=tl.float32)
-            for s in tl.static_range(SPLIT_K):  # slice order: the same sum whichever program came last
-                acc += tl.load(ws_ptrs + s * M * N, mask=out_mask, other=0.0, cache_modifier=".cg")
-            if HAS_BIAS:
-                acc += tl.load(B + n, mask=n_ok, other=0.0).to(tl.float32)[:, None]
-            tl.store(y_ptrs, acc.to(Y.dtype.element_ty), mask=out_mask)
-            tl.atomic_xchg(CNT + pid_n, 0, sem="relaxed", scope="gpu")  # ready for the next launch
+        tl.store(WS + (pid_k * M + m[None, :]) * N + n[:, None], acc, mask=out_mask)
 
 
-def _counter(device: torch.device, tiles: int) -> torch.Tensor:
-    """The device's split-K arrival counters (module docstring), zero between launches."""
-    if tiles > COUNTERS:
-        raise ValueError(f"{tiles} column tiles need more split-K counters than COUNTERS = {COUNTERS}: pick a "
-                         "wider block_n or split_k = 1")
-    if device not in _counters:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError("the split-K counters are allocated by a split launch outside CUDA-graph capture: "
-                               "run the projection once before capturing it (bass.graphs.capture does)")
-        _counters[device] = torch.zeros(COUNTERS, dtype=torch.int32, device=device)
-    return _counters[device]
+@triton.jit(do_not_specialize=["M"])
+def _split_k_sum(WS, B, Y, M, N, stride_ym, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr,
+                 PDL: tl.constexpr):
+    enter(PDL)
+    row = tl.program_id(0)
+    n = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = n < N
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in tl.static_range(SPLIT_K):  # a fixed order: the same sum on every run
+        acc += tl.load(WS + (s * M + row) * N + n, mask=ok, other=0.0)
+    if HAS_BIAS:
+        acc += tl.load(B + n, mask=ok, other=0.0).to(tl.float32)
+    tl.store(Y + row * stride_ym + n, acc.to(Y.dtype.element_ty), mask=ok)
 
 
 def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
@@ -169,16 +158,20 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     if M == 0 or N == 0:
         return y.view(*x.shape[:-1], N)
     BM = max(16, triton.next_power_of_2(M))
-    S, tiles = config.split_k, triton.cdiv(N, config.block_n)
+    S = config.split_k
     ws = _empty((S, M, N), dtype=torch.float32, device=x.device) if S > 1 else y
-    counters = _counter(x.device, tiles) if S > 1 else y  # never touched without a split
     b = bias if bias is not None else y  # never read without HAS_BIAS
-    _skinny_gemm_fwd[(tiles, S)](
-        x2, weight, b, y, ws, counters, M, N, K, x2.stride(0), weight.stride(0), y.stride(0), K // S,
-        HAS_BIAS=bias is not None, SPLIT_K=S, BM=BM, BN=config.block_n, BK=config.block_k,
+    launch = launch_args(x.device)
+    _skinny_gemm_fwd[(triton.cdiv(N, config.block_n), S)](
+        x2, weight, b, y, ws, M, N, K, x2.stride(0), weight.stride(0), y.stride(0), K // S,
+        HAS_BIAS=bias is not None and S == 1, SPLIT_K=S, BM=BM, BN=config.block_n, BK=config.block_k,
         UPCAST=x.device.type == "cpu", PRECISION="ieee" if x.dtype == torch.float32 else "tf32",
-        num_stages=config.num_stages, num_warps=config.num_warps, **launch_args(x.device),
+        num_stages=config.num_stages, num_warps=config.num_warps, **launch,
     )
+    if S > 1:
+        block = min(1024, triton.next_power_of_2(N))
+        _split_k_sum[(M, triton.cdiv(N, block))](ws, b, y, M, N, y.stride(0), HAS_BIAS=bias is not None,
+                                                 SPLIT_K=S, BLOCK=block, num_warps=4, **launch)
     return y.view(*x.shape[:-1], N)
 
 

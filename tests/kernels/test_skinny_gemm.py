@@ -9,8 +9,6 @@ from fused_cases import fresh_gen, needs_cuda, poison, randn, rel_error
 import kernels.skinny_gemm as mod
 from kernels.skinny_gemm import CANDIDATES, MAX_ROWS, SkinnyConfig, skinny_gemm, skinny_gemm_ref
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # the interpreter on the CPU (conftest.py)
-
 # rows (1 row, a ragged count, one past a tile), columns not a multiple of the tile, bias or not, split-K 1/2/4
 CASES = [
     (1, 40, 128, True, SkinnyConfig(16, 64, 1, 2)),
@@ -90,29 +88,11 @@ def test_the_row_count_compiles_no_variant_of_its_own() -> None:
     """Triton compiles again for an integer argument that turns 1, a multiple of 16 or neither, unless told
     not to: a verify of 24 rows compiled mid-decode on the H100 (2.6 s of one round). M must not be
     specialised on by either kernel, so `tune`'s compilations at load serve every row count."""
-    from kernels.skinny_gemm import _skinny_gemm_fwd
+    from kernels.skinny_gemm import _skinny_gemm_fwd, _split_k_sum
 
-    for kernel in (_skinny_gemm_fwd,):
+    for kernel in (_skinny_gemm_fwd, _split_k_sum):
         if hasattr(kernel, "params"):  # compiled
             unspecialised = {p.name for p in kernel.params if p.do_not_specialize}
         else:  # the interpreter keeps the decorator's arguments
             unspecialised = set(kernel.kwargs["do_not_specialize"])
         assert unspecialised == {"M"}
-
-
-def test_split_k_sums_in_slice_order_and_leaves_its_counters_at_zero() -> None:
-    """The last program of a tile sums the slices in order: the same bits as the slices summed by torch in
-    that order, run after run, and the arrival counters are back at 0 for the next launch."""
-    gen = fresh_gen()
-    x, w = randn(5, 3 * 128, gen=gen).to(DEVICE), randn(100, 3 * 128, gen=gen).to(DEVICE)
-    b = randn(100, gen=gen).to(DEVICE)
-    config = SkinnyConfig(32, 128, 3, 2)
-    y = skinny_gemm(x, w, b, config)
-    slices = [skinny_gemm(x[:, s * 128:(s + 1) * 128], w[:, s * 128:(s + 1) * 128], None, SkinnyConfig(32, 128))
-              for s in range(3)]  # float32: each slice's partial sum, rounded to float32 as the workspace holds it
-    want = torch.zeros_like(y)
-    for part in slices:
-        want = want + part
-    assert torch.equal(y, want + b)
-    assert torch.equal(skinny_gemm(x, w, b, config), y)
-    assert not mod._counters[x.device].any()
