@@ -16,9 +16,9 @@ otherwise occupy fewer programs than the GPU has SMs.
 
 Two fusions were measured on the H100 and left out. (1) The sum done by each column tile's last program to
 arrive (an atomic counter per tile, the slices still summed in order), instead of the second launch: as the
-engine runs, the 1.5B's forward took 1.785 ms at batch 8 against 1.766 with the second launch, alternated in
-one call (`bench/results/pdl_2026-11-24_h100_splitk_ab.txt`): under PDL the second launch is already hidden,
-and one program summing a tile serially ends the kernel later than a grid of them. (2) The gated MLP's
+engine runs, the 1.5B's forward took 1.785–1.787 ms at batch 8 against 1.764–1.768 with the second launch,
+alternated in one call (`bench/results/pdl_2026-11-24_h100_splitk_ab.txt`): under PDL the second launch is
+already hidden, and one program summing a tile serially ends the kernel later than a grid of them. (2) The gated MLP's
 activation inside this kernel's loads (x = act(gate) · up from [gate | up]: the same bits, one launch less
 per layer): tuning never chose it over the activation's own launch followed by the projection, for the 1.5B
 (13.7 µs at 16 rows) or the 7B (34.9 µs), since each program then computes the activation of its whole K
