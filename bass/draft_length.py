@@ -61,13 +61,19 @@ round after plain ones, and not a round followed by one of another length decide
     r's, so round r's time holds that launch: host work that grows with r + 1's draft and is dearest for a
     warm-up. A plain round before a warm-up read 2.58 ms at batch 8 against 1.88 for regular decoding
     (`real_bench_2026-11-24_h100_pdl.json`, `policy_state`): each plain probe amid drafting rounds did.
+  - A request's first START_ROUNDS rounds are warm-ups too: the drafter's first step reads the whole prompt,
+    and the look-ahead pipeline fills. On the H100 at batch 32 they read 4.2–7.9 ms against 2.8 for a steady
+    L = 1 round; taken as samples at the start of every request, they held the memory's L = 1 and L = 2
+    estimates at 4.18 and 4.90 ms while L = 4, run long in steady state, read 4.52, and the policy drafted
+    L = 4 (0.93x regular, `real_bench_2026-11-24_h100_borrow.json`, `policy_state` and `traces`).
 So a probe of length L runs a warm-up first if it follows plain rounds, then its timed rounds, then, where
-the next round is decided before the last timed one is read, one more round of L.
+the next round is decided before the last timed one is read, one more round of L; a request's probes begin
+with START_ROUNDS more rounds of their first length.
 
-Exploration. The first rounds time each of probe_lengths twice in such runs (default L = 0, 0, 0, 2, 2, 2, 2
-with look-ahead, L = 0, 0, 2, 2, 2 without, where a length's rounds stop once it is timed twice), which times
-plain decoding and a draft (a bucket's estimate keeps the lower of its first two samples, so one descheduled
-round does not condemn a length); they are skipped where the batch's bucket was measured before (memory). A
+Exploration. The first rounds time each of probe_lengths twice in such runs (default L = 0, 0, 0, 0, 0, 2, 2,
+2, 2 with look-ahead, L = 0, 0, 0, 0, 2, 2, 2 without, the first two the request's warm-ups, where a length's
+rounds stop once it is timed twice), which times plain decoding and a draft (a bucket's estimate keeps the
+lower of its first two samples, so one descheduled round does not condemn a length); they are skipped where the batch's bucket was measured before (memory). A
 drafting probe is skipped when it is hopeless: when even α_b = 1 for every sequence would not make any L > 0
 beat L = 0 at the measured costs (a draft step as slow as a plain step). Plain decoding, the anchor of "never
 slower than regular", is timed twice in every batch bucket met. Afterwards, every explore_every rounds, one
@@ -117,6 +123,7 @@ from bass.config import DraftLengthConfig
 from bass.round_costs import L_BUCKETS, CostModel, RoundClock, bucket
 
 PLAIN_GAP_MAX = 16  # while plain decoding wins, probes of drafting back off to one in 16 x explore_every rounds
+START_ROUNDS = 2  # a request's first rounds are no cost samples (module docstring, Timing)
 
 
 def heuristic_step(L: int, s: int, x_max: int, cfg: DraftLengthConfig) -> tuple[int, int]:
@@ -243,7 +250,8 @@ class DraftLengthPolicy:
         self._open: deque[tuple[int, bool]] = deque()  # per started, unread round: (its length, a warm-up)
         # the first rounds: each probe length timed twice, a drafting one after its warm-up, and each followed
         # by a round of its length (module docstring, Timing)
-        self._schedule = deque(L for L in cfg.probe_lengths for _ in range(4 if L > 0 else 3))
+        self._schedule = deque(list(cfg.probe_lengths[:1]) * START_ROUNDS
+                               + [L for L in cfg.probe_lengths for _ in range(4 if L > 0 else 3)])
         self._seqs: list[int] = list(seqs)  # the batch of the last decision
         # cfg.trace: per ended round (L, B, ms, a cost sample, launched before the round before it ended)
         self.trace: list[tuple[int, int, float, bool, bool]] | None = [] if cfg.trace else None
@@ -336,7 +344,7 @@ class DraftLengthPolicy:
         """The draft length each of `seqs` gets this round (for "cost", this also starts the round's clock)."""
         if self.cfg.policy == "cost":
             before, self.last = self.last, min(self._cost_length(seqs), self.cfg.l_limit)
-            self._open.append((self.last, self.last > 0 and before == 0 and self.rounds > 0))
+            self._open.append((self.last, self.rounds < START_ROUNDS or (self.last > 0 and before == 0)))
             self._seqs = list(seqs)
             self.rounds += 1
             self.clock.start()

@@ -7,8 +7,11 @@ import pytest
 from policy_clocks import FakeClock, PipelinedClock, geometric, make_policy, rounds, rounds_ahead
 
 from bass.config import DraftLengthConfig
-from bass.draft_length import PLAIN_GAP_MAX, DraftLengthPolicy, PolicyMemory
+from bass.draft_length import PLAIN_GAP_MAX, START_ROUNDS, DraftLengthPolicy, PolicyMemory
 from bass.round_costs import CostModel
+
+START = [0] * START_ROUNDS  # a request's first rounds: warm-ups, plain (`bass.draft_length`, Timing)
+PROBES = START + [0, 0, 2, 2, 2]  # then plain decoding and a draft, each timed twice (read in order)
 
 
 def test_hopeless_probes_are_skipped():
@@ -18,7 +21,7 @@ def test_hopeless_probes_are_skipped():
     seqs = [0, 1]
     policy = make_policy(DraftLengthConfig(explore_every=4), seqs, FakeClock(lambda L: 1.0, 1.2))
     chosen = rounds(policy, seqs, 20)  # even with every draft accepted
-    assert chosen == [0, 0, 2, 2] + [0] * 16
+    assert chosen == START + [0, 0, 2, 2] + [0] * (16 - START_ROUNDS)
 
 
 def test_exploration_recovers_from_a_wrong_early_estimate():
@@ -77,7 +80,7 @@ def test_a_probed_length_timed_once_is_timed_again_next_round():
     policy = make_policy(cfg, seqs, CaptureOnce(lambda L: 1.0 + 0.5 * (L > 0), 0.3))
     chosen = rounds(policy, seqs, 12, lambda lengths: [min(n, 1) for n in lengths])
     first = chosen.index(1)
-    assert chosen[:first] == [0, 0, 2, 2, 2] + [0] * (first - 5)  # L = 2 does not pay: plain until a probe
+    assert chosen[:first] == PROBES + [0] * (first - len(PROBES))  # L = 2 does not pay: plain until a probe
     assert chosen[first + 1] == 1  # timed again at once, not an exploration gap later
     assert policy.costs.describe()["round_ms"][8][1] == pytest.approx(1.8e3)  # the capture forgotten
 
@@ -102,10 +105,35 @@ def test_a_drafting_round_after_plain_ones_is_a_warm_up_and_not_timed():
 
     # in a run, a drafting round costs 1.2 + 0.1 L against 1 for plain decoding; every draft is accepted
     policy = make_policy(cfg, seqs, WarmUp(lambda L: 1.0 + 0.2 * (L > 0), 0.1))
-    chosen = rounds(policy, seqs, 12)
-    assert chosen[:5] == [0, 0, 2, 2, 2]
+    chosen = rounds(policy, seqs, 12 + START_ROUNDS)
+    assert chosen[:len(PROBES)] == PROBES
     assert policy.costs.describe()["round_ms"][8][2] == pytest.approx(1.4e3)  # the warm-up's 4.4 never counted
     assert policy.choice > 0 and chosen[-1] > 0  # drafting pays, and the policy drafts
+
+
+def test_a_requests_first_rounds_are_no_cost_samples():
+    """What the H100 showed at batch 32: every request's first two rounds cost 1.5-2.5x a steady round (the
+    draft reads the prompt, the look-ahead pipeline fills). Sampled, they held the estimates of the lengths run
+    at requests' starts above the lengths run long; not sampled, every estimate is the steady cost, request
+    after request."""
+    seqs = list(range(8))
+    cfg = DraftLengthConfig(explore_every=0, probe_lengths=(0, 2))
+
+    class SlowStart(FakeClock):
+        ended = 0
+
+        def stop(self):
+            cost = super().stop()
+            self.ended += 1
+            return cost + 3.0 * (self.ended <= 2)  # each request has its own clock
+
+    memory = PolicyMemory(CostModel(cfg), cfg.alpha_prior)
+    for _ in range(3):
+        policy = make_policy(cfg, seqs, SlowStart(lambda L: 1.0 + 0.2 * (L > 0), 0.1), memory=memory)
+        rounds(policy, seqs, 8)
+        measured = memory.costs.describe()["round_ms"][8]
+        assert {0, 2} <= set(measured)
+        assert measured == {L: pytest.approx(1e3 * (1.0 + 0.2 * (L > 0) + 0.1 * L)) for L in measured}
 
 
 def test_probes_of_drafting_back_off_while_plain_decoding_wins_and_the_gap_is_remembered():
@@ -120,7 +148,7 @@ def test_probes_of_drafting_back_off_while_plain_decoding_wins_and_the_gap_is_re
     for r in range(400):
         lengths = policy.lengths(seqs)
         policy.update(seqs, [geometric(rng, 0.05, n) for n in lengths], lengths)
-        if lengths[0] and r >= 5:  # past the probes of the first rounds
+        if lengths[0] and r >= len(PROBES):  # past the probes of the first rounds
             drafted.append(r)
     drafted = [r for r in drafted if r - 1 not in drafted]  # a new length's probe takes two rounds running
     gaps, cap = np.diff(drafted).tolist(), PLAIN_GAP_MAX * cfg.explore_every
@@ -144,7 +172,7 @@ def test_memory_skips_the_probes_of_measured_batch_sizes():
     cfg = DraftLengthConfig(explore_every=0)
     first = make_policy(cfg, seqs, FakeClock(lambda L: 1.0, 0.6))
     chosen = rounds(first, seqs, 10, lambda lengths: [0] * len(seqs))  # a useless, costly draft
-    assert chosen[:5] == [0, 0, 2, 2, 2] and set(chosen[5:]) == {0}
+    assert chosen[:len(PROBES)] == PROBES and set(chosen[len(PROBES):]) == {0}
     memory = PolicyMemory(first.costs, first.acceptance.pooled())
     second = make_policy(cfg, seqs, FakeClock(lambda L: 1.0, 0.6), memory=memory)
     assert second.acceptance.pooled() == pytest.approx(memory.alpha) and memory.alpha < cfg.alpha_prior
@@ -179,7 +207,7 @@ def test_a_one_off_in_the_first_timed_draft_round_does_not_condemn_drafting(extr
 
     policy = make_policy(cfg, seqs, OneOff(lambda L: 1.0 + 0.2 * (L > 0), 0.1))
     chosen = rounds(policy, seqs, 12)
-    assert chosen[:5] == [0, 0, 2, 2, 2] and policy.costs.dropped == (not seen)
+    assert chosen[:len(PROBES)] == PROBES and policy.costs.dropped == (not seen)
     assert policy.costs.describe()["round_ms"][8][2] == pytest.approx(1.4e3)
     assert policy.choice > 0 and chosen[-1] > 0  # drafting pays, and the policy drafts
 
@@ -236,7 +264,7 @@ def test_the_argmax_climbs_one_length_bucket_past_what_it_timed():
         policy.update(seqs, [L] * len(seqs), [L] * len(seqs))
         timed = max(timed, L)
         chosen.append(L)
-    assert chosen[:5] == [0, 0, 2, 2, 2] and chosen[-1] == 32
+    assert chosen[:len(PROBES)] == PROBES and chosen[-1] == 32
     assert sorted(set(chosen)) == [0, *L_BUCKETS[2:]]  # every bucket on the way, in turn
 
 
@@ -260,7 +288,7 @@ def test_with_rounds_launched_ahead_only_runs_of_a_length_are_timed():
     policy = make_policy(DraftLengthConfig(l_limit=8, explore_every=4, trace=True), seqs,
                      PipelinedClock(device, launch))
     chosen = rounds_ahead(policy, seqs, 160)
-    assert chosen[:7] == [0, 0, 0, 2, 2, 2, 2]  # each probe length timed twice, a run's rounds
+    assert chosen[:7 + START_ROUNDS] == START + [0, 0, 0, 2, 2, 2, 2]  # each probe length timed twice, a run's rounds
     measured = policy.costs.describe()["round_ms"][8]
     assert len(measured) >= 4 and 0 in measured
     for L, ms in measured.items():
