@@ -8,6 +8,7 @@ import time
 import torch
 
 from bass.config import DraftLengthConfig, SamplingParams
+from bass.draft_length import START_ROUNDS
 from bass.drafters import Drafter, Proposal
 
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print(", "class Stack:\n    def", "x = [1, 2, 3]\n"]
@@ -94,7 +95,8 @@ def test_good_free_drafter_drafts_long(tiny_engine, monkeypatch):
     scripts = [list(c.token_ids) for c in regular.candidates]
     bass = engine.generate(PROMPTS[:2], k=2, params=params, method="bass", drafter=ScriptDrafter(scripts, True))
     assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates]
-    assert bass.stats.rounds < regular.stats.rounds / 3
+    # a third of regular decoding's rounds, and the request's plain warm-up rounds (`bass.draft_length`, Timing)
+    assert bass.stats.rounds < regular.stats.rounds / 3 + START_ROUNDS
     assert bass.stats.policy["alpha_pooled"] > 0.8
 
 
