@@ -73,9 +73,10 @@ with START_ROUNDS more rounds of their first length.
 Exploration. The first rounds time each of probe_lengths twice in such runs (default L = 0, 0, 0, 0, 0, 2, 2,
 2, 2 with look-ahead, L = 0, 0, 0, 0, 2, 2, 2 without, the first two the request's warm-ups, where a length's
 rounds stop once it is timed twice), which times plain decoding and a draft (a bucket's estimate keeps the
-lower of its first two samples, so one descheduled round does not condemn a length); they are skipped where the batch's bucket was measured before (memory). A
-drafting probe is skipped when it is hopeless: when even α_b = 1 for every sequence would not make any L > 0
-beat L = 0 at the measured costs (a draft step as slow as a plain step). Plain decoding, the anchor of "never
+lower of its first two samples, so one descheduled round does not condemn a length); they are skipped where
+the batch's bucket was measured before (memory). A drafting probe is skipped when it is hopeless: when even
+α_b = 1 for every sequence would not make any L > 0 beat L = 0 at the measured costs (a draft step as slow as
+a plain step). Plain decoding, the anchor of "never
 slower than regular", is timed twice in every batch bucket met. Afterwards, every explore_every rounds, one
 round times another length, in turn the next bucket up, the next bucket down and plain decoding. So the
 estimates the argmax compares against L* stay as fresh as its own: a cost measured once and never again misled
