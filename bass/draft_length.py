@@ -76,29 +76,28 @@ rounds stop once it is timed twice), which times plain decoding and a draft (a b
 lower of its first two samples, so one descheduled round does not condemn a length); they are skipped where
 the batch's bucket was measured before (memory). A drafting probe is skipped when it is hopeless: when even
 α_b = 1 for every sequence would not make any L > 0 beat L = 0 at the measured costs (a draft step as slow as
-a plain step). Plain decoding, the anchor of "never
-slower than regular", is timed twice in every batch bucket met. Afterwards, every explore_every rounds, one
-round times another length, in turn the next bucket up, the next bucket down and plain decoding. So the
-estimates the argmax compares against L* stay as fresh as its own: a cost measured once and never again misled
-the policy at batch 32 on the H100 (`bass.round_costs`). A probe beside L* costs a few per cent of one round
-in explore_every. While L* = 0 the probe is L = 1 (unless hopeless), so that an early wrong estimate cannot
-lock in plain decoding for good; such a probe is dear (a drafter that cannot follow breaks the look-ahead
-pipeline: the n-gram's L = 1 rounds cost 2.5x a plain step at batch 32 on the H100), so each one that finds
-plain decoding still best doubles the gap to the next, up to PLAIN_GAP_MAX x explore_every, and the gap is
-remembered across requests (`PolicyMemory.plain_gap`); probing every 16 rounds without that back-off cost
-n-gram BASS 7 % against regular decoding on the H100 (`real_bench_2026-11-23_h100_cycle2*.json`). A probed
-length timed fewer than twice is timed two rounds running, as the first probes are: with one sample, a CUDA
-graph captured in its first round (20 ms for L = 1 at batch 32 on the H100, against 5) kept the policy at
-plain decoding for a whole k = 32 run, 0.97x where fixed L = 1 made 1.18x
-(`real_bench_2026-11-23_h100_backoff*.json`). Unmeasured lengths are also explored by the argmax itself,
-through the optimistic extrapolation, one length bucket at a time: L* never goes past the bucket above the
-longest length timed at this batch (`CostModel.reach`). A curve extrapolated from L <= 3 made drafts of 14 and
-32 look best at batch 32 on the H100; each such leap captured graphs and compiled kernels for a width never
-run before, in a timed pass (11.7 and 17.4 ms rounds against 3.4 for L = 1; graphs captured, kernels perhaps
-compiled), and one pass of the k = 32 run took 3.33 ms/token against 2.07 and 2.28 for the others
-(`real_bench_2026-11-24_h100_pdl_k32.json`; the leaps are the likeliest cause, not traced round by round).
-Climbing a bucket at a time, each step is timed before the next.
-`describe()` reports what was measured and decided.
+a plain step). Plain decoding, the anchor of "never slower than regular", is timed twice in every batch bucket
+met. Afterwards, every explore_every rounds, one round times another length, in turn the next bucket up, the
+next bucket down and plain decoding. So the estimates the argmax compares against L* stay as fresh as its own:
+a cost measured once and never again misled the policy at batch 32 on the H100 (`bass.round_costs`). A probe
+beside L* costs a few per cent of one round in explore_every. While L* = 0 the probe is L = 1 (unless
+hopeless), so that an early wrong estimate cannot lock in plain decoding for good; such a probe is dear (a
+drafter that cannot follow breaks the look-ahead pipeline: the n-gram's L = 1 rounds cost 2.5x a plain step at
+batch 32 on the H100), so each one that finds plain decoding still best doubles the gap to the next, up to
+PLAIN_GAP_MAX x explore_every, and the gap is remembered across requests (`PolicyMemory.plain_gap`); probing
+every 16 rounds without that back-off cost n-gram BASS 7 % against regular decoding on the H100
+(`real_bench_2026-11-23_h100_cycle2*.json`). A probed length timed fewer than twice is timed two rounds
+running, as the first probes are: with one sample, a CUDA graph captured in its first round (20 ms for L = 1
+at batch 32 on the H100, against 5) kept the policy at plain decoding for a whole k = 32 run, 0.97x where
+fixed L = 1 made 1.18x (`real_bench_2026-11-23_h100_backoff*.json`). Unmeasured lengths are also explored by
+the argmax itself, through the optimistic extrapolation, one length bucket at a time: L* never goes past the
+bucket above the longest length timed at this batch (`CostModel.reach`). A curve extrapolated from L <= 3 made
+drafts of 14 and 32 look best at batch 32 on the H100; each such leap captured graphs and compiled kernels for
+a width never run before, in a timed pass (11.7 and 17.4 ms rounds against 3.4 for L = 1; graphs captured,
+kernels perhaps compiled), and one pass of the k = 32 run took 3.33 ms/token against 2.07 and 2.28 for the
+others (`real_bench_2026-11-24_h100_pdl_k32.json`; the leaps are the likeliest cause, not traced round by
+round). Climbing a bucket at a time, each step is timed before the next. `describe()` reports what was
+measured and decided.
 
 Heuristic (BASS, Algorithm 1; DESIGN.md §3), updated after every round from x_max, the most draft tokens
 any live sequence accepted, with s = 0 initially:
