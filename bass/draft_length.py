@@ -167,6 +167,7 @@ class AcceptanceEstimator:
         self.pool_succ = self.pool_trials = 0.0
         self.pos_succ = np.zeros(cfg.l_limit)  # [l_limit] per draft position: the batch's discounted counts
         self.pos_trials = np.zeros(cfg.l_limit)
+        self._profile: np.ndarray | None = None  # `profile()` until the next observation (read on every round)
 
     def observe(self, seqs: Sequence[int], asked: Sequence[int], accepted: Sequence[int]) -> None:
         """One round: sequence seqs[i] was asked for asked[i] positions and accepted accepted[i]."""
@@ -174,6 +175,7 @@ class AcceptanceEstimator:
         drafted = [(q, n, a) for q, n, a in zip(seqs, asked, accepted, strict=True) if n > 0]
         if not drafted:
             return
+        self._profile = None
         self.pool_succ *= g
         self.pool_trials *= g
         self.pos_succ *= g
@@ -199,10 +201,13 @@ class AcceptanceEstimator:
 
     def profile(self) -> np.ndarray:
         """[l_limit] ᾱ_i, the batch's rate at draft position i = 1 .., each shrunk toward the one before."""
-        m, out, before = self.cfg.prior_strength, np.empty(len(self.pos_succ)), self.pooled()
-        for i, (s, t) in enumerate(zip(self.pos_succ, self.pos_trials, strict=True)):
-            before = out[i] = (s + m * before) / (t + m)
-        return out
+        if self._profile is None:
+            m, out, before = self.cfg.prior_strength, np.empty(len(self.pos_succ)), self.pooled()
+            for i, (s, t) in enumerate(zip(self.pos_succ.tolist(), self.pos_trials.tolist(), strict=True)):
+                before = out[i] = (s + m * before) / (t + m)
+            out.flags.writeable = False  # shared by every read until the next observation
+            self._profile = out
+        return self._profile
 
     def position_alphas(self, seqs: Sequence[int]) -> np.ndarray:
         """[B, l_limit] α_{b,i}: the batch's profile scaled by each sequence's rate against the batch's."""

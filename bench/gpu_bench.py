@@ -50,7 +50,7 @@ from plot_gpu import (  # noqa: E402
     sequential_ms_per_token,
 )
 from profile_round import profile_round  # noqa: E402
-from round_trace import format_summary  # noqa: E402
+from round_trace import format_summary, split_trace  # noqa: E402
 
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import device_line as engine_device_line  # noqa: E402
@@ -152,12 +152,13 @@ class Bench:
                    eager: bool = False, draft_length: DraftLengthConfig | None = None) -> dict:
         backend = self.fast if backend == "ragged" else backend
         eng = self.eager if eager or backend != self.fast else self.graphed
+        cost_policy = method == "bass" and (draft_length is None or draft_length.policy == "cost")
         if self.args.trace and method != "regular":  # the same clock for every policy (`round_trace.py`)
             draft_length = dataclasses.replace(draft_length or DraftLengthConfig(), trace=True)
         kw = dict(k=k, params=self.params, method=method, backend=backend, draft_length=draft_length)
         for _ in eng.stream([self.prompt], **kw):  # warm-up: same seed, same rounds, every graph captured
             pass
-        if method == "bass" and (draft_length is None or draft_length.policy == "cost"):
+        if cost_policy:
             # the cost policy's lengths follow its timings, so its timed run may meet a width its warm-up did
             # not: capture each length's graphs, as a fixed length's warm-up does (131 and 145 ms captures of
             # L = 7 and 8 cost this row 0.28 s of a 1.03 s decode, `gpu_2026-11-24_h100_borrow.json`)
@@ -166,7 +167,7 @@ class Bench:
                 for _ in eng.stream([self.prompt], **{**kw, "params": short,
                                                       "draft_length": DraftLengthConfig("fixed", l0=n)}):
                     pass
-        if method == "bass" and draft_length is None:  # the cost policy timed those captures: warm it up again
+        if cost_policy:  # the cost policy timed those captures: warm it up again
             eng.forget_measurements()
             for _ in eng.stream([self.prompt], **kw):
                 pass
@@ -176,8 +177,7 @@ class Bench:
             pairs += [(u.proposed, u.accepted) for u in ev.updates]
             result = ev.result or result
         st, captured = result.stats, captures() - captured
-        policy = dict(st.policy or {})
-        trace = policy.pop("trace", None)
+        policy, trace = split_trace(st.policy)
         spec = method != "regular"
         return dict(method=label, k=k, alpha_target=alpha_target if spec else None,
                     alpha=per_token_acceptance(pairs) if spec else None,
@@ -188,7 +188,7 @@ class Bench:
                     sequential=k if method == "single" else 1, mean_draft_length=(
                         sum(st.draft_lengths) / max(1, len(st.draft_lengths))),
                     # graphs captured inside the timed run: each one is a one-off cost in its ms/token
-                    captures=captured, policy_state=policy or None, **({"traces": [trace]} if trace else {}))
+                    captures=captured, policy_state=policy, **({"traces": [trace]} if trace else {}))
 
     # ---- transformers ----
     def hf_models(self):

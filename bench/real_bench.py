@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plot_real import add_ratios, format_table, plot, row_label  # noqa: E402
 from profile_round import round_breakdown  # noqa: E402
-from round_trace import format_summary  # noqa: E402
+from round_trace import format_summary, split_trace  # noqa: E402
 
 from bass.config import HUMANEVAL_STOPS, DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import Engine, device_line  # noqa: E402
@@ -79,16 +79,12 @@ def aggregate(results: list[GenerationResult]) -> dict:
                 prefill_ms=1e3 * sum(r.stats.prefill_s for r in results) / len(results),
                 tokens=tokens, sequences=len(seqs), rounds=len(lengths),
                 # the cost policy's last account, and with --trace every generation's rounds
-                policy_state=_untraced(results[-1].stats.policy) if results else None, **_traces(results))
-
-
-def _untraced(state: dict | None) -> dict | None:
-    return None if state is None else {k: v for k, v in state.items() if k != "trace"}
+                policy_state=split_trace(results[-1].stats.policy)[0] if results else None, **_traces(results))
 
 
 def _traces(results: list[GenerationResult]) -> dict:
     """{"traces": one per generation} where the policy traced its rounds (--trace; `round_trace.py`)."""
-    traces = [r.stats.policy["trace"] for r in results if r.stats.policy and "trace" in r.stats.policy]
+    traces = [t for r in results if (t := split_trace(r.stats.policy)[1]) is not None]
     return {"traces": traces} if traces else {}
 
 

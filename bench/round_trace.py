@@ -31,6 +31,13 @@ from bass.round_costs import B_BUCKETS, bucket  # noqa: E402
 Trace = list[list]  # one generation's rounds: [L, B, ms, sample, overlapped]
 
 
+def split_trace(state: dict | None) -> tuple[dict | None, Trace | None]:
+    """(a policy's `describe()` without its trace, the trace or None): the account and the rounds, kept apart."""
+    if state is None:
+        return None, None
+    return {k: v for k, v in state.items() if k != "trace"}, state.get("trace")
+
+
 def summarise(traces: list[Trace]) -> dict[tuple[int, int], dict]:
     """(L, batch bucket) -> n, mean, median, sample, same, switch, ahead (module docstring); None where empty."""
     groups: dict[tuple[int, int], dict[str, list]] = defaultdict(lambda: defaultdict(list))
