@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from bass.config import SamplingParams
-from bass.sampling import Verdict, draft_proposal, process_logits_deferred, sample_from, verify_logits
+from bass.sampling import Verdict, draft_sample, process_logits_deferred, sample_from, verify_logits
 
 
 def processing(params: SamplingParams) -> SamplingParams:
@@ -93,8 +93,8 @@ class TokenSubset:
 class DraftRule:
     """One draft step's sample: logits [B, T, V'] (the last column is used), u [B] -> (token [B], q [B, V]),
     q the distribution the token was drawn from; greedy: (argmax [B],) alone. Under top-p that is
-    `draft_proposal`'s q over the draft's most likely tokens, scattered into V zeros; without it, the
-    tempered softmax.
+    `draft_proposal`'s q over the draft's most likely tokens, scattered into V zeros (`draft_sample`: on
+    CUDA a few launches of `kernels`); without it, the tempered softmax.
 
     V' may differ from the target's vocabulary V (a family's models pad their embeddings differently):
     extra columns are dropped, missing ones get probability 0, so q is over the target's vocabulary.
@@ -121,10 +121,7 @@ class DraftRule:
             token = logits.argmax(-1)
             return (token if ids is None else ids[token],)
         if self.params.top_p < 1.0:
-            token, q, cols = draft_proposal(logits, self.params, u)  # [B], [B, K], [B, K]
-            if ids is not None:
-                token, cols = ids[token], ids[cols]
-            return token, q.new_zeros(q.shape[0], self.vocab).scatter_(1, cols, q)
+            return draft_sample(logits, self.params, u, self.vocab, ids)
         q = process_logits_deferred(logits, self.params)[0]  # [B, V'] the tempered softmax (no top-p)
         token = sample_from(q, u)
         if ids is None:

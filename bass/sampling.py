@@ -26,7 +26,7 @@ import torch
 from bass.config import SamplingParams
 
 TOP_P_CANDIDATES = 1024  # top-p looks at this many most likely tokens first; a full sort only if they fall short
-DRAFT_CANDIDATES = 64  # a draft step's top-p works within this many most likely tokens (`draft_proposal`)
+DRAFT_CANDIDATES = 256  # a draft step's top-p works within this many most likely tokens (`draft_proposal`)
 FUSED_TOP_P: bool | str = True  # `_sorted_top_p`'s kernel on CUDA; "always": on the CPU too (interpreter)
 _TOP_P_MARGIN = 1e-6  # > 2 float32 ulps of a cumulative mass <= 1: see `_top_p_from_candidates`
 
@@ -106,6 +106,26 @@ def draft_proposal(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor
     last = (weights > 0).sum(-1, keepdim=True) - 1  # the last kept candidate: u -> 1 never lands past it
     token = ids.gather(-1, torch.minimum(pos, last)).squeeze(-1)
     return token, weights / total[..., -1:], ids
+
+
+def draft_sample(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor, vocab: int,
+                 ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`draft_proposal` in the target's ids: (token [B], q [B, vocab]), column v of logits [B, V'] being
+    target token ids[v] (a draft's reduced vocabulary) or v, every other token q = 0.
+
+    On CUDA (without top-k) the candidates are `kernels.top_p`'s (the at most K tokens above a probability
+    bin, sorted as the stable order) and one kernel keeps, draws and scatters (`kernels.draft_sample`):
+    a few launches where torch takes a dozen. Both paths keep and draw by the same rule; their candidates
+    differ only where K tokens do not hold the top-p set, and q is always what the token was drawn from.
+    """
+    if _fused_top_p(logits, params):
+        from kernels.draft_sample import draft_sample_fused
+
+        return draft_sample_fused(logits, params.temperature, params.top_p, u, DRAFT_CANDIDATES, vocab, ids)
+    token, q, cols = draft_proposal(logits, params, u)  # [B], [B, K], [B, K]
+    if ids is not None:
+        token, cols = ids[token], ids[cols]
+    return token, q.new_zeros(q.shape[0], vocab).scatter_(1, cols, q)
 
 
 def _stable_descending(values: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,6 +16,10 @@ so this times them alone, each in a CUDA graph (the way the rule runs), on peake
              sorted top-p candidates, kept masses and `covered`), by torch (softmax, top-K, sort) | by
              `kernels.top_p` (one program per row, what the rule runs on CUDA); checked to decide the
              same rows and keep the same masses
+  draft rule a draft step's whole sample (`bass.rules.DraftRule`: top-p within DRAFT_CANDIDATES, the draw,
+             q scattered into the target's vocabulary) from a reduced vocabulary of --draft-vocab ids
+             (the shipped draft's size), by torch | by `kernels.draft_sample`; checked to draw the same
+             tokens
 
 Prints a table (µs per call) and writes vocab_ops.json to --out. On the CPU it runs the same code untimed
 by graphs (the figures then only check the plumbing).
@@ -40,6 +44,7 @@ from step_costs import timed_ms  # noqa: E402
 from bass import sampling  # noqa: E402
 from bass.config import SamplingParams  # noqa: E402
 from bass.engine import device_line  # noqa: E402
+from bass.rules import TokenSubset, draft_rule  # noqa: E402
 from bass.sampling import TOP_P_CANDIDATES  # noqa: E402
 
 
@@ -71,11 +76,38 @@ def candidates(logits: torch.Tensor, params: SamplingParams, kernel: bool) -> tu
         sampling.FUSED_TOP_P = before
 
 
+def draft_rule_costs(n: int, vocab: int, draft_vocab: int, reps: int, kernels_run: bool,
+                     device: torch.device) -> dict:
+    """µs of a draft step's `DraftRule` on [n, draft_vocab] logits by torch and by the kernels, and the
+    share of rows where both drew the same token (the same u)."""
+    g = torch.Generator().manual_seed(n)
+    ids = torch.sort(torch.randperm(vocab, generator=g)[:draft_vocab]).values.to(device)
+    logits = logit_bank(n, draft_vocab, seed=n + 1).to(device)[:, None]  # [n, 1, V']
+    u = torch.rand(n, generator=g).to(device)
+    rule = draft_rule(SamplingParams(temperature=0.8, top_p=0.95), vocab, TokenSubset(ids))
+
+    def run(kernel: bool):
+        before = sampling.FUSED_TOP_P
+        sampling.FUSED_TOP_P = "always" if kernel else False
+        try:
+            return rule(logits, u)
+        finally:
+            sampling.FUSED_TOP_P = before
+
+    out = {}
+    for name, kernel in (("torch", False), ("kernel", True))[:2 if kernels_run else 1]:
+        out[f"draft_rule_{name}_us"] = 1e3 * timed_ms(graphed(lambda k=kernel: run(k)), reps)
+    if kernels_run:
+        out["draft_rule_same_token"] = float((run(False)[0] == run(True)[0]).float().mean())
+    return out
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", default="8,16,24,64", help="rows of logits: batch x verify width")
     p.add_argument("--vocab", type=int, default=151_936)
     p.add_argument("--chunks", default="4,8,16,32")
+    p.add_argument("--draft-vocab", type=int, default=32_769, help="a draft's reduced vocabulary (0: skip)")
     p.add_argument("--reps", type=int, default=200)
     p.add_argument("--out", default="bench/results/")
     a = p.parse_args(argv)
@@ -110,11 +142,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for name, kernel in (("torch", False), ("kernel", True))[:2 if kernels_run else 1]:
             row[f"candidates_{name}_us"] = 1e3 * timed_ms(
                 graphed(lambda x=logits, k=kernel, sp=params: candidates(x, sp, k)), a.reps)
+        if a.draft_vocab:
+            row.update(draft_rule_costs(n, a.vocab, min(a.draft_vocab, a.vocab), a.reps, kernels_run, device))
         rows.append(row)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "vocab_ops.json").write_text(json.dumps(dict(device=device_line(device), rows=rows), indent=1))
     keys = [k for k in rows[0] if k.endswith("_us")]
+    if "draft_rule_same_token" in rows[0]:
+        print("draft rule, the same token from torch and the kernels: "
+              + ", ".join(f"{r['rows']} rows {r['draft_rule_same_token']:.2f}" for r in rows))
     print(f"µs per call, each in a CUDA graph; [rows, {a.vocab}] float32, top-{K}")
     print("rows " + " ".join(f"{k[:-3]:>22s}" for k in keys))
     for r in rows:

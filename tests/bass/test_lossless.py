@@ -79,17 +79,19 @@ def test_second_token_follows_the_target_when_the_draft_cuts_top_p_short(tiny_en
     """With 8 draft candidates of 384 tokens, many draft rows' candidates hold less than top_p and the draft
     samples from their top-8 distribution, not the top-p one (`sampling.draft_proposal`): still exact,
     because the verify uses the q the draft sampled from."""
-    from bass import rules, sampling
+    from bass import sampling
 
     engine = tiny_engine("llama", draft_seed=7, head_scale=6.0)
     params = SamplingParams(temperature=0.7, top_p=0.9)
     short = []
 
+    proposal = sampling.draft_proposal
+
     def counted(logits, params, u, candidates=None):
         held = torch.topk(torch.softmax(logits.float() / params.temperature, -1), 8).values.sum(-1)
         short.append(int((held < params.top_p).sum()))
-        return sampling.draft_proposal(logits, params, u, candidates=8)
+        return proposal(logits, params, u, candidates=8)
 
-    monkeypatch.setattr(rules, "draft_proposal", counted)
+    monkeypatch.setattr(sampling, "draft_proposal", counted)
     _assert_second_token_follows(engine, tiny_dir, params, "model", PROBE_1)
     assert sum(short) > 0
