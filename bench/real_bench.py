@@ -20,8 +20,10 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                second engine over the same models), the four interleaved.
 
 Every configuration runs one untimed warm-up pass over the prompts first (CUDA graphs captured, caches
-sized); then --repeats passes over the prompts, and the row is the median pass by ms/token/seq (of an even
-number, the faster middle one: of two passes, the faster).
+sized; a BASS cost-policy row first drafts fixed lengths WARM_LENGTHS once each, whose graphs its policy may
+want later); then --repeats passes over the prompts, each row counting the graphs captured inside them,
+and the row is the median pass by ms/token/seq (of an even number, the faster middle one: of two passes,
+the faster).
 Columns (DESIGN.md §2, over all sequences of all prompts of that pass):
 
   ms/tok/seq  mean over sequences of (finish time since decoding began / generated tokens)
@@ -58,8 +60,10 @@ from round_trace import format_summary, split_trace  # noqa: E402
 from bass.config import HUMANEVAL_STOPS, DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import Engine, device_line  # noqa: E402
 from bass.events import GenerationResult  # noqa: E402
+from bass.graphs import captures  # noqa: E402
 from bass.models import linear  # noqa: E402
 
+WARM_LENGTHS = range(1, 5)  # the draft lengths whose graphs a cost-policy row captures before it is timed
 Runner = Callable[[int], GenerationResult]  # prompt index -> one generation of k samples of that prompt
 
 
@@ -100,17 +104,21 @@ def measure(runners: dict[str, Runner], n_prompts: int, repeats: int) -> dict[st
     passes: dict[str, list[dict]] = {name: [] for name in runners}
     for _ in range(repeats):
         got: dict[str, list[GenerationResult]] = {name: [] for name in runners}
+        captured = dict.fromkeys(runners, 0)
         for i in range(n_prompts):
             for name, run in runners.items():
+                before = captures()
                 got[name].append(run(i))
+                captured[name] += captures() - before
         for name in runners:
-            passes[name].append(aggregate(got[name]))
+            passes[name].append({**aggregate(got[name]), "captures": captured[name]})
     out = {}
     for name, ps in passes.items():
         ms = [p["ms_per_token"] for p in ps]
         median = sorted(ps, key=lambda p: p["ms_per_token"])[(len(ps) - 1) // 2]
+        # graphs captured inside a timed pass: one-off costs (tens of rounds each) in its ms/tok/seq
         out[name] = {**median, "ms_per_token_passes": ms, "ms_per_token_spread": max(ms) - min(ms),
-                     "ms_per_token_median": statistics.median(ms)}
+                     "ms_per_token_median": statistics.median(ms), "captures_passes": [p["captures"] for p in ps]}
     return out
 
 
@@ -176,6 +184,17 @@ class Bench:
             return result
         return run
 
+    def warm_lengths(self, k: int, drafter: str) -> None:
+        """Capture the graphs of draft lengths WARM_LENGTHS at batch k (one short generation each), then drop
+        the cost timings they left: a cost-policy row explores lengths its warm-up pass may not have drafted,
+        and would capture their graphs inside a timed pass (as `bench/gpu_bench.py`'s cost rows did). Smaller
+        batches run in these graphs until they capture their own (`bass.graphs`)."""
+        short = dataclasses.replace(self.params, max_new_tokens=min(self.params.max_new_tokens, 32))
+        for n in WARM_LENGTHS:
+            self.engine.generate(self.prompts[0], k=k, params=short, method="bass", drafter=drafter,
+                                 draft_length=DraftLengthConfig("fixed", l0=n))
+        self.engine.forget_measurements()
+
     def prime(self, k: int, drafters: list[str], engine: Engine | None = None) -> None:
         """Size the persistent KV arenas of `engine` (default: the bench's) for the longest prompt at the largest
         k before any graph is captured (a later, larger request would reallocate them under captured graphs:
@@ -217,6 +236,7 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
         bass_rows = []
         for d in drafters:
             t = time.perf_counter()
+            b.warm_lengths(k, d)
             add(row("bass", k, d, "cost", measure({"r": b.runner("bass", k, d)}, len(b.prompts), a.repeats)["r"]), t)
             bass_rows.append(rows[-1])
         best = min(bass_rows, key=lambda r: r["ms_per_token"])["drafter"]

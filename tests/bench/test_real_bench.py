@@ -48,6 +48,29 @@ def test_aggregate_over_prompts_by_hand():
     assert got["mean_draft_length"] == pytest.approx(32 / 15)
 
 
+def test_each_pass_counts_the_graphs_captured_inside_it(monkeypatch):
+    """Captures made in the warm-up pass are not counted; each timed pass counts its own, per runner."""
+    import real_bench as rb
+
+    from bass.events import BatchStats, Candidate, GenerationResult, SequenceStats
+
+    made = {"n": 0}
+    monkeypatch.setattr(rb, "captures", lambda: made["n"])
+    calls = {"a": 0, "b": 0}
+
+    def runner(name, capture_on):
+        def run(i):
+            calls[name] += 1
+            made["n"] += calls[name] in capture_on  # this call captures a graph
+            cand = Candidate(0, 0, "", (), "length", SequenceStats(10, 4, 8, 5, 1.0))
+            return GenerationResult((cand,), BatchStats("bass", "ngram", "torch", 1, 0.1, 1.0, 0, 0, 0, 0, 0.0, (2,)))
+        return run
+
+    # 2 prompts: calls 1-2 are the warm-up, 3-4 the first timed pass, 5-6 the second
+    got = rb.measure({"a": runner("a", {1, 4, 6}), "b": runner("b", {2, 5})}, n_prompts=2, repeats=2)
+    assert got["a"]["captures_passes"] == [1, 1] and got["b"]["captures_passes"] == [0, 1]
+
+
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory):
     import real_bench as rb
