@@ -51,6 +51,7 @@ from plot_gpu import (  # noqa: E402
 )
 from profile_round import profile_round  # noqa: E402
 from round_trace import format_summary, split_trace  # noqa: E402
+from warmup import warm_draft_lengths  # noqa: E402
 
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import device_line as engine_device_line  # noqa: E402
@@ -156,21 +157,10 @@ class Bench:
         if self.args.trace and method != "regular":  # the same clock for every policy (`round_trace.py`)
             draft_length = dataclasses.replace(draft_length or DraftLengthConfig(), trace=True)
         kw = dict(k=k, params=self.params, method=method, backend=backend, draft_length=draft_length)
+        if cost_policy:  # every length's graphs first, as a fixed length's own warm-up captures them
+            warm_draft_lengths(eng, self.prompt, WARM_LENGTHS, self.params, k=k, method=method, backend=backend)
         for _ in eng.stream([self.prompt], **kw):  # warm-up: same seed, same rounds, every graph captured
             pass
-        if cost_policy:
-            # the cost policy's lengths follow its timings, so its timed run may meet a width its warm-up did
-            # not: capture each length's graphs, as a fixed length's warm-up does (131 and 145 ms captures of
-            # L = 7 and 8 cost this row 0.28 s of a 1.03 s decode, `gpu_2026-11-24_h100_borrow.json`)
-            short = dataclasses.replace(self.params, max_new_tokens=min(self.N, 32))
-            for n in WARM_LENGTHS:
-                for _ in eng.stream([self.prompt], **{**kw, "params": short,
-                                                      "draft_length": DraftLengthConfig("fixed", l0=n)}):
-                    pass
-        if cost_policy:  # the cost policy timed those captures: warm it up again
-            eng.forget_measurements()
-            for _ in eng.stream([self.prompt], **kw):
-                pass
         sync()
         pairs, result, captured = [], None, captures()
         for ev in eng.stream([self.prompt], **kw):

@@ -56,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plot_real import add_ratios, format_table, plot, row_label  # noqa: E402
 from profile_round import round_breakdown  # noqa: E402
 from round_trace import format_summary, split_trace  # noqa: E402
+from warmup import warm_draft_lengths  # noqa: E402
 
 from bass.config import HUMANEVAL_STOPS, DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import Engine, device_line  # noqa: E402
@@ -185,15 +186,9 @@ class Bench:
         return run
 
     def warm_lengths(self, k: int, drafter: str) -> None:
-        """Capture the graphs of draft lengths WARM_LENGTHS at batch k (one short generation each), then drop
-        the cost timings they left: a cost-policy row explores lengths its warm-up pass may not have drafted,
-        and would capture their graphs inside a timed pass (as `bench/gpu_bench.py`'s cost rows did). Smaller
-        batches run in these graphs until they capture their own (`bass.graphs`)."""
-        short = dataclasses.replace(self.params, max_new_tokens=min(self.params.max_new_tokens, 32))
-        for n in WARM_LENGTHS:
-            self.engine.generate(self.prompts[0], k=k, params=short, method="bass", drafter=drafter,
-                                 draft_length=DraftLengthConfig("fixed", l0=n))
-        self.engine.forget_measurements()
+        """Capture the graphs of draft lengths WARM_LENGTHS at batch k before a cost-policy row (`bench/warmup.py`);
+        smaller batches run in these graphs until they capture their own (`bass.graphs`)."""
+        warm_draft_lengths(self.engine, self.prompts[0], WARM_LENGTHS, self.params, k=k, method="bass", drafter=drafter)
 
     def prime(self, k: int, drafters: list[str], engine: Engine | None = None) -> None:
         """Size the persistent KV arenas of `engine` (default: the bench's) for the longest prompt at the largest

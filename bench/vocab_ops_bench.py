@@ -28,6 +28,7 @@ by graphs (the figures then only check the plumbing).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -66,14 +67,21 @@ def topk_two_stage(p: torch.Tensor, k: int, chunks: int) -> tuple[torch.Tensor, 
     return v2, i1.view(N, chunks * k).gather(-1, j)
 
 
-def candidates(logits: torch.Tensor, params: SamplingParams, kernel: bool) -> tuple[torch.Tensor, ...]:
-    """The rule's candidate step (kept [N, K], ids [N, K], covered [N]) by torch or by the kernel."""
+@contextlib.contextmanager
+def top_p_kernels(on: bool):
+    """`bass.sampling`'s top-p by the kernels (the interpreter off CUDA) or by torch, for the block."""
     before = sampling.FUSED_TOP_P
-    sampling.FUSED_TOP_P = "always" if kernel else False
+    sampling.FUSED_TOP_P = "always" if on else False
     try:
-        return sampling._sorted_top_p(logits, params, full_sort=False)
+        yield
     finally:
         sampling.FUSED_TOP_P = before
+
+
+def candidates(logits: torch.Tensor, params: SamplingParams, kernel: bool) -> tuple[torch.Tensor, ...]:
+    """The rule's candidate step (kept [N, K], ids [N, K], covered [N]) by torch or by the kernel."""
+    with top_p_kernels(kernel):
+        return sampling._sorted_top_p(logits, params, full_sort=False)
 
 
 def draft_rule_costs(n: int, vocab: int, draft_vocab: int, reps: int, kernels_run: bool,
@@ -87,12 +95,8 @@ def draft_rule_costs(n: int, vocab: int, draft_vocab: int, reps: int, kernels_ru
     rule = draft_rule(SamplingParams(temperature=0.8, top_p=0.95), vocab, TokenSubset(ids))
 
     def run(kernel: bool):
-        before = sampling.FUSED_TOP_P
-        sampling.FUSED_TOP_P = "always" if kernel else False
-        try:
+        with top_p_kernels(kernel):
             return rule(logits, u)
-        finally:
-            sampling.FUSED_TOP_P = before
 
     out = {}
     for name, kernel in (("torch", False), ("kernel", True))[:2 if kernels_run else 1]:
