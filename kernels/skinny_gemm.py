@@ -14,7 +14,7 @@ does not depend on which program finished first), adds the bias and casts. Split
 projections with few output columns and a long K (a down projection: N 1536, K 8960), which would
 otherwise occupy fewer programs than the GPU has SMs.
 
-Two fusions were measured on the H100 and left out. (1) The sum done by each column tile's last program to
+Three fusions were measured on the H100 and left out. (1) The sum done by each column tile's last program to
 arrive (an atomic counter per tile, the slices still summed in order), instead of the second launch: as the
 engine runs, the 1.5B's forward took 1.785–1.787 ms at batch 8 against 1.764–1.768 with the second launch,
 alternated in one call (`bench/results/pdl_2026-11-24_h100_splitk_ab.txt`): under PDL the second launch is
@@ -22,7 +22,11 @@ already hidden, and one program summing a tile serially ends the kernel later th
 activation inside this kernel's loads (x = act(gate) · up from [gate | up]: the same bits, one launch less
 per layer): tuning never chose it over the activation's own launch followed by the projection, for the 1.5B
 (13.7 µs at 16 rows) or the 7B (34.9 µs), since each program then computes the activation of its whole K
-slice inside the loop that streams the weight (`pdl_2026-11-24_h100_splitk_act.txt`, its tuning lines).
+slice inside the loop that streams the weight (`pdl_2026-11-24_h100_splitk_act.txt`, its tuning lines). (3) The
+activation in the gate/up projection's epilogue instead (program i streams gate rows n and up rows I + n into
+two accumulators and writes act(g) · u, split-K 1): its best config was never faster than the projection
+followed by the activation's launch (1.5B 22.2 µs at 16 rows, 7B 64.1 µs), so the forward was the same graph
+with or without it (`fusion_2026-11-24_h100_gateact.txt`): under PDL that launch costs next to nothing.
 
 The x tile is padded to BM = 16, 32 or 64 rows by masked loads; the K loop streams the weight through
 `num_stages` asynchronous buffers. A row's sum runs over the same K tiles in the same order whatever M
