@@ -109,7 +109,9 @@ def _compare(session: EngineSession, s: RunSettings, cancel: threading.Event,
                         yield from _wait_for_tests(worker, name, i, len(methods), base, cancel)
                         passed = tuple(None if r is None else r.passed for r in reports_by_seq(worker, s.k))
                     runs[method] = MethodRun(method, event.result, wall_s, passed)
-                    break
+                    # no break: the stream's end captures the graphs this method queued (`bass.graphs`),
+                    # after its wall_s and before the next method's t0
+                    continue
                 now = time.perf_counter()
                 if now - last >= UPDATE_INTERVAL_S:
                     last = now

@@ -7,9 +7,11 @@ page's generator waits on that queue with a timeout, so a verdict that lands in 
 throttle still go out. The feed knows nothing of rounds or sequences: the engine decides everything, the
 feed only moves its events from one thread to another.
 
-Closing the feed (the run ended, failed, or the browser went away) sets `abandon`, which the engine sees
-as a cancel at its next round, and waits for the thread, so that when `close` returns the engine is free
-for the next request. An exception raised by the stream reaches the page after the events before it,
+Closing the feed (the run failed, or the browser went away) sets `abandon`, which the engine sees as a
+cancel at its next round, and waits for the thread, so that when `close` returns the engine is free for
+the next request. A page that got the "done" event does not close it: the thread reads the stream to its
+end, where the engine captures the CUDA graphs the request queued (`bass.graphs`), while the page shows
+the result. An exception raised by the stream reaches the page after the events before it,
 so what was generated up to the failure stays on screen.
 """
 

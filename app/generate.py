@@ -135,9 +135,12 @@ def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
                                    candidates=render.live_cards_html(run, worker.verdicts),
                                    speed=run.speed_frame(), accept=run.accept_frame())
     finally:
-        feed.close()  # the engine stops after its round if the browser went away; it is free on return
         if result is None:
+            feed.close()  # the engine stops after its round if the browser went away; it is free on return
             worker.close(timeout_s=0)
+        # with the result, the feed reads the stream to its end on its own thread: the engine captures the
+        # graphs this request queued (`bass.graphs`) while the page shows the result (its lock holds the next
+        # request back until they are done)
     programs = [build_program(s.prompt, c.text, s.style) for c in result.candidates]
     worker.close(timeout_s=0)  # no more submissions; the worker finishes what is queued
     yield from _wait_for_verdicts(run, worker, s, cancel)

@@ -393,7 +393,7 @@ class DraftLengthPolicy:
         self.ended += 1
         # a cost sample is a round in a run of its length (module docstring, Timing): not a warm-up, not followed
         # by a round of another length launched within its time, and no CUDA graph captured while it ran (tens
-        # of ms: each batch bucket, width and look-ahead slot captures its own, mid-run, as the batch shrinks)
+        # of ms: a shape that no wider batch's graph can run captures its own, mid-run, `bass.graphs`)
         L, warm_up = self._open.popleft()
         after = self._open[0][0] if self._open else L  # the next round's length, if it is decided already
         sample = not warm_up and after == L and not self.clock.captured

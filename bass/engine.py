@@ -200,6 +200,9 @@ class Engine:
                cancel: threading.Event | None = None, look_ahead: bool | None = None) -> Iterator[GenerationEvent]:
         """Generate k samples per prompt; yield a "prefill" event, one "round" event per round, then "done".
 
+        After "done" the stream captures the CUDA graphs this request queued (`bass.graphs`) before it ends:
+        read it to its end (a stream left at "done" leaves them to the start of the next request).
+
         `drafter` names a drafter ("ngram", "model", "layer-skip") or is a `Drafter` instance (method "bass").
         `look_ahead` overrides the engine's setting (`EngineConfig.look_ahead`) for this request.
         """
@@ -233,10 +236,13 @@ class Engine:
 
     def generate(self, prompts: str | Sequence[str], **kwargs) -> GenerationResult:
         """Like `stream`, but return only the final result."""
-        for event in self.stream(prompts, **kwargs):
+        result = None
+        for event in self.stream(prompts, **kwargs):  # to its end: the graphs it queued are captured now
             if event.kind == "done":
-                return event.result
-        raise RuntimeError("generation ended without a result")  # stream always ends with "done"
+                result = event.result
+        if result is None:
+            raise RuntimeError("generation ended without a result")  # stream always ends with "done"
+        return result
 
     # ---- the run ---------------------------------------------------------------------------------
     def _prefill(self, ids: list[list[int]], k: int, params: SamplingParams, rng: SequenceRNG, capacity: int,
@@ -268,7 +274,17 @@ class Engine:
                              ngram_max=c.ngram_max, ngram_min=c.ngram_min, layer_skip_layers=c.layer_skip_layers,
                              draft_forward=self._draft_fwd, draft_arena=self._draft_arena)
 
+    def _capture_queued(self) -> None:
+        """Capture the CUDA graphs of the shapes that ran in wider graphs (`bass.graphs`): between requests,
+        where they cost no request's latency."""
+        for fwd in (self._target_fwd, self._draft_fwd):
+            # by attribute, not type: a wrapper of a GraphedModel (bench/profile_round.py's timer) passes it on
+            capture = getattr(fwd, "capture_queued", None)
+            if capture is not None:
+                capture()
+
     def _run(self, ids, k, params, method, drafter_name, backend, attn, dl_cfg, cancel, look_ahead):
+        self._capture_queued()  # what a request queued whose consumer stopped reading at "done"
         t_start = time.perf_counter()
         keys = [(g, s) for g in range(len(ids)) for s in range(k)]
         rng = SequenceRNG(params.seed, keys)
@@ -327,6 +343,7 @@ class Engine:
         result = self._result(seqs, method, None if method == "regular" else shown, backend,
                               prefill_s, now, draft_lengths, None if method == "single" else policy.describe())
         yield GenerationEvent("done", len(draft_lengths), now, 0, (), tuple(s.text for s in seqs), result)
+        self._capture_queued()  # the consumer has the result; the lock still holds the next request
 
     def forget_measurements(self) -> None:
         """Drop what the cost policy learnt from this engine's earlier requests (`bass.draft_length`, Memory):

@@ -9,12 +9,18 @@ decode is bound by reading the weights, which a wider step reads once all the sa
 The captured kernels read the cache through fixed pointers: the cache must be a view of one
 `CacheArena` storage (same base pointers for every batch size), which `KVCache.compact` preserves.
 
-A new shape borrows a wider graph before it gets its own. When the batch shrinks into a bucket with no graph
-of this width, the call runs in the graph of the nearest larger batch bucket that has one (more padded rows,
-the same weight reads), and captures its own only on its CAPTURE_AFTER-th call. A capture runs the forward
-three times and costs tens of rounds: on the H100 the synthetic 7B's captures took 80–230 ms against 5–12 ms
-rounds, and the cost policy's rounds, whose lengths vary, met a new (batch, width) shape at each step of a
-shrinking batch's tail: 8 captures, half of its decode time (`gpu_2026-11-24_h100_captures.json`, `traces`).
+A shape without a graph borrows a wider one and is captured between requests. A call whose (batch bucket,
+width, kind) has no graph runs in the graph of the nearest larger batch bucket of the same width and kind that
+has one (more padded rows, the same weight reads), however often it is asked, and its shape is queued:
+`GraphedModel.capture_queued` captures the queue when no request is decoding (the engine calls it after a
+request's "done" event and before the next request's clock starts). Only a shape with nothing wider to borrow
+is captured at once. A capture runs the forward three times and costs tens of rounds: on the H100 the
+synthetic 7B's captures took 80–230 ms against 5–12 ms rounds, and the cost policy's rounds, whose lengths
+vary, met a new (batch, width) shape at each step of a shrinking batch's tail: 8 captures, half of its decode
+time (`gpu_2026-11-24_h100_captures.json`, `traces`). Capturing a borrowed shape on its 8th call instead still
+left captures inside every timed pass of the cost-policy rows with the trained draft, whose draft lengths vary
+per prompt: 8, 9 and 8 per pass at k = 32, 11, 2 and 4 at k = 8 (`real_bench_2026-11-24_h100_countcaptures.json`,
+`captures_passes`); a user's request stalls the same way.
 """
 
 from __future__ import annotations
@@ -29,7 +35,6 @@ from bass.cache import CacheArena, KVCache
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 WIDTH_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 33)
-CAPTURE_AFTER = 8  # calls of a shape that run in a wider batch's graph before it captures its own
 
 
 def bucket(n: int, buckets: tuple[int, ...]) -> int | None:
@@ -38,12 +43,19 @@ def bucket(n: int, buckets: tuple[int, ...]) -> int | None:
 
 
 _captures = 0  # graphs captured by this process (`captures`)
+_deferred = 0  # of those, the ones `GraphedModel.capture_queued` captured (`deferred_captures`)
 
 
 def captures() -> int:
     """How many CUDA graphs this process has captured so far: a round during which the count moved paid
     for a capture (tens of ms) and is no cost sample (`bass.round_costs.RoundClock`)."""
     return _captures
+
+
+def deferred_captures() -> int:
+    """How many of `captures()` were captured by `GraphedModel.capture_queued`, outside any request's decoding:
+    `captures()` minus this counts the graphs captured inside decoding (the ones a request waits for)."""
+    return _deferred
 
 
 def capture(fn: Callable[[], object], pool: object | None = None, device: torch.device | None = None
@@ -102,7 +114,8 @@ class GraphedModel:
         self.model, self.arena, self.use_graphs = model, arena, use_graphs
         self.config = model.config
         self._graphs: dict[GraphKey, _Graph] = {}
-        self._asked: dict[GraphKey, int] = {}  # calls of each shape that has no graph yet (CAPTURE_AFTER)
+        # shapes that ran in a wider graph -> `_capture`'s arguments from the call that queued them
+        self._queue: dict[GraphKey, tuple] = {}
         self._version = arena.version
         self._pools: dict[int, object] = {}  # slot -> the memory pool its graphs share
         self.hidden: torch.Tensor | None = None
@@ -131,7 +144,7 @@ class GraphedModel:
             return out if then is None else then(out, *args)
         if self._version != self.arena.version:  # the storage moved: every captured pointer is stale
             self._graphs.clear()
-            self._asked.clear()
+            self._queue.clear()
             self._pools = {}  # graphs of a new storage must not capture into the released pools
             self._version = self.arena.version
         G = cache.prefix_k.shape[1]
@@ -139,13 +152,15 @@ class GraphedModel:
         key = GraphKey(Bb, Tb, G, num_layers, last_only, attn, features is not None, then, arg_kinds, slot)
         g = self._graphs.get(key)
         if g is None:
-            key, g = self._borrow(key, base.batch)
-            Bb = key.batch
-        padded = KVCache(cache.prefix_k, cache.prefix_v, cache.prefix_len, base.seq_group[:Bb],
-                         base.suffix_k[:, :Bb], base.suffix_v[:, :Bb], base.suffix_len[:Bb])
-        if g is None:
-            g = self._capture(padded, Bb, Tb, attn, num_layers, last_only, features, then, args, slot)
-            self._graphs[key] = g
+            capture_args = (_padded(cache, base, Bb), Bb, Tb, attn, num_layers, last_only, features, then, args,
+                            slot)
+            wider = self._wider(key, base.batch)
+            if wider is None:  # nothing to run in: the request waits for this capture
+                g = self._graphs[key] = self._capture(*capture_args)
+            else:
+                self._queue.setdefault(key, capture_args)
+                g, Bb = self._graphs[wider], wider.batch
+        padded = _padded(cache, base, Bb)
         # padding needs no zeros but q_len's: a padded row (q_len 0) and a live row's columns past its q_len
         # are ignored, whatever stale token ids they hold (a round makes several launches: each one saved counts)
         g.tokens[:B, :T] = tokens
@@ -175,18 +190,32 @@ class GraphedModel:
             return tuple(o[:B] for o in g.out)
         return g.out[:B] if last_only else g.out[:B, :T]
 
-    def _borrow(self, key: GraphKey, capacity: int) -> tuple[GraphKey, _Graph | None]:
-        """(key, graph) to run a shape without a graph in: the nearest larger batch bucket's of the same
-        width and kind, while the shape has been asked for fewer than CAPTURE_AFTER times (module docstring);
-        else (key, None), and the caller captures it."""
-        self._asked[key] = self._asked.get(key, 0) + 1
-        if self._asked[key] < CAPTURE_AFTER:
-            for b in BATCH_BUCKETS:
-                wider = key._replace(batch=b)
-                if key.batch < b <= capacity and wider in self._graphs:
-                    return wider, self._graphs[wider]
-        self._asked.pop(key)
-        return key, None
+    def _wider(self, key: GraphKey, capacity: int) -> GraphKey | None:
+        """The key of the nearest larger batch bucket (up to `capacity`) of the same width and kind that has a
+        graph, for a shape without one to run in (module docstring); None when there is none."""
+        for b in BATCH_BUCKETS:
+            wider = key._replace(batch=b)
+            if key.batch < b <= capacity and wider in self._graphs:
+                return wider
+        return None
+
+    def capture_queued(self) -> int:
+        """Capture the graph of every shape that ran in a wider one's since the last call (module docstring),
+        unless it got its own meanwhile; drop them all if the arena's storage moved (their cache views would
+        hold stale pointers). Call it while no request decodes: each capture costs tens of rounds. Returns
+        how many shapes it built (CUDA graphs; with `use_graphs=False`, their static buffers)."""
+        global _deferred
+        queued, self._queue = self._queue, {}
+        if self._version != self.arena.version:
+            return 0
+        built = 0
+        with torch.inference_mode():  # as a request's captures run: the arena was made in inference mode
+            for key, capture_args in queued.items():
+                if key not in self._graphs:
+                    self._graphs[key] = self._capture(*capture_args)
+                    built += 1
+                    _deferred += self.use_graphs
+        return built
 
     def _run(self, g: _Graph, cache: KVCache, attn: Callable, num_layers, last_only, then):
         """(output, hidden) of the model (and `then`) on g's static inputs."""
@@ -212,3 +241,9 @@ class GraphedModel:
                                              pool=self._pools.setdefault(slot, torch.cuda.graph_pool_handle()),
                                              device=device)
         return g
+
+
+def _padded(cache: KVCache, base: KVCache, Bb: int) -> KVCache:
+    """`cache` as the arena's first Bb rows: what a graph of batch bucket Bb reads and writes."""
+    return KVCache(cache.prefix_k, cache.prefix_v, cache.prefix_len, base.seq_group[:Bb], base.suffix_k[:, :Bb],
+                   base.suffix_v[:, :Bb], base.suffix_len[:Bb])

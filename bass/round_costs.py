@@ -5,8 +5,8 @@ bookkeeping included. It is measured whole, with the host clock, and never split
 its start to the end of its bookkeeping, and with look-ahead (rounds overlapping on the device) a round's
 time runs from the previous round's end instead, the interval between two rounds' results, which is what
 a round costs once the pipeline is full (`RoundClock`). No event and no host synchronisation is added.
-A round during which a CUDA graph was captured (`bass.graphs.captures`: each batch bucket, width and
-look-ahead slot captures its own the first time it runs, mid-run as the batch shrinks) is no sample.
+A round during which a CUDA graph was captured (`bass.graphs.captures`: a shape that no wider batch's graph
+can run, such as a draft width first drafted, captures its own the first time it runs, mid-run) is no sample.
 
 An earlier version split the round into a draft part, timed on the device between two CUDA events, and
 the rest (c_verify = whole − draft). Under look-ahead that split is wrong in both halves: a draft step's

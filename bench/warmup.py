@@ -2,8 +2,10 @@
 
 A fixed draft length's warm-up runs the shapes its timed run will, so every CUDA graph is captured before the
 clock starts. The cost policy's lengths follow its timings, so its timed run may draft a length its warm-up
-did not, and capture that width's graphs inside the timed run (`bench/results/gpu_2026-11-24_h100_borrow.json`:
-131 and 145 ms captures against 5–12 ms rounds). So such a row first drafts each length once.
+did not, and a width no batch has a graph of is captured at once, inside the timed run
+(`bench/results/gpu_2026-11-24_h100_borrow.json`: 131 and 145 ms captures against 5–12 ms rounds). So such a
+row first drafts each length once. (A smaller batch of a width that has a graph runs in the wider batch's
+graph, and its own is captured after the request, `bass.graphs`.)
 """
 
 from __future__ import annotations

@@ -188,7 +188,7 @@ def test_a_one_off_in_the_first_timed_draft_round_does_not_condemn_drafting(extr
     drafting hopeless from that one sample, decoded plainly for the rest of the run.
       - compile: kernels compiled for a new row count, 2.6 s against 1 plain step; the clock cannot see it,
         but the round costs over `bass.round_costs.OUTLIER_RATIO` x (1 + L) plain steps: dropped;
-      - capture: a CUDA graph captured (each batch bucket, width and look-ahead slot captures its own the
+      - capture: a CUDA graph captured (a shape that no wider batch's graph can run captures its own the
         first time it runs), at a cost that would pass for a steady one; the clock sees it
         (`bass.graphs.captures`) and the round is no sample.
     Either way the next round times L = 2, and the draft that pays is found."""

@@ -201,23 +201,127 @@ def test_static_shape_path_gives_the_same_tokens(tiny_dir, drafter):
     assert static._arena.base is not None and static._arena.base.batch == 16  # 12 sequences -> bucket 16
 
 
-@pytest.mark.parametrize("capture_after", [1, 1000])
-def test_a_shrunk_batch_borrows_a_wider_graph(tiny_dir, monkeypatch, capture_after):
-    """CPU twin of `bass.graphs`' borrowing: after a request at k = 8, one at k = 2 runs in the batch-8 graphs
-    until a shape has been asked for CAPTURE_AFTER times, with the same tokens as the eager engine's."""
-    import bass.graphs
+def _graphed(tiny_dir, monkeypatch):
+    """(eager engine, CPU-twin static engine, request settings, shapes built by each `capture_queued` call)."""
     from bass.config import EngineConfig
     from bass.engine import Engine
+    from bass.graphs import GraphedModel
 
-    monkeypatch.setattr(bass.graphs, "CAPTURE_AFTER", capture_after)
+    built: list[int] = []
+    capture_queued = GraphedModel.capture_queued
+    monkeypatch.setattr(GraphedModel, "capture_queued", lambda self: built.append(capture_queued(self)) or built[-1])
     cfg = EngineConfig(target=str(tiny_dir("llama")), draft=str(tiny_dir("llama", 1)))
     eager, static = Engine(cfg), Engine(cfg)
     static.use_static_shapes(capture=False)
     kw = dict(params=GREEDY, method="bass", drafter="model", draft_length=DraftLengthConfig("fixed", l0=2))
-    for k in (8, 2):
-        assert _ids(static.generate(PROMPTS[0], k=k, **kw)) == _ids(eager.generate(PROMPTS[0], k=k, **kw))
-    batches = {key.batch for fwd in (static._target_fwd, static._draft_fwd) for key in fwd._graphs}
-    assert batches == ({8} if capture_after > 1 else {2, 8})
+    return eager, static, kw, built
+
+
+def _keys(engine, batch: int) -> set:
+    return {(role, key) for role, fwd in (("target", engine._target_fwd), ("draft", engine._draft_fwd))
+            for key in fwd._graphs if key.batch == batch}
+
+
+def test_a_shrunk_batch_runs_in_a_wider_graph_and_captures_after_the_request(tiny_dir, monkeypatch):
+    """CPU twin of `bass.graphs`' deferred captures: after a request at k = 8, one at k = 2 runs in the batch-8
+    graphs for its whole length, with the eager engine's tokens; its own shapes are built after "done"."""
+    eager, static, kw, built = _graphed(tiny_dir, monkeypatch)
+    assert _ids(static.generate(PROMPTS[0], k=8, **kw)) == _ids(eager.generate(PROMPTS[0], k=8, **kw))
+    wide = _keys(static, 8)
+    assert wide and sum(built) == 0  # the first request had nothing to borrow: built at once, nothing queued
+    result = None
+    for event in static.stream(PROMPTS[0], k=2, **kw):
+        if event.kind == "done":
+            assert not _keys(static, 2) and sum(built) == 0  # every call of the request ran in a batch-8 graph
+            result = event.result
+    assert _ids(result) == _ids(eager.generate(PROMPTS[0], k=2, **kw))
+    own = _keys(static, 2)
+    assert {(role, key._replace(batch=8)) for role, key in own} == wide  # each shape it borrowed, now its own
+    assert sum(built) == len(own)
+    assert _ids(static.generate(PROMPTS[0], k=2, **kw)) == _ids(result)  # in its own graphs now
+    assert _keys(static, 2) == own and sum(built) == len(own)
+
+
+def test_a_shape_with_nothing_wider_is_built_at_once(tiny_dir, monkeypatch):
+    """A verify width that no batch-8 graph has (L = 3 after a request at L = 2) cannot borrow: it is built in
+    the request, while the widths the batch-8 graphs have wait for the request's end."""
+    _, static, kw, built = _graphed(tiny_dir, monkeypatch)
+    static.generate(PROMPTS[0], k=8, **kw)
+    wide = _keys(static, 8)
+    kw["draft_length"] = DraftLengthConfig("fixed", l0=3)
+    for event in static.stream(PROMPTS[0], k=2, **kw):
+        if event.kind == "done":
+            at_once = _keys(static, 2)
+            assert at_once and all((role, key._replace(batch=8)) not in wide for role, key in at_once)
+            assert {key.width for _, key in at_once} == {4}  # the verify of L = 3
+    assert {(role, key._replace(batch=8)) for role, key in _keys(static, 2) - at_once} == wide
+    assert sum(built) == len(wide)
+
+
+def test_the_queue_is_dropped_when_the_arena_moves(tiny_dir, monkeypatch):
+    """Shapes queued on one arena storage are not captured on another (their cache views would be stale)."""
+    eager, static, kw, built = _graphed(tiny_dir, monkeypatch)
+    static.generate(PROMPTS[0], k=8, **kw)
+    events = static.stream(PROMPTS[0], k=2, **kw)
+    for event in events:
+        if event.kind == "done":
+            break
+    events.close()  # the consumer stopped at "done": the queue waits for the next request
+    target, draft = static._target_fwd, static._draft_fwd
+    queued = len(draft._queue)
+    assert target._queue and queued and sum(built) == 0
+    arena, base = static._arena, static._arena.base
+    L, B, C, H, D = base.suffix_k.shape
+    arena._allocate(L, base.prefix_k.shape[1], base.prefix_k.shape[2], 2 * B, C - 1, H, D, base.suffix_k.dtype,
+                    base.suffix_k.device)  # what a larger request's prefill does to the target's arena
+    assert target.capture_queued() == 0 and not target._queue
+    assert not any(key.batch == 2 for key in target._graphs)
+    assert draft.capture_queued() == queued  # the draft's own arena did not move
+    assert _ids(static.generate(PROMPTS[0], k=2, **kw)) == _ids(eager.generate(PROMPTS[0], k=2, **kw))
+
+
+def test_graphs_captured_after_done_are_counted_apart(tiny_dir, monkeypatch):
+    """`bass.graphs.captures` counts every graph, `deferred_captures` those captured between requests: with
+    CUDA graphs faked on the CPU (a replay runs the function again), the k = 2 request after one at k = 8
+    captures nothing inside its decoding, and what its stream captures after "done" counts in both."""
+    import bass.graphs
+
+    def tensors(x) -> list:
+        if isinstance(x, tuple):
+            return [t for y in x for t in tensors(y)]
+        return [x] if isinstance(x, torch.Tensor) else []
+
+    class Replayed:  # replays into the first call's outputs, as a graph into its static buffers
+        def __init__(self, fn):
+            self.fn, self.out = fn, fn()
+
+        def replay(self):
+            for static, new in zip(tensors(self.out), tensors(self.fn()), strict=True):
+                static.copy_(new)
+
+    def capture(fn, pool=None, device=None):
+        bass.graphs._captures += 1
+        graph = Replayed(fn)
+        return graph, graph.out
+
+    for counter in ("_captures", "_deferred"):  # restored after the test
+        monkeypatch.setattr(bass.graphs, counter, getattr(bass.graphs, counter))
+    monkeypatch.setattr(bass.graphs, "capture", capture)
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", object)
+    eager, static, kw, _ = _graphed(tiny_dir, monkeypatch)
+    static.use_static_shapes(capture=True)
+    start = bass.graphs.deferred_captures()
+    assert _ids(static.generate(PROMPTS[0], k=8, **kw)) == _ids(eager.generate(PROMPTS[0], k=8, **kw))
+    before = bass.graphs.captures()
+    assert before >= len(_keys(static, 8)) > 0 and bass.graphs.deferred_captures() == start
+    result = None
+    for event in static.stream(PROMPTS[0], k=2, **kw):
+        if event.kind == "done":
+            assert bass.graphs.captures() == before and bass.graphs.deferred_captures() == start
+            result = event.result
+    assert _ids(result) == _ids(eager.generate(PROMPTS[0], k=2, **kw))
+    own = len(_keys(static, 2))
+    assert own > 0 and bass.graphs.captures() - before == bass.graphs.deferred_captures() - start == own
 
 
 @pytest.mark.parametrize("drafter", ["ngram", "model"])

@@ -49,26 +49,31 @@ def test_aggregate_over_prompts_by_hand():
 
 
 def test_each_pass_counts_the_graphs_captured_inside_it(monkeypatch):
-    """Captures made in the warm-up pass are not counted; each timed pass counts its own, per runner."""
+    """Captures made in the warm-up pass are not counted; each timed pass counts its own, per runner: those
+    inside decoding apart from those the engine captured after a generation's "done" (deferred)."""
     import real_bench as rb
 
     from bass.events import BatchStats, Candidate, GenerationResult, SequenceStats
 
-    made = {"n": 0}
+    made = {"n": 0, "deferred": 0}  # as in `bass.graphs`: every capture counts in n, a deferred one in both
     monkeypatch.setattr(rb, "captures", lambda: made["n"])
+    monkeypatch.setattr(rb, "deferred_captures", lambda: made["deferred"])
     calls = {"a": 0, "b": 0}
 
-    def runner(name, capture_on):
+    def runner(name, capture_on, defer_on):
         def run(i):
             calls[name] += 1
-            made["n"] += calls[name] in capture_on  # this call captures a graph
+            made["n"] += (calls[name] in capture_on) + 2 * (calls[name] in defer_on)
+            made["deferred"] += 2 * (calls[name] in defer_on)  # this call's stream captured two after "done"
             cand = Candidate(0, 0, "", (), "length", SequenceStats(10, 4, 8, 5, 1.0))
             return GenerationResult((cand,), BatchStats("bass", "ngram", "torch", 1, 0.1, 1.0, 0, 0, 0, 0, 0.0, (2,)))
         return run
 
     # 2 prompts: calls 1-2 are the warm-up, 3-4 the first timed pass, 5-6 the second
-    got = rb.measure({"a": runner("a", {1, 4, 6}), "b": runner("b", {2, 5})}, n_prompts=2, repeats=2)
+    got = rb.measure({"a": runner("a", {1, 4, 6}, {2, 3, 4}), "b": runner("b", {2, 5}, {1, 6})},
+                     n_prompts=2, repeats=2)
     assert got["a"]["captures_passes"] == [1, 1] and got["b"]["captures_passes"] == [0, 1]
+    assert got["a"]["deferred_captures_passes"] == [4, 0] and got["b"]["deferred_captures_passes"] == [0, 2]
 
 
 @pytest.fixture(scope="module")
