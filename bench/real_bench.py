@@ -65,7 +65,7 @@ from bass.events import GenerationResult  # noqa: E402
 from bass.graphs import captures, deferred_captures  # noqa: E402
 from bass.models import linear  # noqa: E402
 
-WARM_LENGTHS = range(1, 5)  # the draft lengths whose graphs a cost-policy row captures before it is timed
+WARM_LENGTHS = range(1, 9)  # the draft lengths whose graphs a cost-policy row captures before it is timed
 Runner = Callable[[int], GenerationResult]  # prompt index -> one generation of k samples of that prompt
 
 
