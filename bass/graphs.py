@@ -53,9 +53,13 @@ def captures() -> int:
 
 
 def deferred_captures() -> int:
-    """How many of `captures()` were captured by `GraphedModel.capture_queued`, outside any request's decoding:
-    `captures()` minus this counts the graphs captured inside decoding (the ones a request waits for)."""
+    """How many of `captures()` were captured by `GraphedModel.capture_queued`, outside any request's decoding."""
     return _deferred
+
+
+def decoding_captures() -> int:
+    """How many of `captures()` were captured inside a request's decoding: the ones a request waited for."""
+    return _captures - _deferred
 
 
 def capture(fn: Callable[[], object], pool: object | None = None, device: torch.device | None = None
@@ -151,16 +155,16 @@ class GraphedModel:
         arg_kinds = tuple(None if a is None else (a.dim(), a.dtype) for a in args)
         key = GraphKey(Bb, Tb, G, num_layers, last_only, attn, features is not None, then, arg_kinds, slot)
         g = self._graphs.get(key)
-        if g is None:
-            capture_args = (_padded(cache, base, Bb), Bb, Tb, attn, num_layers, last_only, features, then, args,
-                            slot)
-            wider = self._wider(key, base.batch)
-            if wider is None:  # nothing to run in: the request waits for this capture
-                g = self._graphs[key] = self._capture(*capture_args)
-            else:
-                self._queue.setdefault(key, capture_args)
-                g, Bb = self._graphs[wider], wider.batch
+        wider = None if g is not None else self._wider(key, base.batch)
+        if wider is not None:  # run in it (every round of this request); this shape's own comes between requests
+            if key not in self._queue:
+                self._queue[key] = (_padded(cache, base, Bb), Bb, Tb, attn, num_layers, last_only, features, then,
+                                    args, slot)
+            g, Bb = self._graphs[wider], wider.batch
         padded = _padded(cache, base, Bb)
+        if g is None:  # nothing to run in: the request waits for this capture
+            g = self._graphs[key] = self._capture(padded, Bb, Tb, attn, num_layers, last_only, features, then, args,
+                                                  slot)
         # padding needs no zeros but q_len's: a padded row (q_len 0) and a live row's columns past its q_len
         # are ignored, whatever stale token ids they hold (a round makes several launches: each one saved counts)
         g.tokens[:B, :T] = tokens

@@ -51,11 +51,11 @@ from plot_gpu import (  # noqa: E402
 )
 from profile_round import profile_round  # noqa: E402
 from round_trace import format_summary, split_trace  # noqa: E402
-from warmup import warm_draft_lengths  # noqa: E402
+from warmup import WARM_LENGTHS, warm_draft_lengths  # noqa: E402
 
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import device_line as engine_device_line  # noqa: E402
-from bass.graphs import captures, deferred_captures  # noqa: E402
+from bass.graphs import decoding_captures  # noqa: E402
 from bass.metrics import decoder_flops_per_token  # noqa: E402
 from bass.synthetic import (  # noqa: E402
     TARGETS,
@@ -112,9 +112,6 @@ def matmul_peak(device: str, n: int = 8192) -> float:
     return 2 * n**3 / median_s(lambda: a @ b, 10)
 
 
-WARM_LENGTHS = range(1, 9)  # the draft lengths whose graphs a cost-policy row captures before it is timed
-
-
 class Bench:
     """The models, engines and settings shared by every measurement of one run."""
 
@@ -162,12 +159,12 @@ class Bench:
         for _ in eng.stream([self.prompt], **kw):  # warm-up: same seed, same rounds, every graph captured
             pass
         sync()
-        pairs, result, captured, deferred = [], None, captures(), deferred_captures()
+        pairs, result, captured = [], None, decoding_captures()
         for ev in eng.stream([self.prompt], **kw):
             pairs += [(u.proposed, u.accepted) for u in ev.updates]
             result = ev.result or result
-        # the graphs its stream captured after "done" (`bass.graphs`) are in no clock of the run
-        st, captured = result.stats, captures() - captured - (deferred_captures() - deferred)
+        # the graphs its stream captured after "done" (`bass.graphs`) are in no clock of the run: not counted
+        st, captured = result.stats, decoding_captures() - captured
         policy, trace = split_trace(st.policy)
         spec = method != "regular"
         return dict(method=label, k=k, alpha_target=alpha_target if spec else None,

@@ -57,15 +57,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plot_real import add_ratios, format_table, plot, row_label  # noqa: E402
 from profile_round import round_breakdown  # noqa: E402
 from round_trace import format_summary, split_trace  # noqa: E402
-from warmup import warm_draft_lengths  # noqa: E402
+from warmup import WARM_LENGTHS, warm_draft_lengths  # noqa: E402
 
 from bass.config import HUMANEVAL_STOPS, DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import Engine, device_line  # noqa: E402
 from bass.events import GenerationResult  # noqa: E402
-from bass.graphs import captures, deferred_captures  # noqa: E402
+from bass.graphs import decoding_captures, deferred_captures  # noqa: E402
 from bass.models import linear  # noqa: E402
 
-WARM_LENGTHS = range(1, 9)  # the draft lengths whose graphs a cost-policy row captures before it is timed
 Runner = Callable[[int], GenerationResult]  # prompt index -> one generation of k samples of that prompt
 
 
@@ -109,11 +108,10 @@ def measure(runners: dict[str, Runner], n_prompts: int, repeats: int) -> dict[st
         captured, deferred = dict.fromkeys(runners, 0), dict.fromkeys(runners, 0)
         for i in range(n_prompts):
             for name, run in runners.items():
-                before, deferred_before = captures(), deferred_captures()
+                before, deferred_before = decoding_captures(), deferred_captures()
                 got[name].append(run(i))
-                between = deferred_captures() - deferred_before  # after "done": in no result's clock
-                captured[name] += captures() - before - between
-                deferred[name] += between
+                captured[name] += decoding_captures() - before
+                deferred[name] += deferred_captures() - deferred_before  # after "done": in no result's clock
         for name in runners:
             passes[name].append({**aggregate(got[name]), "captures": captured[name], "deferred": deferred[name]})
     out = {}

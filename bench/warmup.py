@@ -16,6 +16,11 @@ from collections.abc import Iterable, Sequence
 from bass.config import DraftLengthConfig, SamplingParams
 from bass.engine import Engine
 
+# the draft lengths a cost-policy row drafts before it is timed: with only L = 1..4, the policy's early rounds
+# tried L = 6..8 inside timed passes, each a width no batch had a graph of, captured at once (121 and 196 ms
+# rounds, `bench/results/real_bench_2026-11-24_h100_deferred_warm4.json`, `traces`)
+WARM_LENGTHS = range(1, 9)
+
 
 def warm_draft_lengths(engine: Engine, prompt: str | Sequence[int], lengths: Iterable[int], params: SamplingParams,
                        **kw) -> None:

@@ -56,7 +56,7 @@ def test_each_pass_counts_the_graphs_captured_inside_it(monkeypatch):
     from bass.events import BatchStats, Candidate, GenerationResult, SequenceStats
 
     made = {"n": 0, "deferred": 0}  # as in `bass.graphs`: every capture counts in n, a deferred one in both
-    monkeypatch.setattr(rb, "captures", lambda: made["n"])
+    monkeypatch.setattr(rb, "decoding_captures", lambda: made["n"] - made["deferred"])
     monkeypatch.setattr(rb, "deferred_captures", lambda: made["deferred"])
     calls = {"a": 0, "b": 0}
 
