@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -40,6 +41,9 @@ from bass.streams import SequenceRNG
 from bass.transfer import padded_ids
 
 MAX_K = 64
+# what `Engine.warm_draft_lengths` drafts: the lengths the cost policy has been seen to choose on the H100 (1..8;
+# it may choose up to l_limit). With only 1..4, its early rounds tried 6..8 inside timed passes.
+WARM_LENGTHS = range(1, 9)
 
 
 def resolve_device(device: str) -> torch.device:
@@ -344,6 +348,31 @@ class Engine:
                               prefill_s, now, draft_lengths, None if method == "single" else policy.describe())
         yield GenerationEvent("done", len(draft_lengths), now, 0, (), tuple(s.text for s in seqs), result)
         self._capture_queued()  # the consumer has the result; the lock still holds the next request
+
+    @property
+    def captures_graphs(self) -> bool:
+        """Whether decode-time forwards replay CUDA graphs (`use_static_shapes(capture=True)`)."""
+        return bool(getattr(self._target_fwd, "use_graphs", False))
+
+    def warm_draft_lengths(self, prompt: str | Sequence[int], params: SamplingParams,
+                           lengths: Iterable[int] = WARM_LENGTHS, **kw) -> None:
+        """One short generation (32 tokens at most) of `prompt` at each fixed draft length of `lengths`, with
+        the request settings `kw` (k, method, drafter, backend ...), then forget the cost timings they left.
+
+        With CUDA graphs, a shape without a graph runs in the graph of a wider batch of its width (`bass.graphs`),
+        but a width no batch has a graph of is captured at once, inside the request that drafts it first. The cost
+        policy's lengths follow its timings, so such a width can come at any time: 121 and 196 ms rounds against
+        ~2 ms ones on an H100 (`bench/results/real_bench_2026-11-24_h100_deferred_warm4.json`); the likeliest cause
+        of the HumanEval problems of `budget_2026-11-24_h100_verifykernel.json` whose BASS candidates all met the
+        0.2 s budget after 0.15–1.1 s with 5–22 tokens. So the benchmarks and the eval draft every length once,
+        at their batch, before anything is timed; a warm-up's rounds carry the
+        captures and are no measure of the engine's costs, so the policy's memory is dropped after them. (A plain
+        step, L = 0, is none of these: the cost policy times it first in the first request at each batch.)
+        """
+        short = replace(params, max_new_tokens=min(params.max_new_tokens, 32), time_budget_s=None)
+        for n in lengths:
+            self.generate([prompt], params=short, draft_length=DraftLengthConfig("fixed", l0=n), **kw)
+        self.forget_measurements()
 
     def forget_measurements(self) -> None:
         """Drop what the cost policy learnt from this engine's earlier requests (`bass.draft_length`, Memory):

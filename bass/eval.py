@@ -129,7 +129,11 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
     length divides by 16, and skinny GEMM tiles follow the row count), graphs are captured per batch and
     draft width, KV arenas are sized once. Warming up with the longest prompt alone left three problems
     of an H100 run with 0 tokens: their prefills compiled past the 0.6 s budget
-    (`budget_2026-11-24_h100_riders.log`, method bass).
+    (`budget_2026-11-24_h100_riders.log`, method bass). A drafting method with CUDA graphs then drafts
+    every length once (`Engine.warm_draft_lengths`), so that no timed problem captures a draft width's graphs
+    (without it, in `budget_2026-11-24_h100_verifykernel.json`, method bass, all the candidates of HumanEval/39,
+    /42, /118 and /162 but one met the budget after 0.15–1.1 s with 5–22 tokens; regular decoding finished
+    1 to 8 of each).
     """
     if budgets:
         budgets = sorted(budgets)
@@ -152,6 +156,8 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
                                                              max_new_tokens=WARMUP_TOKENS), method=method)
         longest = max(problems, key=lambda p: len(engine.encode(p.prompt)[0]))
         engine.generate(longest.prompt, k=k, params=replace(params, time_budget_s=None), method=method)
+        if method != "regular" and engine.captures_graphs:  # every draft width's graphs at this batch
+            engine.warm_draft_lengths(longest.prompt, params, k=k, method=method)
     rows, by_budget = [], {budget_key(b): [] for b in budgets or ()}
     for i, prob in enumerate(problems):
 

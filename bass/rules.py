@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from bass.config import SamplingParams
-from bass.sampling import Verdict, draft_sample, process_logits_deferred, sample_from, verify_logits
+from bass.sampling import Verdict, draft_sample, process_logits_deferred, sample_from, verify_logits, verify_top_p_fused
 
 
 def processing(params: SamplingParams) -> SamplingParams:
@@ -56,6 +56,10 @@ class VerifyRule:
     def __call__(self, logits: torch.Tensor, drafts: torch.Tensor, draft_len: torch.Tensor,
                  u_accept: torch.Tensor, u_sample: torch.Tensor, draft_probs: torch.Tensor | None = None
                  ) -> tuple[torch.Tensor, ...]:
+        fused = verify_top_p_fused(logits, self.params, drafts, draft_len, draft_probs, u_accept, u_sample)
+        if fused is not None:  # on CUDA under top-p: the same outputs from a few kernels
+            accepted, next_token, decided, packed, out, rejected = fused
+            return accepted, next_token, decided, logits, packed, out, rejected
         v, covered = verify_logits(logits, self.params, drafts, draft_len, draft_probs, u_accept, u_sample)
         if covered is None:
             decided = torch.ones_like(v.accepted, dtype=torch.bool)

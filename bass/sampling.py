@@ -28,6 +28,7 @@ from bass.config import SamplingParams
 TOP_P_CANDIDATES = 1024  # top-p looks at this many most likely tokens first; a full sort only if they fall short
 DRAFT_CANDIDATES = 256  # a draft step's top-p works within this many most likely tokens (`draft_proposal`)
 FUSED_TOP_P: bool | str = True  # `_sorted_top_p`'s kernel on CUDA; "always": on the CPU too (interpreter)
+FUSED_VERIFY = True  # where the candidates come from that kernel, the rest of the verify rule in one kernel too
 _TOP_P_MARGIN = 1e-6  # > 2 float32 ulps of a cumulative mass <= 1: see `_top_p_from_candidates`
 
 
@@ -216,8 +217,15 @@ def verify_top_p(logits: torch.Tensor, params: SamplingParams, draft_tokens: tor
     the candidates, so on a covered row both give the same tokens (`bass.rules.VerifyRule.exact`).
     The shapes are `verify_sampled`'s; logits [B, L+1, V].
     """
-    B, L = draft_tokens.shape
     kept, ids, covered = _sorted_top_p(logits, params, full_sort)  # [B, L+1, K]
+    return verify_candidates(kept, ids, draft_tokens, draft_len, draft_probs, u_accept, u_sample), covered
+
+
+def verify_candidates(kept: torch.Tensor, ids: torch.Tensor, draft_tokens: torch.Tensor, draft_len: torch.Tensor,
+                      draft_probs: torch.Tensor | None, u_accept: torch.Tensor, u_sample: torch.Tensor) -> Verdict:
+    """`verify_top_p`'s verdict from the kept masses and ids [B, L+1, K] of each position's sorted candidates
+    (`top_p_candidates`); the torch twin of `kernels.verify_sample`, which also computes `covered`."""
+    B, L = draft_tokens.shape
     p = kept / torch.cumsum(kept, dim=-1)[..., -1:]  # Z as a prefix sum: the same from K candidates or V
     p_x = (p[:, :L] * (ids[:, :L] == draft_tokens[..., None])).sum(-1)  # [B, L]
     accepted = _accepted(p_x, draft_tokens, draft_len, draft_probs, u_accept)
@@ -231,7 +239,7 @@ def verify_top_p(logits: torch.Tensor, params: SamplingParams, draft_tokens: tor
             q_next = _draft_at(draft_probs, accepted).gather(-1, ids_next)
         weights = _resample_weights(p_next, q_next, accepted, draft_len)
     j = sample_from(weights, u_sample)
-    return Verdict(accepted, ids_next.gather(-1, j[:, None]).squeeze(-1)), covered
+    return Verdict(accepted, ids_next.gather(-1, j[:, None]).squeeze(-1))
 
 
 def _sorted_top_p(logits: torch.Tensor, params: SamplingParams, full_sort: bool
@@ -255,6 +263,23 @@ def _sorted_top_p(logits: torch.Tensor, params: SamplingParams, full_sort: bool
         return top_p_candidates(tempered_probs_fused(logits, params.temperature), params.top_p, V)
     vals, ids = top_p_candidates_fused(logits, params.temperature, TOP_P_CANDIDATES)  # p = 0 past the set
     return _kept(vals, ids, params.top_p, vals > 0)  # the set is whole: no tie group cut (unlike a top-K's)
+
+
+def verify_top_p_fused(logits: torch.Tensor, params: SamplingParams, draft_tokens: torch.Tensor,
+                       draft_len: torch.Tensor, draft_probs: torch.Tensor | None, u_accept: torch.Tensor,
+                       u_sample: torch.Tensor) -> tuple[torch.Tensor, ...] | None:
+    """`verify_top_p` and the round's glue in a few launches, where `_sorted_top_p` takes the kernels (and
+    FUSED_VERIFY): `kernels.verify_sample.verify_candidates`'s outputs (accepted, next_token, decided, packed,
+    emitted, rejected) from `kernels.top_p`'s candidates. None where it does not apply (greedy, no top-p, a
+    vocabulary small enough for a full sort, top-k, or not on CUDA): the caller takes the torch path."""
+    if not (FUSED_VERIFY and not params.greedy and params.top_p < 1.0 and _fused_top_p(logits, params)
+            and logits.shape[-1] // 2 > TOP_P_CANDIDATES):
+        return None
+    from kernels.top_p import top_p_candidates_fused
+    from kernels.verify_sample import verify_candidates as kernel
+
+    vals, ids = top_p_candidates_fused(logits, params.temperature, TOP_P_CANDIDATES)  # [B, L+1, K]
+    return kernel(vals, ids, params.top_p, _TOP_P_MARGIN, draft_tokens, draft_len, u_accept, u_sample, draft_probs)
 
 
 def _fused_top_p(logits: torch.Tensor, params: SamplingParams) -> bool:

@@ -51,7 +51,6 @@ from plot_gpu import (  # noqa: E402
 )
 from profile_round import profile_round  # noqa: E402
 from round_trace import format_summary, split_trace  # noqa: E402
-from warmup import WARM_LENGTHS, warm_draft_lengths  # noqa: E402
 
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import device_line as engine_device_line  # noqa: E402
@@ -155,7 +154,7 @@ class Bench:
             draft_length = dataclasses.replace(draft_length or DraftLengthConfig(), trace=True)
         kw = dict(k=k, params=self.params, method=method, backend=backend, draft_length=draft_length)
         if cost_policy:  # every length's graphs first, as a fixed length's own warm-up captures them
-            warm_draft_lengths(eng, self.prompt, WARM_LENGTHS, self.params, k=k, method=method, backend=backend)
+            eng.warm_draft_lengths(self.prompt, self.params, k=k, method=method, backend=backend)
         for _ in eng.stream([self.prompt], **kw):  # warm-up: same seed, same rounds, every graph captured
             pass
         sync()

@@ -20,8 +20,8 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                second engine over the same models), the four interleaved.
 
 Every configuration runs one untimed warm-up pass over the prompts first (CUDA graphs captured, caches
-sized; a BASS cost-policy row first drafts fixed lengths WARM_LENGTHS once each, whose graphs its policy may
-want later); then --repeats passes over the prompts, each row counting the graphs captured inside their
+sized; a BASS cost-policy row first drafts each length of `bass.engine.WARM_LENGTHS` once, whose graphs its
+policy may want later); then --repeats passes over the prompts, each row counting the graphs captured inside their
 decoding (`captures_passes`) and those captured between their generations (`deferred_captures_passes`),
 and the row is the median pass by ms/token/seq (of an even number, the faster middle one: of two passes,
 the faster).
@@ -57,7 +57,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plot_real import add_ratios, format_table, plot, row_label  # noqa: E402
 from profile_round import round_breakdown  # noqa: E402
 from round_trace import format_summary, split_trace  # noqa: E402
-from warmup import WARM_LENGTHS, warm_draft_lengths  # noqa: E402
 
 from bass.config import HUMANEVAL_STOPS, DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import Engine, device_line  # noqa: E402
@@ -189,9 +188,9 @@ class Bench:
         return run
 
     def warm_lengths(self, k: int, drafter: str) -> None:
-        """Capture the graphs of draft lengths WARM_LENGTHS at batch k before a cost-policy row (`bench/warmup.py`);
+        """Capture the graphs of every draft length at batch k before a cost-policy row (`Engine.warm_draft_lengths`);
         smaller batches run in these graphs, and theirs are captured after each request (`bass.graphs`)."""
-        warm_draft_lengths(self.engine, self.prompts[0], WARM_LENGTHS, self.params, k=k, method="bass", drafter=drafter)
+        self.engine.warm_draft_lengths(self.prompts[0], self.params, k=k, method="bass", drafter=drafter)
 
     def prime(self, k: int, drafters: list[str], engine: Engine | None = None) -> None:
         """Size the persistent KV arenas of `engine` (default: the bench's) for the longest prompt at the largest

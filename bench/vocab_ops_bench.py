@@ -20,6 +20,9 @@ so this times them alone, each in a CUDA graph (the way the rule runs), on peake
              q scattered into the target's vocabulary) from a reduced vocabulary of --draft-vocab ids
              (the shipped draft's size), by torch | by `kernels.draft_sample`; checked to draw the same
              tokens
+  verify rule  the whole `bass.rules.VerifyRule` at --batch and each of --verify-widths, a model draft's
+             dense q: by torch | the candidates by `kernels.top_p`, the rest by torch | both by kernels
+             (`kernels.verify_sample`); checked to give the torch tail's outputs on the same candidates
 
 Prints a table (µs per call) and writes vocab_ops.json to --out. On the CPU it runs the same code untimed
 by graphs (the figures then only check the plumbing).
@@ -45,7 +48,7 @@ from step_costs import timed_ms  # noqa: E402
 from bass import sampling  # noqa: E402
 from bass.config import SamplingParams  # noqa: E402
 from bass.engine import device_line  # noqa: E402
-from bass.rules import TokenSubset, draft_rule  # noqa: E402
+from bass.rules import TokenSubset, draft_rule, verify_rule  # noqa: E402
 from bass.sampling import TOP_P_CANDIDATES  # noqa: E402
 
 
@@ -68,14 +71,49 @@ def topk_two_stage(p: torch.Tensor, k: int, chunks: int) -> tuple[torch.Tensor, 
 
 
 @contextlib.contextmanager
-def top_p_kernels(on: bool):
-    """`bass.sampling`'s top-p by the kernels (the interpreter off CUDA) or by torch, for the block."""
-    before = sampling.FUSED_TOP_P
-    sampling.FUSED_TOP_P = "always" if on else False
+def patched(obj, **values):
+    """obj's attributes set to `values` for the block."""
+    before = {k: getattr(obj, k) for k in values}
+    for k, v in values.items():
+        setattr(obj, k, v)
     try:
         yield
     finally:
-        sampling.FUSED_TOP_P = before
+        for k, v in before.items():
+            setattr(obj, k, v)
+
+
+def top_p_kernels(on: bool):
+    """`bass.sampling`'s top-p by the kernels (the interpreter off CUDA) or by torch, for the block."""
+    return patched(sampling, FUSED_TOP_P="always" if on else False)
+
+
+# the verify rule's variants: (top-p candidates by the kernels, the rest by the kernel too)
+VERIFY_VARIANTS = {"torch": (False, False), "kernel_candidates": (True, False), "kernels": (True, True)}
+
+
+def verify_rule_costs(batch: int, width: int, vocab: int, reps: int, device: torch.device) -> dict:
+    """µs of `VerifyRule` on [batch, width, vocab] logits with a model draft's dense q (L = width − 1), in each
+    of VERIFY_VARIANTS, and whether the kernels' verdicts equal the torch tail's on the same candidates."""
+    L, params = width - 1, SamplingParams(temperature=0.8, top_p=0.95)
+    g = torch.Generator().manual_seed(1000 + width)
+    logits = logit_bank(batch * width, vocab, seed=width).view(batch, width, vocab).to(device)
+    q = torch.softmax(logits[:, :L] / 0.8 + torch.randn(batch, L, vocab, generator=g).to(device), -1)
+    drafts = torch.multinomial(q.reshape(-1, vocab), 1).view(batch, L) if L else \
+        torch.zeros(batch, 0, dtype=torch.long, device=device)
+    u = torch.rand(batch, 2 * L + 1, generator=g).to(device)
+    args = (drafts, torch.full((batch,), L, device=device), u[:, L:2 * L], u[:, 2 * L], q if L else None)
+    rule = verify_rule(params)
+
+    def run(variant: str):
+        cands, tail = VERIFY_VARIANTS[variant]
+        with top_p_kernels(cands), patched(sampling, FUSED_VERIFY=tail):
+            return rule(logits, *args)
+
+    out = {f"verify_w{width}_{v}_us": 1e3 * timed_ms(graphed(lambda v=v: run(v)), reps) for v in VERIFY_VARIANTS}
+    same = [torch.equal(a, b) for a, b in zip(run("kernels"), run("kernel_candidates"), strict=True)]
+    out[f"verify_w{width}_same_outputs"] = all(same)
+    return out
 
 
 def candidates(logits: torch.Tensor, params: SamplingParams, kernel: bool) -> tuple[torch.Tensor, ...]:
@@ -112,6 +150,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--vocab", type=int, default=151_936)
     p.add_argument("--chunks", default="4,8,16,32")
     p.add_argument("--draft-vocab", type=int, default=32_769, help="a draft's reduced vocabulary (0: skip)")
+    p.add_argument("--verify-widths", default="1,2,3", help="widths of the verify rule at --batch ('': skip)")
+    p.add_argument("--batch", type=int, default=8)
     p.add_argument("--reps", type=int, default=200)
     p.add_argument("--out", default="bench/results/")
     a = p.parse_args(argv)
@@ -149,9 +189,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if a.draft_vocab:
             row.update(draft_rule_costs(n, a.vocab, min(a.draft_vocab, a.vocab), a.reps, kernels_run, device))
         rows.append(row)
+    verify = {}
+    if kernels_run and a.verify_widths:
+        for w in [int(x) for x in a.verify_widths.split(",")]:
+            verify.update(verify_rule_costs(a.batch, w, a.vocab, a.reps, device))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "vocab_ops.json").write_text(json.dumps(dict(device=device_line(device), rows=rows), indent=1))
+    (out / "vocab_ops.json").write_text(json.dumps(dict(device=device_line(device), rows=rows, verify=verify),
+                                                   indent=1))
     keys = [k for k in rows[0] if k.endswith("_us")]
     if "draft_rule_same_token" in rows[0]:
         print("draft rule, the same token from torch and the kernels: "
@@ -160,6 +205,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print("rows " + " ".join(f"{k[:-3]:>22s}" for k in keys))
     for r in rows:
         print(f"{r['rows']:4d} " + " ".join(f"{r[k]:22.1f}" for k in keys))
+    if verify:
+        print(f"verify rule (a model draft's q), batch {a.batch}: µs per call in a CUDA graph; top-p candidates "
+              "and the rest by torch, by the kernels and torch, by the kernels")
+        print("width " + " ".join(f"{v:>18s}" for v in VERIFY_VARIANTS) + "  kernels == torch tail")
+        for w in [int(x) for x in a.verify_widths.split(",")]:
+            print(f"{w:5d} " + " ".join(f"{verify[f'verify_w{w}_{v}_us']:18.1f}" for v in VERIFY_VARIANTS)
+                  + f"  {verify[f'verify_w{w}_same_outputs']}")
     return rows
 
 

@@ -386,3 +386,30 @@ def test_top_p_from_few_candidates_samples_what_the_full_sort_samples(tiny_engin
     monkeypatch.setattr(sampling, "verify_top_p", counted)
     assert _ids(engine.generate(prompt, **kw)) == _ids(full)
     assert any(redone) and not all(redone)  # some rounds were decided by the candidates, some redone
+
+
+def test_warming_the_draft_lengths_leaves_no_width_to_build_inside_a_request(tiny_dir, monkeypatch):
+    """CPU twin of `Engine.warm_draft_lengths`: it drafts each length once at fixed L (32 tokens at most, no
+    budget) and drops the cost policy's memory; after it, at k = 8, a k = 2 request drafting L = 3 builds no
+    draft width's shape before "done": each of those calls runs in a batch-8 shape of its width."""
+    from dataclasses import replace
+
+    _, static, kw, built = _graphed(tiny_dir, monkeypatch)
+    static.generate(PROMPTS[0], k=1, params=GREEDY, method="bass", drafter="model")  # the cost policy learns
+    assert static._policy_memory
+    calls, generate = [], static.generate
+    monkeypatch.setattr(static, "generate", lambda prompts, **k: calls.append(k) or generate(prompts, **k))
+    static.warm_draft_lengths(PROMPTS[0], replace(GREEDY, max_new_tokens=100, time_budget_s=9.0),
+                              lengths=range(1, 4), k=8, method="bass", drafter="model")
+    assert [(c["draft_length"].policy, c["draft_length"].l0) for c in calls] == [("fixed", 1), ("fixed", 2),
+                                                                                ("fixed", 3)]
+    assert all(c["params"].max_new_tokens == 32 and c["params"].time_budget_s is None for c in calls)
+    assert not static._policy_memory
+    assert {key.width for _, key in _keys(static, 8)} >= {2, 3, 4}
+    kw["draft_length"] = DraftLengthConfig("fixed", l0=3)
+    for event in static.stream(PROMPTS[0], k=2, **kw):
+        if event.kind == "done":
+            at_once = {key.width for _, key in _keys(static, 2)}
+            lengths = event.result.stats.draft_lengths
+    assert set(lengths) == {3, 2, 1, 0}  # L = 3, capped to 2, 1, 0 by the token limit
+    assert at_once == {1}  # only the plain step's (no length drafts it): every draft width ran in a batch-8 shape

@@ -61,6 +61,28 @@ def test_warmup_prefills_every_problem_untimed_before_the_first_timed_one(tiny_e
     assert len(calls) == 4 and len(report["problems"]) == 3  # the timed runs stream
 
 
+def test_warmup_drafts_every_length_where_graphs_are_captured(tiny_engine, monkeypatch):
+    """With CUDA graphs, a drafting method's warm-up ends by drafting every length at its batch from the longest
+    prompt (`Engine.warm_draft_lengths`), so no timed problem captures a width; without graphs (the CPU) and
+    for regular decoding there is nothing to capture."""
+    from bass.engine import Engine
+    from sandbox import load_humaneval
+
+    engine = tiny_engine("llama")
+    warmed = []
+    monkeypatch.setattr(engine, "warm_draft_lengths", lambda prompt, params, **kw: warmed.append((prompt, kw)))
+    run = dict(k=2, budget_s=30.0, limit=2, engine=engine, warmup=True,
+               params=__import__("bass").SamplingParams(max_new_tokens=4))
+    run_humaneval(engine.config, method="bass", **run)
+    assert warmed == []  # no graphs on the CPU
+    monkeypatch.setattr(Engine, "captures_graphs", property(lambda self: True))
+    for method in ("regular", "bass"):
+        run_humaneval(engine.config, method=method, **run)
+    prompts = [p.prompt for p in load_humaneval()[:2]]
+    longest = max(prompts, key=lambda p: len(engine.encode(p)[0]))
+    assert warmed == [(longest, {"k": 2, "method": "bass"})]
+
+
 # ---- streaming verdicts, stop at the first pass, time to first pass ------------------------------------
 import time  # noqa: E402
 

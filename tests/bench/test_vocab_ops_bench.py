@@ -11,8 +11,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 
-def test_alternatives_compute_the_same_and_the_table_is_written(tmp_path):
+def test_alternatives_compute_the_same_and_the_table_is_written(tmp_path, monkeypatch):
     import vocab_ops_bench as vb
+
+    monkeypatch.setattr(vb.sampling, "TOP_P_CANDIDATES", 64)  # the verify rule's kernels, interpreted: a short sort
 
     z = torch.randn(6, 512) * 3
     torch.testing.assert_close(vb.softmax_by_logsumexp(z), torch.softmax(z, -1))
@@ -25,9 +27,12 @@ def test_alternatives_compute_the_same_and_the_table_is_written(tmp_path):
         assert torch.equal(p.gather(-1, ids), values)  # each id holds its value
         assert all(len(set(r.tolist())) == 64 for r in ids)  # no token twice
     rows = vb.main(["--rows", "2,3", "--vocab", "4096", "--draft-vocab", "1024", "--chunks", "4,8", "--reps", "2",
-                    "--out", str(tmp_path)])
+                    "--verify-widths", "1,3", "--batch", "2", "--out", str(tmp_path)])
     assert [r["rows"] for r in rows] == [2, 3] and all(r["topk_two_stage_4_us"] > 0 for r in rows)
     assert all(r["candidates_kernel_us"] > 0 and r["candidates_kept_mass_max_diff"] < 1e-5 for r in rows)
     assert all(r["draft_rule_kernel_us"] > 0 and r["draft_rule_same_token"] == 1.0 for r in rows)
     saved = json.loads((tmp_path / "vocab_ops.json").read_text())
+    verify = saved["verify"]  # the verify rule's variants, the kernels' outputs equal to the torch tail's
+    assert verify["verify_w1_same_outputs"] is True and verify["verify_w3_same_outputs"] is True
+    assert all(verify[f"verify_w{w}_{v}_us"] > 0 for w in (1, 3) for v in vb.VERIFY_VARIANTS)
     assert saved["rows"][0]["k"] == 512 and saved["rows"][0]["softmax_max_abs_diff"] < 1e-6
