@@ -365,9 +365,9 @@ class Engine:
         ~2 ms ones on an H100 (`bench/results/real_bench_2026-11-24_h100_deferred_warm4.json`); the likeliest cause
         of the HumanEval problems of `budget_2026-11-24_h100_verifykernel.json` whose BASS candidates all met the
         0.2 s budget after 0.15–1.1 s with 5–22 tokens. So the benchmarks and the eval draft every length once,
-        at their batch, before anything is timed; a warm-up's rounds carry the
-        captures and are no measure of the engine's costs, so the policy's memory is dropped after them. (A plain
-        step, L = 0, is none of these: the cost policy times it first in the first request at each batch.)
+        at their batch, before anything is timed. A warm-up's rounds carry the captures and are no measure of
+        the engine's costs, so the policy's memory is dropped after them. (A plain step, L = 0, is none of
+        these: the cost policy times it first in the first request at each batch.)
         """
         short = replace(params, max_new_tokens=min(params.max_new_tokens, 32), time_budget_s=None)
         for n in lengths:

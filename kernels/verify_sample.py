@@ -123,14 +123,17 @@ def verify_candidates(vals: torch.Tensor, ids: torch.Tensor, top_p: float, margi
     if B:
         u_accept = u_accept.to(torch.float32)
         u_sample = u_sample.to(torch.float32)
-        q = draft_probs if draft_probs is not None else u_sample  # (unread without a q)
-        if q.stride(-1) != 1:
-            q = q.contiguous()
+        draft_len = draft_len.contiguous()
+        q = vals  # unread without a q: any live pointer will do
+        if draft_probs is not None:
+            q = draft_probs if draft_probs.stride(-1) == 1 else draft_probs.contiguous()
+        if drafts.stride(-1) != 1:
+            drafts = drafts.contiguous()
         d = drafts if L else draft_len  # an empty tensor's pointer is never read: any live one will do
         _verify_row[(B,)](vals.contiguous(), ids.contiguous(), d, draft_len, u_accept if L else u_sample,
                           u_sample, q, acc, token, decided, packed, emitted, rejected,
                           L, d.stride(0), u_accept.stride(0), u_accept.stride(-1), u_sample.stride(0),
-                          q.stride(0), q.stride(1) if q.dim() > 2 else 0, float(top_p), float(top_p + margin),
+                          q.stride(0), q.stride(1), float(top_p), float(top_p + margin),
                           K=K, L_BLOCK=max(4, triton.next_power_of_2(T)), DRAFTING=L > 0,
                           HAS_Q=draft_probs is not None, num_warps=4, enable_fp_fusion=False)
     return acc, token, decided, packed, emitted, rejected
