@@ -67,10 +67,16 @@ def _top_p(probs: torch.Tensor, params: SamplingParams, full_sort: bool = False
     """Top-p of tempered probabilities: (probs, covered) as `process_logits_deferred` returns them."""
     if params.top_p >= 1.0:
         return probs, None
-    if full_sort or probs.shape[-1] // 2 <= TOP_P_CANDIDATES:
+    if full_sort or _sort_all(probs.shape[-1]):
         return top_p_filter_sorted(probs, params.top_p), torch.ones(probs.shape[:-1], dtype=torch.bool,
                                                                     device=probs.device)
     return top_p_filter(probs, params.top_p, TOP_P_CANDIDATES)
+
+
+def _sort_all(vocab: int) -> bool:
+    """Whether top-p sorts the whole vocabulary rather than take TOP_P_CANDIDATES candidates: when it is
+    small enough (at most twice as many tokens) for the full sort to cost about what the candidates do."""
+    return vocab // 2 <= TOP_P_CANDIDATES
 
 
 def _tempered(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
@@ -253,7 +259,7 @@ def _sorted_top_p(logits: torch.Tensor, params: SamplingParams, full_sort: bool
     two paths see bit for bit the same p. Elsewhere: torch's softmax, top-K and sort.
     """
     V = logits.shape[-1]
-    small = V // 2 <= TOP_P_CANDIDATES
+    small = _sort_all(V)
     if not _fused_top_p(logits, params):
         probs = _tempered(logits, params)
         return top_p_candidates(probs, params.top_p, V if full_sort or small else TOP_P_CANDIDATES)
@@ -273,7 +279,7 @@ def verify_top_p_fused(logits: torch.Tensor, params: SamplingParams, draft_token
     emitted, rejected) from `kernels.top_p`'s candidates. None where it does not apply (greedy, no top-p, a
     vocabulary small enough for a full sort, top-k, or not on CUDA): the caller takes the torch path."""
     if not (FUSED_VERIFY and not params.greedy and params.top_p < 1.0 and _fused_top_p(logits, params)
-            and logits.shape[-1] // 2 > TOP_P_CANDIDATES):
+            and not _sort_all(logits.shape[-1])):
         return None
     from kernels.top_p import top_p_candidates_fused
     from kernels.verify_sample import verify_candidates as kernel

@@ -187,11 +187,6 @@ class Bench:
             return result
         return run
 
-    def warm_lengths(self, k: int, drafter: str) -> None:
-        """Capture the graphs of every draft length at batch k before a cost-policy row (`Engine.warm_draft_lengths`);
-        smaller batches run in these graphs, and theirs are captured after each request (`bass.graphs`)."""
-        self.engine.warm_draft_lengths(self.prompts[0], self.params, k=k, method="bass", drafter=drafter)
-
     def prime(self, k: int, drafters: list[str], engine: Engine | None = None) -> None:
         """Size the persistent KV arenas of `engine` (default: the bench's) for the longest prompt at the largest
         k before any graph is captured (a later, larger request would reallocate them under captured graphs:
@@ -233,7 +228,8 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
         bass_rows = []
         for d in drafters:
             t = time.perf_counter()
-            b.warm_lengths(k, d)
+            # every draft length's graphs at batch k first: smaller batches run in them (`bass.graphs`)
+            b.engine.warm_draft_lengths(b.prompts[0], b.params, k=k, method="bass", drafter=d)
             add(row("bass", k, d, "cost", measure({"r": b.runner("bass", k, d)}, len(b.prompts), a.repeats)["r"]), t)
             bass_rows.append(rows[-1])
         best = min(bass_rows, key=lambda r: r["ms_per_token"])["drafter"]

@@ -31,11 +31,11 @@ by graphs (the figures then only check the plumbing).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -70,22 +70,10 @@ def topk_two_stage(p: torch.Tensor, k: int, chunks: int) -> tuple[torch.Tensor, 
     return v2, i1.view(N, chunks * k).gather(-1, j)
 
 
-@contextlib.contextmanager
-def patched(obj, **values):
-    """obj's attributes set to `values` for the block."""
-    before = {k: getattr(obj, k) for k in values}
-    for k, v in values.items():
-        setattr(obj, k, v)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            setattr(obj, k, v)
-
-
-def top_p_kernels(on: bool):
-    """`bass.sampling`'s top-p by the kernels (the interpreter off CUDA) or by torch, for the block."""
-    return patched(sampling, FUSED_TOP_P="always" if on else False)
+def top_p_kernels(on: bool, verify: bool = False):
+    """For the block, `bass.sampling`'s top-p candidates by the kernels (the interpreter off CUDA) or by torch,
+    and with `verify` the rest of the verify rule by its kernel too."""
+    return mock.patch.multiple(sampling, FUSED_TOP_P="always" if on else False, FUSED_VERIFY=verify)
 
 
 # the verify rule's variants: (top-p candidates by the kernels, the rest by the kernel too)
@@ -107,7 +95,7 @@ def verify_rule_costs(batch: int, width: int, vocab: int, reps: int, device: tor
 
     def run(variant: str):
         cands, tail = VERIFY_VARIANTS[variant]
-        with top_p_kernels(cands), patched(sampling, FUSED_VERIFY=tail):
+        with top_p_kernels(cands, verify=tail):
             return rule(logits, *args)
 
     out = {f"verify_w{width}_{v}_us": 1e3 * timed_ms(graphed(lambda v=v: run(v)), reps) for v in VERIFY_VARIANTS}
