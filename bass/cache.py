@@ -59,22 +59,8 @@ class KVCache:
         """Usable suffix rows per sequence (one more row is allocated as a scratch row)."""
         return self.suffix_k.shape[2] - 1
 
-    def positions(self, t: int) -> torch.Tensor:  # [B, t]
-        """Absolute positions of the next `t` tokens of every sequence."""
-        start = self.prefix_len[self.seq_group.long()] + self.suffix_len
-        return start.long()[:, None] + torch.arange(t, device=start.device)
-
-    def write_rows(self, t: int, q_len: torch.Tensor) -> torch.Tensor:  # [B, t] int64
-        """The suffix rows the next `t` tokens' K/V go to: suffix_len .. suffix_len+q_len-1, and the scratch
-        row past `capacity` for padding tokens (i >= q_len[b]), which no length ever reaches: a dense
-        scatter with no data-dependent shape, and no valid row is overwritten. The same for every layer,
-        so a forward computes them once."""
-        i = torch.arange(t, device=self.suffix_len.device)
-        rows = self.suffix_len.long()[:, None] + i  # [B, t]
-        return torch.where((i < q_len.long()[:, None]) & (rows < self.capacity), rows, self.capacity)
-
     def write(self, layer: int, k_new: torch.Tensor, v_new: torch.Tensor, rows: torch.Tensor) -> None:
-        """Store the K/V of the next tokens ([B, T, Hkv, D]) at `rows` [B, T] (`write_rows`)."""
+        """Store the K/V of the next tokens ([B, T, Hkv, D]) at `rows` [B, T] (`bass.models.layers.forward_indices`)."""
         B, T = k_new.shape[:2]
         b = torch.arange(B, device=k_new.device)[:, None].expand(B, T)
         self.suffix_k[layer].index_put_((b, rows), k_new)

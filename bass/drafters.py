@@ -134,6 +134,9 @@ def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pendin
     (B, _), L, device = first.shape, max(lengths, default=0), first.device
     lens = ints_to_device(lengths, device)
     tokens = torch.empty(B, L, dtype=torch.long, device=device)
+    # step i + 1's q_len for every i at once (one launch per proposal, not two per step): 1 while b drafts on.
+    # Row i is step i + 1's [B], contiguous: the kernels read q_len with unit stride
+    active = (torch.arange(1, max(L, 1), device=device)[:, None] < lens).to(torch.int32)  # [L - 1, B]
     probs = None
     u0 = u[:, 0] if L else torch.zeros(B, device=device)  # L = 0: the pending tokens are fed all the same
     out = step(first, counts, True, u0)
@@ -144,7 +147,7 @@ def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pendin
                 probs = out[1].new_empty(B, L, out[1].shape[-1])  # [B, L, V]
             probs[:, i] = out[1]
         if i + 1 < L:
-            out = step(tokens[:, i:i + 1], (i + 1 < lens).to(torch.int32), False, u[:, i + 1])
+            out = step(tokens[:, i:i + 1], active[i], False, u[:, i + 1])
     return Proposal(tokens, lens, probs)
 
 

@@ -17,7 +17,6 @@ import torch
 
 from bass.cache import CacheArena, KVCache
 from bass.drafters import Drafter, draft_autoregressively
-from bass.models.layers import last_rows
 from bass.rules import TokenSubset, draft_rule, run_then
 from bass.transfer import ints_to_device, padded_ids
 
@@ -173,15 +172,15 @@ class FeatureDrafter(Drafter):
             self.fed = self._entries(self.known)
         if prev is not None:  # its entries are fed now; if it is unread, its commit counts them
             prev.followed = True
-        fed = {"features": features, "after": None}
+        fed = {"features": features}
         rule = draft_rule(params, self.target.config.vocab_size, self.subset)
 
         def step(tok, q_len, last_only, u_i):
-            if fed["after"] is not None:  # f̂ of the last step's last entry (gathered only if a step follows)
-                fed["features"] = last_rows(*fed["after"])
             out = run_then(self.forward, rule, (u_i,), tok, self.cache, q_len, self.attn, features=fed["features"],
                            last_only=last_only)
-            fed["after"] = (self.forward.hidden, q_len)
+            # f̂ of each sequence's last entry [B, 1, H]: every step after the first feeds its own width-1
+            # output, and the first is last_only, so no gather runs between steps
+            fed["features"] = self.forward.hidden
             return out
 
         self._proposed = True

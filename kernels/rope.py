@@ -17,7 +17,7 @@ the outputs are new contiguous tensors. No host synchronisation (CUDA-graph safe
 
 `apply_rope_and_store` also does the KV-cache write of a decode step: the rotated k and the token's v go
 straight to their cache rows, given per token as `rows` [B, T] (computed once per forward, for all layers:
-`bass.cache.KVCache.write_rows`), and only q' is returned. The torch path of that write was an index
+`bass.models.layers.forward_indices`), and only q' is returned. The torch path of that write was an index
 chain per layer (arange, add, compare, where, two index_put: ~9 launches of 1-4 us each on an H100, about
 0.45 ms of a 28-layer step); here it is the same single launch as the rotation.
 """

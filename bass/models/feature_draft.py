@@ -73,14 +73,15 @@ class FeatureDraft(nn.Module):
                 features: torch.Tensor, num_layers: int | None = None, last_only: bool = False) -> torch.Tensor:
         """Logits [B, T or 1, V or V'] (float32) of x_{t+2} for entries (features [B, T, H], tokens [B, T]) =
         (f_t, x_{t+1}), continuing each sequence in `cache`; rows past q_len[b] are padding (as the target's
-        forward). Leaves the predicted features f̂ [B, T, H] in `self.hidden`."""
+        forward). Leaves the predicted features f̂ [B, T or 1, H] in `self.hidden`: with `last_only`, each
+        sequence's last one, which is what the next draft step feeds (no gather between steps)."""
         emb, head = self._tables
         x = self.fc(torch.cat([features.to(emb.dtype), F.embedding(tokens, emb)], -1))  # [B, T, d]
         x = run_blocks(self.layers[:num_layers], x, cache, q_len, attn, self.config)
         f_hat = self.out_proj(self.norm(x))  # [B, T, H]
-        self.hidden = f_hat
         if last_only:
             f_hat = last_rows(f_hat, q_len)  # [B, 1, H]
+        self.hidden = f_hat
         return linear(f_hat, head).float()
 
     @property

@@ -17,7 +17,7 @@ from torch import nn
 
 from bass.cache import KVCache
 from bass.models.config import ModelConfig
-from bass.models.layers import Attention, AttentionFn, Decoder, GatedMLP, RMSNorm, rope_cos_sin, rope_inv_freq
+from bass.models.layers import Attention, AttentionFn, Decoder, GatedMLP, RMSNorm, forward_indices, rope_table
 
 
 class Block(nn.Module):
@@ -60,17 +60,15 @@ class Gemma3(Decoder):
         """Logits [B, T, V] (float32); arguments and cache effects as in `llama.Transformer.forward`."""
         B, T = tokens.shape
         cfg = self.config
-        kv_len = cache.suffix_len + q_len.to(cache.suffix_len.dtype)  # [B] suffix incl. the new tokens
-        rows = cache.write_rows(T, q_len)  # [B, T] where each layer stores the new K/V
         weight = self.embed_tokens.weight
         # The scale is rounded to the weights' dtype first, as in the reference (bf16: sqrt(640) -> 25.25);
         # a CPU-side Python float, so no device sync.
         embed_scale = torch.tensor(cfg.hidden_size ** 0.5, dtype=weight.dtype).item()
         x = self.embed_tokens(tokens) * embed_scale  # [B, T, H]
-        positions = cache.positions(T)  # [B, T]
-        global_rope = rope_cos_sin(positions, rope_inv_freq(cfg, cfg.rope_theta, tokens.device), x.dtype)
-        local_base = cfg.local_rope_theta or cfg.rope_theta
-        local_rope = rope_cos_sin(positions, rope_inv_freq(cfg, local_base, tokens.device, scaled=False), x.dtype)
+        table = rope_table(cfg, cfg.rope_theta, tokens.device, x.dtype)
+        kv_len, rows, *global_rope = forward_indices(cache, T, q_len, table)  # [B], [B, T], cos and sin
+        local = rope_table(cfg, cfg.local_rope_theta or cfg.rope_theta, tokens.device, x.dtype, scaled=False)
+        local_rope = forward_indices(cache, T, q_len, local)[2:]
         for block in self.layers[:num_layers]:
             cos, sin = local_rope if block.local else global_rope  # each [B, T, 1, D]
             x = block(x, cos, sin, cache, q_len, kv_len, rows, attn)

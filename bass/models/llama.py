@@ -15,7 +15,7 @@ from torch import nn
 
 from bass.cache import KVCache
 from bass.models.config import ModelConfig
-from bass.models.layers import Attention, AttentionFn, Decoder, GatedMLP, RMSNorm, rope_cos_sin, rope_inv_freq
+from bass.models.layers import Attention, AttentionFn, Decoder, GatedMLP, RMSNorm, forward_indices, rope_table
 
 
 class Block(nn.Module):
@@ -78,13 +78,10 @@ class Transformer(Decoder):
 def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, cache: KVCache, q_len: torch.Tensor, attn: AttentionFn,
                config: ModelConfig) -> torch.Tensor:
     """x [B, T, d] through Llama-style `blocks` over the cache: RoPE at each token's absolute position, the
-    new K/V stored at the rows `KVCache.write_rows` gives (once for every layer), then the cache advanced by
+    new K/V stored at the rows `forward_indices` gives (once for every layer), then the cache advanced by
     q_len. What every decoder with one RoPE base shares (the target and the feature draft)."""
-    T = x.shape[1]
-    kv_len = cache.suffix_len + q_len.to(cache.suffix_len.dtype)  # [B] suffix incl. the new tokens
-    rows = cache.write_rows(T, q_len)  # [B, T]
-    inv_freq = rope_inv_freq(config, config.rope_theta, x.device)
-    cos, sin = rope_cos_sin(cache.positions(T), inv_freq, x.dtype)  # [B, T, 1, D]
+    table = rope_table(config, config.rope_theta, x.device, x.dtype)
+    kv_len, rows, cos, sin = forward_indices(cache, x.shape[1], q_len, table)  # [B], [B, T], [B, T, 1, D] x 2
     pending = None  # the last block's output, added into the next norm (`Block`)
     for block in blocks:
         pending, x = block(x, cos, sin, cache, q_len, kv_len, rows, attn, pending)

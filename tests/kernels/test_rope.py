@@ -63,6 +63,15 @@ def test_rope_bf16_matches_torch_path_cuda() -> None:
         assert bool((err <= 2 ** -7 * scale + 1e-6).all())
 
 
+def _rows(cache, width: int, q_len: torch.Tensor) -> torch.Tensor:
+    """The cache rows [B, T] a forward stores its tokens' K/V at (`kernels.forward_indices`'s torch twin)."""
+    from kernels.forward_indices import forward_indices_ref
+
+    table = torch.zeros(1, 2, 2, device=q_len.device)  # positions do not matter here
+    return forward_indices_ref(cache.suffix_len, cache.prefix_len, cache.seq_group, q_len, width, cache.capacity,
+                               table)[1]
+
+
 def _store_case(gen, dtype, B=3, T=4, Hq=4, Hkv=2, D=16, S=9, layers=2, live=3):
     """A decode step as the model runs it: q/k/v views of one projection, a layer of a [L, Bmax, S+1, H, D]
     cache seen through a batch view, ragged lengths (one padding token goes to the scratch row S)."""
@@ -88,7 +97,7 @@ def test_rope_and_store_matches_rope_then_cache_write(monkeypatch, dtype) -> Non
     poison(monkeypatch, mod)
     q, k, v, cos, sin, cache, q_len = _store_case(fresh_gen(), dtype)
     want = type(cache)(**{f: getattr(cache, f).clone() for f in cache.__dataclass_fields__})
-    rows = cache.write_rows(q.shape[1], q_len)
+    rows = _rows(cache, q.shape[1], q_len)
     assert rows[2, 3] == cache.capacity  # the padding token goes to the scratch row
     q_want, k_rot = apply_rope_fused(q, k, cos, sin)
     want.write(1, k_rot, v, rows)
@@ -105,7 +114,7 @@ def test_rope_and_store_refuses_a_cache_of_another_shape() -> None:
     from kernels.rope import apply_rope_and_store
 
     q, k, v, cos, sin, cache, q_len = _store_case(fresh_gen(), torch.float32)
-    rows = cache.write_rows(q.shape[1], q_len)
+    rows = _rows(cache, q.shape[1], q_len)
     with pytest.raises(ValueError, match="k_cache/v_cache must be"):
         apply_rope_and_store(q, k, v, cos, sin, cache.suffix_k[1].transpose(2, 3), cache.suffix_v[1], rows)
     with pytest.raises(ValueError, match="rows must be"):

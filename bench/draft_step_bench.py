@@ -1,0 +1,149 @@
+"""What a draft step and a BASS round cost at the embedded target's shapes, without its weights.
+
+    PYTHONPATH=. python bench/draft_step_bench.py --out bench/results/            (H100: a minute, no upload)
+    PYTHONPATH=. python bench/draft_step_bench.py --shape tiny --k 2 --max-new-tokens 6 --ls 1 (CPU plumbing)
+
+A round's cost depends on the shapes, not on the weights' values: a target of Qwen2.5-Coder-1.5B's
+shapes with random weights (its head scaled so that top-p sees peaked distributions, `bass.synthetic`)
+and the shipped trained draft (its file, read around that target's tables) launch the same kernels and
+read the same bytes as the real pair. So this runs where the 1.1 GB GGUF is not: on a bare GPU machine,
+in a minute. (`--shape tiny`: a tiny target and a random feature draft, for CI.) Acceptance is not
+measured: with random weights nearly nothing is accepted, and fixed L drafts L all the same.
+
+Three views, one engine:
+  rounds   ms per round of regular decoding and of BASS at fixed L = --ls, k sequences of one prompt
+           (the median of three timed generations after two warm-ups): what each draft length adds;
+  graphs   for every captured graph of batch k: nodes (device operations of one replay), device ms per
+           replay back to back (`host_costs.measure`), and the ordered kernels of one draft step
+           (draft_step_<graph>.txt: start µs, duration µs, name);
+  pipelined  `profile_round.pipelined_round` at fixed L = 1 and 2 and regular: wall vs GPU busy per round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from host_costs import engine_graphs, measure  # noqa: E402
+from profile_round import is_device_work, pipelined_round, sync  # noqa: E402
+
+from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
+from bass.engine import Engine, device_line  # noqa: E402
+from bass.models.config import ModelConfig  # noqa: E402
+from bass.models.draft import DRAFT_FILE, derive_draft, read_draft_file  # noqa: E402
+from bass.models.feature_draft import FeatureDraft  # noqa: E402
+from bass.models.loader import LoadedModel, build_random  # noqa: E402
+from bass.synthetic import TARGETS, SyntheticTokenizer, head_scale, random_prompt  # noqa: E402
+
+
+def random_feature_draft(target: torch.nn.Module, width: int = 32) -> FeatureDraft:
+    """A feature draft of two blocks of `width` with random weights, proposing from half the vocabulary."""
+    cfg: ModelConfig = target.config
+    config = cfg.with_(hidden_size=width, intermediate_size=2 * width, num_layers=2, num_heads=2, num_kv_heads=1,
+                       head_dim=width // 2, layer_types=())
+    emb, head = target.embed_tokens.weight, target.lm_head.weight
+    torch.manual_seed(0)
+    draft = FeatureDraft(config, emb, head, torch.arange(0, cfg.vocab_size, 2, device=emb.device))
+    return draft.to(device=emb.device, dtype=emb.dtype).eval().requires_grad_(False)
+
+
+def build_engine(shape: str, device: str) -> Engine:
+    """The random-weight target of `shape` and its draft (module docstring) in an engine."""
+    cfg = TARGETS[shape].with_(tie_word_embeddings=False)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    target = build_random(cfg, device=device, dtype=dtype, seed=0)
+    with torch.no_grad():
+        target.lm_head.weight.mul_(head_scale(cfg, 8.0))
+    if shape == "qwen2.5-1.5b":
+        config, tensors, meta = read_draft_file(DRAFT_FILE)  # hash-checked: the shipped file's shapes
+        draft = derive_draft(target, config, tensors, meta["kind"])
+    else:
+        draft = random_feature_draft(target)
+    tok = SyntheticTokenizer(cfg.vocab_size)
+    return Engine(EngineConfig(target="synthetic", draft=None, drafter="ngram", device=device,
+                               backend="ragged" if device == "cuda" else "torch"),
+                  target=LoadedModel(target, tok, cfg, f"random {shape}"),
+                  draft=LoadedModel(draft, tok, draft.config, "draft"))
+
+
+def round_ms(engine: Engine, prompt: list[int], k: int, params: SamplingParams, L: int | None) -> dict:
+    """Median ms per round of three generations (after two warm-ups); L None: regular decoding."""
+    kw = dict(k=k, params=params, method="regular") if L is None else dict(
+        k=k, params=params, method="bass", drafter="model", draft_length=DraftLengthConfig(policy="fixed", l0=L))
+    for _ in range(2):
+        engine.generate([prompt], **kw)
+    runs = [engine.generate([prompt], **kw).stats for _ in range(3)]
+    ms = statistics.median(1e3 * s.decode_s / len(s.draft_lengths) for s in runs)
+    return dict(L=L, ms_per_round=ms, rounds=len(runs[0].draft_lengths))
+
+
+def kernel_sequence(replay) -> list[tuple[float, float, str]]:
+    """(start µs from the first, duration µs, name) of every device operation of one replay, in order."""
+    from torch.profiler import ProfilerActivity, profile
+
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        replay()
+        sync()
+    work = sorted((e for e in prof.events() if is_device_work(e)), key=lambda e: e.time_range.start)
+    t0 = work[0].time_range.start if work else 0.0
+    return [(e.time_range.start - t0, e.time_range.end - e.time_range.start, e.name[:90]) for e in work]
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shape", default="qwen2.5-1.5b", choices=["qwen2.5-1.5b", "tiny"])
+    p.add_argument("--k", type=int, default=8)
+    p.add_argument("--ls", default="1,2,3,4", help="fixed draft lengths of the BASS rows")
+    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--out", default="bench/results/")
+    a = p.parse_args(argv)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    engine = build_engine(a.shape, device)
+    prompt = random_prompt(engine.target.config.vocab_size, 160, seed=1)
+    params = SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=a.max_new_tokens, seed=0)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rounds = [round_ms(engine, prompt, a.k, params, L) for L in [None] + [int(x) for x in a.ls.split(",")]]
+    graphs, pipelined = [], []
+    if device == "cuda":
+        for name, replay in engine_graphs(engine):
+            if f"B{a.k} " not in name + " ":
+                continue
+            row = measure(name, replay)
+            graphs.append({key: row[key] for key in ("graph", "nodes", "device_ms", "idle_us")})
+            if name.startswith("draft") and name.endswith("DraftRule"):
+                lines = [f"{s:8.1f} {d:6.1f} {n}" for s, d, n in kernel_sequence(replay)]
+                file = "draft_step_" + name.replace(" + ", "_").replace(" ", "_") + ".txt"
+                (out / file).write_text("\n".join(lines) + "\n")
+        for L in (1, 2, None):
+            kw = {} if L is None else dict(draft_length=DraftLengthConfig(policy="fixed", l0=L))
+            pipelined.append(pipelined_round(engine, [prompt], a.k, params, "regular" if L is None else "bass",
+                                             None if L is None else "model", out,
+                                             "regular" if L is None else f"fixedL{L}", **kw))
+    info = dict(device=device_line(engine.device), shape=a.shape, k=a.k, max_new_tokens=a.max_new_tokens,
+                rounds=rounds, graphs=graphs, pipelined=pipelined)
+    (out / "draft_step.json").write_text(json.dumps(info, indent=1))
+    base = rounds[0]["ms_per_round"]
+    lines = [info["device"], f"random-weight {a.shape} target + its draft, k = {a.k}, T 0.8, top-p 0.95",
+             "L        ms/round   + over regular"]
+    lines += [f"{'regular' if r['L'] is None else r['L']!s:8s} {r['ms_per_round']:8.3f} "
+              f"{r['ms_per_round'] - base:+10.3f}" for r in rounds]
+    lines += ["graph                                      nodes  device ms"]
+    lines += [f"{g['graph'][:42]:42s} {g['nodes']:6d} {g['device_ms']:10.3f}" for g in graphs]
+    lines += [f"pipelined {r['label']:10s} wall {r['plain_ms_per_round']:.3f} ms/round, GPU busy "
+              f"{r['gpu_busy_ms_per_round']:.3f}" for r in pipelined if r["gpu_busy_ms_per_round"] is not None]
+    (out / "draft_step.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return info
+
+
+if __name__ == "__main__":
+    main()
