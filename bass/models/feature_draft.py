@@ -22,8 +22,9 @@ replace those guesses (`bass.feature_drafter.FeatureDrafter`). The head and embe
 (a reduced vocabulary's head rows are copied at load), so the draft's own file holds only W_fc, the blocks,
 W_out and the reduced vocabulary's ids: with d = 512, 2 blocks, about 8 M parameters (17 MB in bf16).
 
-Like every decoder here, `forward` leaves its output features in `self.hidden` ([B, T, H]): the next draft
-step's input, and what `GraphedModel` hands back after a graph replay.
+Like every decoder here, `forward` leaves its output features in `self.hidden` ([B, T, H]; each sequence's
+last one, [B, 1, H], with `last_only`): the next draft step's input, and what `GraphedModel` hands back
+after a graph replay.
 """
 
 from __future__ import annotations
