@@ -30,6 +30,7 @@ from torch import nn
 
 from bass.config import DraftLengthConfig, SamplingParams
 from bass.models.config import ModelConfig
+from bass.models.feature_draft import FeatureDraft
 from bass.models.loader import LoadedModel, build_random, to_hf_state_dict
 
 if TYPE_CHECKING:
@@ -144,6 +145,25 @@ def build_pair(target_config: ModelConfig = LLAMA_7B, draft_layers: int = 2, *, 
     tok = SyntheticTokenizer(target_config.vocab_size)
     return SyntheticPair(LoadedModel(target, tok, target_config, "synthetic"),
                          LoadedModel(draft, tok, d_config, "synthetic-draft"), knob)
+
+
+def random_feature_draft(target: LoadedModel, seed: int, vocab: int | None = None) -> LoadedModel:
+    """A random feature draft (width 32, 2 blocks) over `target`'s own embedding and head; with `vocab`, it
+    proposes from that many random target ids (the end ids among them) instead of every token."""
+    cfg = target.config
+    config = ModelConfig(family="qwen2", vocab_size=cfg.vocab_size, hidden_size=32, intermediate_size=64,
+                         num_layers=2, num_heads=4, num_kv_heads=2, head_dim=8, rope_theta=cfg.rope_theta,
+                         rms_norm_eps=cfg.rms_norm_eps, tie_word_embeddings=False, qkv_bias=True,
+                         max_position_embeddings=cfg.max_position_embeddings, eos_token_ids=cfg.eos_token_ids)
+    m = target.model
+    torch.manual_seed(seed)
+    ids = None
+    if vocab is not None:
+        ids = torch.randperm(cfg.vocab_size)[:vocab].tolist()
+        ids = torch.tensor(sorted(set(ids) | set(cfg.eos_token_ids)))
+    draft = FeatureDraft(config, m.embed_tokens.weight, m.embed_tokens.weight if m.lm_head is None
+                         else m.lm_head.weight, ids).to(m.embed_tokens.weight.device, m.embed_tokens.weight.dtype)
+    return LoadedModel(draft.eval().requires_grad_(False), target.tokenizer, config, f"{target.name}-feature")
 
 
 def random_prompt(vocab_size: int, length: int, seed: int = 0) -> list[int]:

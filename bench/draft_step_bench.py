@@ -7,7 +7,7 @@ A round's cost depends on the shapes, not on the weights' values: a target of Qw
 shapes with random weights (its head scaled so that top-p sees peaked distributions, `bass.synthetic`)
 and the shipped trained draft (its file, read around that target's tables) launch the same kernels and
 read the same bytes as the real pair. So this runs where the 1.1 GB GGUF is not: on a bare GPU machine,
-in a minute. (`--shape tiny`: a tiny target and a random feature draft, for CI.) Acceptance is not
+in a minute. (`--shape tiny`: a tiny target and `bass.synthetic.random_feature_draft`, for CI.) Acceptance is not
 measured: with random weights nearly nothing is accepted, and fixed L drafts L all the same.
 
 Three views, one engine:
@@ -31,27 +31,20 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from host_costs import engine_graphs, measure  # noqa: E402
-from profile_round import is_device_work, pipelined_round, sync  # noqa: E402
+from host_costs import device_ops, engine_graphs, measure  # noqa: E402
+from profile_round import pipelined_round  # noqa: E402
 
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import Engine, device_line  # noqa: E402
-from bass.models.config import ModelConfig  # noqa: E402
 from bass.models.draft import DRAFT_FILE, derive_draft, read_draft_file  # noqa: E402
-from bass.models.feature_draft import FeatureDraft  # noqa: E402
 from bass.models.loader import LoadedModel, build_random  # noqa: E402
-from bass.synthetic import TARGETS, SyntheticTokenizer, head_scale, random_prompt  # noqa: E402
-
-
-def random_feature_draft(target: torch.nn.Module, width: int = 32) -> FeatureDraft:
-    """A feature draft of two blocks of `width` with random weights, proposing from half the vocabulary."""
-    cfg: ModelConfig = target.config
-    config = cfg.with_(hidden_size=width, intermediate_size=2 * width, num_layers=2, num_heads=2, num_kv_heads=1,
-                       head_dim=width // 2, layer_types=())
-    emb, head = target.embed_tokens.weight, target.lm_head.weight
-    torch.manual_seed(0)
-    draft = FeatureDraft(config, emb, head, torch.arange(0, cfg.vocab_size, 2, device=emb.device))
-    return draft.to(device=emb.device, dtype=emb.dtype).eval().requires_grad_(False)
+from bass.synthetic import (  # noqa: E402
+    TARGETS,
+    SyntheticTokenizer,
+    head_scale,
+    random_feature_draft,
+    random_prompt,
+)
 
 
 def build_engine(shape: str, device: str) -> Engine:
@@ -61,16 +54,14 @@ def build_engine(shape: str, device: str) -> Engine:
     target = build_random(cfg, device=device, dtype=dtype, seed=0)
     with torch.no_grad():
         target.lm_head.weight.mul_(head_scale(cfg, 8.0))
+    loaded = LoadedModel(target, SyntheticTokenizer(cfg.vocab_size), cfg, f"random {shape}")
     if shape == "qwen2.5-1.5b":
         config, tensors, meta = read_draft_file(DRAFT_FILE)  # hash-checked: the shipped file's shapes
-        draft = derive_draft(target, config, tensors, meta["kind"])
-    else:
-        draft = random_feature_draft(target)
-    tok = SyntheticTokenizer(cfg.vocab_size)
+        draft = LoadedModel(derive_draft(target, config, tensors, meta["kind"]), loaded.tokenizer, config, "draft")
+    else:  # a reduced proposal vocabulary, as the shipped draft has
+        draft = random_feature_draft(loaded, seed=0, vocab=cfg.vocab_size // 2)
     return Engine(EngineConfig(target="synthetic", draft=None, drafter="ngram", device=device,
-                               backend="ragged" if device == "cuda" else "torch"),
-                  target=LoadedModel(target, tok, cfg, f"random {shape}"),
-                  draft=LoadedModel(draft, tok, draft.config, "draft"))
+                               backend="ragged" if device == "cuda" else "torch"), target=loaded, draft=draft)
 
 
 def round_ms(engine: Engine, prompt: list[int], k: int, params: SamplingParams, L: int | None) -> dict:
@@ -86,13 +77,7 @@ def round_ms(engine: Engine, prompt: list[int], k: int, params: SamplingParams, 
 
 def kernel_sequence(replay) -> list[tuple[float, float, str]]:
     """(start µs from the first, duration µs, name) of every device operation of one replay, in order."""
-    from torch.profiler import ProfilerActivity, profile
-
-    sync()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        replay()
-        sync()
-    work = sorted((e for e in prof.events() if is_device_work(e)), key=lambda e: e.time_range.start)
+    work = device_ops(replay)
     t0 = work[0].time_range.start if work else 0.0
     return [(e.time_range.start - t0, e.time_range.end - e.time_range.start, e.name[:90]) for e in work]
 

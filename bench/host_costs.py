@@ -45,16 +45,21 @@ from bass.engine import Engine, device_line  # noqa: E402
 CHAIN_NODES = 256
 
 
-def nodes(replay: Callable[[], None]) -> tuple[int, dict[str, list[float]]]:
-    """Device operations (kernels, copies, fills) of one call of `replay`, as the profiler records them:
-    (how many, {name: [count, device µs]})."""
+def device_ops(replay: Callable[[], None]) -> list:
+    """The device operations (kernels, copies, fills) of one call of `replay`, as the profiler records them,
+    in the order they started."""
     from torch.profiler import ProfilerActivity, profile
 
     sync()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         replay()
         sync()
-    work = [e for e in prof.events() if is_device_work(e)]
+    return sorted((e for e in prof.events() if is_device_work(e)), key=lambda e: e.time_range.start)
+
+
+def nodes(replay: Callable[[], None]) -> tuple[int, dict[str, list[float]]]:
+    """`device_ops` of one call of `replay` counted: (how many, {name: [count, device µs]})."""
+    work = device_ops(replay)
     kinds: dict[str, list[float]] = {}
     for e in work:
         entry = kinds.setdefault(e.name[:80], [0, 0.0])

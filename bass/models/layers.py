@@ -125,15 +125,11 @@ def forward_indices(cache: KVCache, width: int, q_len: torch.Tensor, table: torc
     """What a forward over `cache` computes once for all its layers (`kernels.forward_indices`): kv_len [B]
     (suffix incl. the new tokens), the cache rows [B, T] its K/V go to (padding tokens: the scratch row), and cos, sin
     [B, T, 1, D] of its tokens' positions from `table` (`rope_table`). One launch on CUDA."""
-    args = (cache.suffix_len, cache.prefix_len, cache.seq_group, q_len, width, cache.capacity, table)
-    if _fused(q_len):
-        from kernels.forward_indices import forward_indices_fused
+    from kernels.forward_indices import forward_indices_fused, forward_indices_ref
 
-        kv_len, rows, rope = forward_indices_fused(*args)
-    else:
-        from kernels.forward_indices import forward_indices_ref
-
-        kv_len, rows, rope = forward_indices_ref(*args)
+    kernel = forward_indices_fused if _fused(q_len) else forward_indices_ref
+    kv_len, rows, rope = kernel(cache.suffix_len, cache.prefix_len, cache.seq_group, q_len, width, cache.capacity,
+                                table)
     return kv_len, rows, rope[:, :, :1], rope[:, :, 1:]  # cos, sin: views [B, T, 1, D]
 
 

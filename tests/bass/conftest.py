@@ -5,11 +5,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # the `tiny` model factory
 
-from tiny import make_model, random_feature_draft  # noqa: E402
+from tiny import make_model  # noqa: E402
 
 from bass.config import EngineConfig  # noqa: E402
 from bass.engine import Engine  # noqa: E402
 from bass.models.loader import load_model  # noqa: E402
+from bass.synthetic import random_feature_draft  # noqa: E402
 
 
 @pytest.fixture(scope="session")
