@@ -37,6 +37,8 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft-policy", default="cost", choices=DRAFT_LENGTH_POLICIES)
     p.add_argument("--draft-l0", type=int, default=7, help="initial (or fixed) draft length")
     p.add_argument("--layer-skip-layers", type=int, default=None)
+    p.add_argument("--draft-temperature", type=float, default=None, help="the draft samples at this multiple of "
+                   "--temperature (default: the draft file's own, 0.7 for the shipped draft; exact for any value)")
 
 
 def add_sampling_flags(p: argparse.ArgumentParser) -> None:
@@ -55,7 +57,7 @@ def add_sampling_flags(p: argparse.ArgumentParser) -> None:
 def engine_config(a: argparse.Namespace) -> EngineConfig:
     draft = None if a.draft == "none" else a.draft
     return EngineConfig(target=a.target, draft=draft, drafter=a.drafter, backend=a.backend, device=a.device,
-                        dtype=a.dtype, layer_skip_layers=a.layer_skip_layers,
+                        dtype=a.dtype, layer_skip_layers=a.layer_skip_layers, draft_temperature=a.draft_temperature,
                         draft_length=DraftLengthConfig(policy=a.draft_policy, l0=a.draft_l0))
 
 

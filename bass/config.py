@@ -20,7 +20,8 @@ class SamplingParams:
 
     temperature 0 means greedy. top_k 0 and top_p 1 disable those filters. `time_budget_s` is wall-clock
     seconds per request, prefill included: no round starts once it has passed. Both the target's and the
-    draft's distributions are processed the same way before the acceptance test (DESIGN.md §1).
+    draft's distributions are processed the same way before the acceptance test (DESIGN.md §1), the draft's
+    at `EngineConfig.draft_temperature` times the temperature.
     """
 
     temperature: float = 0.0
@@ -128,6 +129,10 @@ class EngineConfig:
     # launch a round that needs nothing unread before reading the round before (`bass.speculative`):
     # None = on CUDA, where the device runs ahead of the host; on the CPU it would only delay each report
     look_ahead: bool | None = None
+    # a sampling drafter draws its proposals at this multiple of the request's temperature; exact for any
+    # value, since the verify uses the q each token was drawn from. None: the draft file's own (what the
+    # pipeline measured to accept most: 0.7 for the shipped draft), else 1 (processed as the target's)
+    draft_temperature: float | None = None
 
     def __post_init__(self) -> None:
         if not self.target or not isinstance(self.target, str):
@@ -147,5 +152,9 @@ class EngineConfig:
             raise ValueError(f"need 1 <= ngram_min <= ngram_max, got {self.ngram_min}, {self.ngram_max}")
         if self.look_ahead not in (None, True, False):
             raise ValueError(f"look_ahead must be None (on CUDA only), True or False, got {self.look_ahead!r}")
+        if self.draft_temperature is not None and not (
+                isinstance(self.draft_temperature, (int, float)) and 0 < self.draft_temperature <= 2):
+            raise ValueError(f"draft_temperature must be a multiple of the request's temperature in (0, 2], "
+                             f"got {self.draft_temperature!r}")
         if self.layer_skip_layers is not None and self.layer_skip_layers < 1:
             raise ValueError(f"layer_skip_layers must be >= 1, got {self.layer_skip_layers}")

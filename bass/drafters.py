@@ -24,7 +24,7 @@ first round is committed.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -55,6 +55,17 @@ class Drafter:
     name = "base"
     proposes = True
     reads_verify = False  # `verified` needs the verify's emitted tokens and accepted counts on the device
+    temperature_scale = 1.0  # a sampling drafter draws at this multiple of the request's temperature
+
+    def proposal_params(self, params: SamplingParams) -> SamplingParams:
+        """The processing a drafter that samples draws its proposals under: the request's, at
+        `temperature_scale` times its temperature. Speculative sampling is exact for any draft distribution
+        q as long as the verify uses the q each token was drawn from (`bass.sampling.draft_proposal`), so the
+        scale changes acceptance only: a draft trained with forward KL is flatter than its target where it
+        agrees with it, and a scale below 1 moves q's mass to where the target's is."""
+        if self.temperature_scale == 1.0 or params.greedy:
+            return params
+        return replace(params, temperature=params.temperature * self.temperature_scale)
 
     def prefill(self, prompts: Sequence[Sequence[int]], samples: int, capacity: int,
                 features: torch.Tensor | None = None) -> None:
@@ -179,7 +190,8 @@ class ModelDrafter(Drafter):
         device = self.cache.suffix_len.device
         pending = [h[n:] for h, n in zip(histories, self.in_cache, strict=True)]
 
-        rule = draft_rule(params, self.target_vocab)  # q over the target's vocabulary, whatever the draft's
+        # q over the target's vocabulary, whatever the draft's
+        rule = draft_rule(self.proposal_params(params), self.target_vocab)
 
         def step(tokens, q_len, last_only, u_i):
             return run_then(self.forward, rule, (u_i,), tokens, self.cache, q_len, self.attn, last_only=last_only)
@@ -217,7 +229,7 @@ class LayerSkipDrafter(Drafter):
         device = saved.device
         pending = padded_ids([h[-1:] for h in histories], device=device), ints_to_device([1] * len(histories), device)
 
-        rule = draft_rule(params, self.target.config.vocab_size)
+        rule = draft_rule(self.proposal_params(params), self.target.config.vocab_size)
 
         def step(tokens, q_len, last_only, u_i):
             return run_then(self.target, rule, (u_i,), tokens, target_cache, q_len, self.attn,
@@ -231,12 +243,21 @@ class LayerSkipDrafter(Drafter):
 
 def build_drafter(name: str, target: torch.nn.Module, draft: torch.nn.Module | None, attn: Callable, *,
                   ngram_max: int = 3, ngram_min: int = 1, layer_skip_layers: int | None = None,
-                  draft_forward: Callable | None = None, draft_arena: CacheArena | None = None) -> Drafter:
+                  draft_forward: Callable | None = None, draft_arena: CacheArena | None = None,
+                  temperature_scale: float = 1.0) -> Drafter:
     """The drafter called `name` ("none", "ngram", "model", "layer-skip").
 
     `target` is what the loop calls for the target (the model, or its `GraphedModel`);
-    `draft_forward` / `draft_arena` do the same for the draft model.
+    `draft_forward` / `draft_arena` do the same for the draft model; a drafter that samples draws at
+    `temperature_scale` times the request's temperature (`Drafter.proposal_params`).
     """
+    drafter = _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, draft_forward, draft_arena)
+    drafter.temperature_scale = temperature_scale
+    return drafter
+
+
+def _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, draft_forward, draft_arena
+           ) -> Drafter:
     if name == "none":
         return NoDrafter()
     if name == "ngram":

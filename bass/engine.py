@@ -274,9 +274,13 @@ class Engine:
 
     def _drafter(self, name: str, attn: Callable) -> Drafter:
         c = self.config
+        scale = c.draft_temperature
+        if scale is None:  # the draft's own (its file's), else the target's processing
+            scale = getattr(self.draft.model, "temperature_scale", 1.0) if name == "model" and self.draft else 1.0
         return build_drafter(name, self._target_fwd, self.draft.model if self.draft else None, attn,
                              ngram_max=c.ngram_max, ngram_min=c.ngram_min, layer_skip_layers=c.layer_skip_layers,
-                             draft_forward=self._draft_fwd, draft_arena=self._draft_arena)
+                             draft_forward=self._draft_fwd, draft_arena=self._draft_arena,
+                             temperature_scale=scale)
 
     def _capture_queued(self) -> None:
         """Capture the CUDA graphs of the shapes that ran in wider graphs (`bass.graphs`): between requests,

@@ -173,7 +173,7 @@ class FeatureDrafter(Drafter):
         if prev is not None:  # its entries are fed now; if it is unread, its commit counts them
             prev.followed = True
         fed = {"features": features}
-        rule = draft_rule(params, self.target.config.vocab_size, self.subset)
+        rule = draft_rule(self.proposal_params(params), self.target.config.vocab_size, self.subset)
 
         def step(tok, q_len, last_only, u_i):
             out = run_then(self.forward, rule, (u_i,), tok, self.cache, q_len, self.attn, features=fed["features"],

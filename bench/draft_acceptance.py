@@ -72,8 +72,12 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=None, help="prompts per set (default: all)")
     p.add_argument("--batch-seqs", type=int, default=64)
     p.add_argument("--backend", default="ragged" if torch.cuda.is_available() else "torch")
+    p.add_argument("--modes", default="greedy,sampled", help="greedy and/or sampled (T 0.8, top-p 0.95, k 8)")
+    p.add_argument("--draft-temperatures", default="auto", help="sampled mode: each model draft at these multiples "
+                   "of T (EngineConfig.draft_temperature; auto: the draft file's own)")
     p.add_argument("--out", default="bench/results/draft_acceptance.json")
     a = p.parse_args()
+    scales = a.draft_temperatures.split(",")
 
     engine = Engine(EngineConfig(target=a.target, draft=None, drafter="ngram", backend=a.backend))
     drafters: dict[str, object] = {name: name for name in a.baselines.split(",") if name}
@@ -83,14 +87,19 @@ def main() -> None:
         if loaded is None:
             print(f"note: no draft for {name}={spec}; skipped")
             continue
-        drafters[name] = _model_drafter(engine, loaded)
+        for t in scales:  # a scale of the temperature changes nothing greedy: measured sampled only
+            tau = getattr(loaded.model, "temperature_scale", 1.0) if t == "auto" else float(t)
+            drafters[name if t == scales[0] else f"{name} x{tau:g}T"] = _model_drafter(engine, loaded, tau)
     modes = {"greedy": (1, SamplingParams(temperature=0.0, max_new_tokens=a.max_new_tokens, stop=HUMANEVAL_STOPS)),
              "sampled T0.8": (8, SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=a.max_new_tokens,
                                                 stop=HUMANEVAL_STOPS, seed=1))}
+    modes = {m: v for m, v in modes.items() if m.split()[0] in a.modes.split(",")}
     rows = []
     for set_name, prompts in prompt_sets(a.limit).items():
         for mode, (k, params) in modes.items():
             for name, drafter in drafters.items():
+                if mode == "greedy" and " x" in name:
+                    continue
                 r = measure(engine, drafter, prompts, k, params, a.draft_length, a.batch_seqs)
                 rows.append({"prompts": set_name, "n": len(prompts), "mode": mode, "k": k, "drafter": name, **r})
                 print(json.dumps(rows[-1]), flush=True)
@@ -106,9 +115,9 @@ def main() -> None:
               f"{r['tokens_per_round']:>12.2f}")
 
 
-def _model_drafter(engine: Engine, loaded: LoadedModel):
+def _model_drafter(engine: Engine, loaded: LoadedModel, temperature_scale: float = 1.0):
     """A factory of drafters over `loaded` (one per request: a drafter serves one batch): a `FeatureDrafter`
-    for a feature draft, else a `ModelDrafter`."""
+    for a feature draft, else a `ModelDrafter`, drawing at `temperature_scale` times the request's T."""
     from bass.attention import get_backend
     from bass.cache import CacheArena
     from bass.graphs import GraphedModel
@@ -117,7 +126,7 @@ def _model_drafter(engine: Engine, loaded: LoadedModel):
     forward = GraphedModel(loaded.model, arena, use_graphs=True) if engine.device.type == "cuda" else None
     attn = get_backend(engine.config.backend, engine.device)
     return lambda: build_drafter("model", engine.target_forward, loaded.model, attn, draft_forward=forward,
-                                 draft_arena=arena)
+                                 draft_arena=arena, temperature_scale=temperature_scale)
 
 
 if __name__ == "__main__":

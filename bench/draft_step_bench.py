@@ -57,7 +57,8 @@ def build_engine(shape: str, device: str) -> Engine:
     loaded = LoadedModel(target, SyntheticTokenizer(cfg.vocab_size), cfg, f"random {shape}")
     if shape == "qwen2.5-1.5b":
         config, tensors, meta = read_draft_file(DRAFT_FILE)  # hash-checked: the shipped file's shapes
-        draft = LoadedModel(derive_draft(target, config, tensors, meta["kind"]), loaded.tokenizer, config, "draft")
+        model = derive_draft(target, config, tensors, meta["kind"], meta["draft_temperature"])
+        draft = LoadedModel(model, loaded.tokenizer, config, "draft")
     else:  # a reduced proposal vocabulary, as the shipped draft has
         draft = random_feature_draft(loaded, seed=0, vocab=cfg.vocab_size // 2)
     return Engine(EngineConfig(target="synthetic", draft=None, drafter="ngram", device=device,

@@ -92,6 +92,9 @@ class TrainConfig:
     eval_every: int = 100
     feature_weight: float = 0.5  # loss "feature": weight of the smooth-L1 feature regression beside the KL
     second_step_weight: float = 0.5  # loss "feature": weight of the loss at draft step 2 (fed its own f̂)
+    # loss "feature": after training, the held-out sampled acceptance with the draft at each of these multiples
+    # of the target's temperature (train.sampled_acceptance); () skips it
+    draft_temperature_scales: tuple[float, ...] = (1.0, 0.85, 0.7, 0.55, 0.4)
     init: str | None = None  # a draft file of the same kind and shape to start from (a further cycle), else random
 
     def __post_init__(self) -> None:
@@ -99,5 +102,7 @@ class TrainConfig:
             raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
         if self.minutes <= 0 or self.batch_size < 1 or self.seq_len < 8:
             raise ValueError("minutes must be > 0, batch_size >= 1 and seq_len >= 8")
+        if any(not 0.0 < tau <= 2.0 for tau in self.draft_temperature_scales):
+            raise ValueError(f"draft_temperature_scales must lie in (0, 2], got {self.draft_temperature_scales}")
         if not 0.0 <= self.completion_share <= 1.0:
             raise ValueError(f"completion_share must be in [0, 1], got {self.completion_share}")

@@ -16,6 +16,19 @@ from bass.models.draft import file_sha256, fingerprint
 from draft_training.model import FeatureStudent, Student, Teacher, student_state_dict
 
 
+def set_draft_temperature(path: Path, scale: float) -> None:
+    """Record in the draft file at `path` the multiple of the request's temperature its proposals are drawn at
+    (metadata "draft_temperature", read by `bass.models.draft`; the tensors are unchanged)."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = dict(f.metadata() or {})
+        tensors = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118 (not a mapping)
+    meta["draft_temperature"] = f"{scale:g}"
+    save_file(tensors, str(path), metadata=meta)
+
+
 def export_draft(student: Student | FeatureStudent, teacher: Teacher, path: Path, recipe: dict) -> str:
     """Write the draft file to `path`; return its sha256 (the engine checks it at load)."""
     from safetensors.torch import save_file

@@ -137,17 +137,21 @@ class Student(CausalLM):
 class FeatureStudent(CausalLM):
     """The feature draft (`bass.models.feature_draft`, parameter names as `FeatureDraft`), cache-free:
 
-    f̂_{t+1} = W_out Body(W_fc [f_t ; E x_{t+1}])_t      logits = W_head f̂_{t+1}
+    f̂_{t+1} = W_out Body(W_fc [f_t ; E x_{t+1}])_t      logits = W_head[S] f̂_{t+1}
 
-    f_t are the teacher's final normed hidden states; E and W_head its own frozen tables.
+    f_t are the teacher's final normed hidden states; E and W_head its own frozen tables; S its proposal
+    vocabulary (`vocab`, target ids ascending; None: every token), the rows of the head the shipped draft reads.
     """
 
-    def __init__(self, config: ModelConfig, embedding: torch.Tensor, head: torch.Tensor) -> None:
+    def __init__(self, config: ModelConfig, embedding: torch.Tensor, head: torch.Tensor,
+                 vocab: torch.Tensor | None = None) -> None:
         super().__init__(config)
         H = embedding.shape[1]
         self.fc = nn.Linear(2 * H, config.hidden_size, bias=False)
         self.out_proj = nn.Linear(config.hidden_size, H, bias=False)
-        self._tables = (embedding, head)  # frozen and not part of the state dict
+        self.vocab = None if vocab is None else vocab.to(head.device, torch.long)  # [V'] not a weight
+        rows = head if vocab is None else head[self.vocab]  # [V', H]
+        self._tables = (embedding, rows)  # frozen and not part of the state dict
 
     def features(self, f: torch.Tensor, next_tokens: torch.Tensor) -> torch.Tensor:
         """Predicted features f̂ [B, T, H] of entries (f [B, T, H] at positions 0 .. T-1, next_tokens [B, T])."""
@@ -156,7 +160,7 @@ class FeatureStudent(CausalLM):
         return self.out_proj(self.body(self.fc(x)))
 
     def logits(self, f_hat: torch.Tensor) -> torch.Tensor:
-        """Logits [..., V] of predicted features [..., H] through the teacher's head."""
+        """Logits [..., V'] of predicted features [..., H] through the teacher's head rows of `vocab`."""
         return f_hat @ self._tables[1].T.to(f_hat.dtype)
 
 

@@ -25,16 +25,19 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bass.config import SamplingParams
 from draft_training.config import DraftShape, TrainConfig
 from draft_training.corpus import load_tokens
 from draft_training.model import FeatureStudent, Student, Teacher, use_autograd_kernels
+
+SAMPLED = SamplingParams(temperature=0.8, top_p=0.95)  # the issue's sampled setting (T 0.8, top-p 0.95)
 
 
 @dataclass
@@ -44,6 +47,8 @@ class TrainReport:
     tokens: int
     seconds: float
     history: list[dict] = field(default_factory=list)  # one row per evaluation
+    # feature loss: `sampled_acceptance` of the final draft ("final") and of the file it started from ("init")
+    acceptance: dict[str, list[dict]] = field(default_factory=dict)
 
     @property
     def final(self) -> dict:
@@ -79,12 +84,17 @@ def teacher_from(target: torch.nn.Module) -> Teacher:
     return teacher.eval().requires_grad_(False)
 
 
-def new_student(teacher: Teacher, shape: DraftShape, seed: int, feature: bool = False) -> Student | FeatureStudent:
-    """A freshly initialised draft (a feature draft with `feature`) on the teacher's device, float32 weights."""
+def new_student(teacher: Teacher, shape: DraftShape, seed: int, feature: bool = False,
+                vocab: torch.Tensor | None = None) -> Student | FeatureStudent:
+    """A freshly initialised draft on the teacher's device, float32 weights: a feature draft with `feature`,
+    over the proposal vocabulary `vocab` (target ids) if given."""
     device = teacher.head.device
     torch.manual_seed(seed)
-    kind = FeatureStudent if feature else Student
-    student = kind(shape.model_config(teacher.config), teacher.embed_tokens.weight, teacher.head)
+    config = shape.model_config(teacher.config)
+    if feature:
+        student = FeatureStudent(config, teacher.embed_tokens.weight, teacher.head, vocab)
+    else:
+        student = Student(config, teacher.embed_tokens.weight, teacher.head)
     student.to(device=device, dtype=torch.float32)
     for name, p in student.named_parameters():
         if "norm" in name:
@@ -119,26 +129,42 @@ def _kl(t_logp: torch.Tensor, s_logp: torch.Tensor) -> torch.Tensor:
     return (t_logp.exp() * (t_logp - s_logp)).sum(-1).mean()
 
 
-def feature_loss(student: FeatureStudent, teacher: Teacher, window: torch.Tensor, cfg: TrainConfig
-                 ) -> tuple[torch.Tensor, dict]:
-    """The "feature" loss (module docstring) over `window` [B, T+1]; agreement at draft steps 1 and 2."""
+def feature_logits(student: FeatureStudent, teacher: Teacher, window: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The feature draft's two steps over `window` [B, T+1]: (f, f̂¹, t_logits, s1, s2) with f [B, T, H] the
+    target's features, f̂¹ [B, T-1, H], the target's logits [B, T-1, V] (bf16 on CUDA) over its whole
+    vocabulary, and the draft's at steps 1 and 2 [B, T-1, V'] over its proposal vocabulary (`student.vocab`)."""
     x = window[:, :-1]
     autocast = torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=x.device.type == "cuda")
     with torch.no_grad(), autocast:
         f = teacher.hidden(x)  # [B, T, H]: f_t at position t
-        t_logits = (f[:, 1:] @ teacher.head.T).float()  # [B, T-1, V]: p of the token after x_{t+1}
-    t_logp = F.log_softmax(t_logits, -1)
+        t_logits = f[:, 1:] @ teacher.head.T  # [B, T-1, V]: p of the token after x_{t+1}
     with autocast:
         f1 = student.features(f[:, :-1], x[:, 1:])  # entries (f_t, x_{t+1}) -> f̂_{t+1}
         s1 = student.logits(f1).float()
         # step 2: every entry but the first fed the draft's own prediction of its feature
         f2 = student.features(torch.cat([f[:, :1], f1[:, :-1].detach()], 1), x[:, 1:])
         s2 = student.logits(f2).float()
+    return f, f1, t_logits, s1, s2
+
+
+def feature_loss(student: FeatureStudent, teacher: Teacher, window: torch.Tensor, cfg: TrainConfig
+                 ) -> tuple[torch.Tensor, dict]:
+    """The "feature" loss (module docstring) over `window` [B, T+1]; agreement at draft steps 1 and 2 with the
+    target's most likely token over its whole vocabulary (a draft with a proposal vocabulary S never agrees
+    where that token lies outside S). With S the target's p in the KL is p restricted to S and renormalised,
+    the q that accepts most among those that propose from S."""
+    f, f1, t_logits, s1, s2 = feature_logits(student, teacher, window)
+    vocab = student.vocab
+    t_logp = F.log_softmax((t_logits if vocab is None else t_logits[..., vocab]).float(), -1)
     value = _kl(t_logp, F.log_softmax(s1, -1)) + cfg.feature_weight * F.smooth_l1_loss(f1.float(), f[:, 1:].float()) \
         + cfg.second_step_weight * _kl(t_logp, F.log_softmax(s2, -1))
     best = t_logits.argmax(-1)
-    return value, {"agree": float((s1.argmax(-1) == best).float().mean()),
-                   "agree_step2": float((s2.argmax(-1) == best).float().mean())}
+
+    def ids(s: torch.Tensor) -> torch.Tensor:
+        return s.argmax(-1) if vocab is None else vocab[s.argmax(-1)]
+
+    return value, {"agree": float((ids(s1) == best).float().mean()),
+                   "agree_step2": float((ids(s2) == best).float().mean())}
 
 
 def window_loss(student: Student | FeatureStudent, teacher: Teacher, window: torch.Tensor, loss: str,
@@ -164,11 +190,14 @@ def window_loss(student: Student | FeatureStudent, teacher: Teacher, window: tor
 
 
 def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Path, shape: DraftShape,
-          cfg: TrainConfig, log=print) -> tuple[Student, TrainReport]:
-    """Train one draft under `cfg`; return it and the report of its evaluations."""
+          cfg: TrainConfig, log=print, vocab: torch.Tensor | None = None) -> tuple[Student, TrainReport]:
+    """Train one draft under `cfg`; return it and the report of its evaluations. `vocab`: a feature draft's
+    proposal vocabulary (target ids), trained as it ships; None: every token."""
+    if vocab is not None and cfg.loss != "feature":
+        raise ValueError("only a feature draft proposes from a reduced vocabulary: leave vocab out for this loss")
     use_autograd_kernels()
     device = teacher.head.device
-    student = new_student(teacher, shape, cfg.seed, feature=cfg.loss == "feature")
+    student = new_student(teacher, shape, cfg.seed, feature=cfg.loss == "feature", vocab=vocab)
     if cfg.init is not None:
         load_weights(student, Path(cfg.init))
     comp = load_tokens(completions) if completions is not None and completions.exists() else None
@@ -180,6 +209,13 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay}, {"params": keep, "weight_decay": 0}],
                             lr=cfg.lr, betas=(0.9, 0.95), fused=device.type == "cuda")
     report = TrainReport(cfg.loss, 0, 0, 0.0)
+    measure_acceptance = cfg.loss == "feature" and bool(cfg.draft_temperature_scales)
+    if cfg.init is not None:  # the cycle's starting point, on the windows its end is measured on
+        report.history.append({**evaluate(student, teacher, eval_windows, cfg), "step": 0})
+        if measure_acceptance:
+            report.acceptance["init"] = sampled_acceptance(student, teacher, eval_windows,
+                                                           cfg.draft_temperature_scales)
+        log(f"[train {cfg.loss}] from {cfg.init}: {report.history[0]}")
     total = cfg.max_steps or 10**9
     t0, timed_from = time.perf_counter(), None
     step = 0
@@ -214,6 +250,10 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
             report.history.append(row)
             log(f"[train {cfg.loss}] step {step}/{total} {row}")
     report.steps, report.tokens = step, step * cfg.batch_size * cfg.seq_len
+    if measure_acceptance:
+        report.acceptance["final"] = sampled_acceptance(student, teacher, eval_windows, cfg.draft_temperature_scales)
+        log(f"[train {cfg.loss}] held-out sampled acceptance (T {SAMPLED.temperature}, top-p {SAMPLED.top_p}) by "
+            f"draft temperature scale: {report.acceptance}")
     report.seconds = round(time.perf_counter() - t0, 1)
     return student.eval(), report
 
@@ -228,6 +268,51 @@ def evaluate(student: Student | FeatureStudent, teacher: Teacher, windows: list[
         out[key] = round(sum(r[key] for _, r in rows) / len(rows), 4)
     out["heldout_loss"] = round(out["heldout_loss"], 4)
     return out
+
+
+def expected_acceptance(t_logits: torch.Tensor, s_logits: torch.Tensor, params: SamplingParams, scale: float = 1.0,
+                        vocab: torch.Tensor | None = None) -> torch.Tensor:
+    """A draft step's expected acceptance under lossless sampling at each position [...] of logits [..., V].
+
+    Speculative sampling accepts x ~ q with probability min(1, p(x) / q(x)), so a step accepts with
+
+        α = E_{x~q} min(1, p(x) / q(x)) = Σ_v min(p(v), q(v)) = 1 − TV(p, q),
+
+    p being the target's processed distribution (temperature T, top-p) and q the draft's at temperature
+    `scale`·T with the same top-p. Sampling stays exact for any q the verify is given, so the scale is free.
+    With `vocab` the draft's logits [..., V'] are those of target ids vocab (q = 0 elsewhere).
+    """
+    from bass.sampling import process_logits
+
+    p = process_logits(t_logits.float(), params)
+    q = process_logits(s_logits.float(), replace(params, temperature=params.temperature * scale))
+    return torch.minimum(p if vocab is None else p[..., vocab], q).sum(-1)
+
+
+@torch.no_grad()
+def sampled_acceptance(student: FeatureStudent, teacher: Teacher, windows: list[torch.Tensor],
+                       scales: tuple[float, ...], params: SamplingParams = SAMPLED) -> list[dict]:
+    """`expected_acceptance` of the feature draft on `windows`, per draft temperature scale τ: one row per τ,
+    averaged over the positions at draft steps 1 and 2 (step 2 fed the draft's own f̂, as while drafting).
+
+    Why scales: a draft trained with forward KL is mass-covering, flatter than the target where it agrees
+    with it, and a lower τ puts more of q where p is. q here is over the draft's proposal vocabulary with exact
+    top-p; the engine's draft applies top-p within its 256 most likely tokens (nearly the same q).
+    """
+    sums = {tau: [0.0, 0.0] for tau in scales}
+    n = 0
+    for part in (p for w in windows for p in w.split(4)):
+        _, _, t_logits, s1, s2 = feature_logits(student, teacher, part)
+        for tau in scales:
+            for i, s in enumerate((s1, s2)):
+                sums[tau][i] += float(expected_acceptance(t_logits, s, params, tau, student.vocab).sum())
+        n += t_logits.shape[0] * t_logits.shape[1]
+    return [{"scale": tau, "step1": round(a / n, 4), "step2": round(b / n, 4)} for tau, (a, b) in sums.items()]
+
+
+def best_scale(rows: list[dict]) -> float:
+    """The draft temperature scale of `sampled_acceptance`'s rows that accepts most over draft steps 1 and 2."""
+    return max(rows, key=lambda r: r["step1"] + r["step2"])["scale"]
 
 
 def _schedule(step: int, total: int, cfg: TrainConfig) -> float:

@@ -41,6 +41,17 @@ def coverage(tokens: np.ndarray, ids: np.ndarray) -> float:
     return float(np.isin(tokens, ids).mean()) if tokens.size else 0.0
 
 
+def corpus_vocab(work: Path, size: int, vocab_size: int, eos_ids: Iterable[int]) -> tuple[np.ndarray, dict]:
+    """The proposal vocabulary of the corpus in `work` (module docstring) and its recipe: what training
+    restricts a feature draft to and what `add_vocab` writes into its file, the same ids."""
+    always = [*eos_ids, json.loads((work / "manifest.json").read_text())["end_of_text_id"]]
+    train, heldout = load_tokens(work / "train.bin"), load_tokens(work / "heldout.bin")
+    ids = proposal_vocab(train, size, vocab_size, always)
+    recipe = {"size": int(ids.size), "source": "train.bin token counts, plus the end-of-sequence ids",
+              "coverage_train": round(coverage(train, ids), 5), "coverage_heldout": round(coverage(heldout, ids), 5)}
+    return ids, recipe
+
+
 def add_vocab(path: Path, work: Path, size: int = DEFAULT_SIZE) -> dict:
     """Write the proposal vocabulary of the corpus in `work` into the draft file `path` (its tensor `vocab`,
     and the recipe in its metadata); return the recipe. A draft file without it proposes from every token."""
@@ -54,12 +65,7 @@ def add_vocab(path: Path, work: Path, size: int = DEFAULT_SIZE) -> dict:
         raise ValueError(f"{path} is not a feature draft: only a feature draft proposes from a reduced vocabulary")
     config = json.loads(meta["config"])
     eos = config.get("eos_token_id")
-    always = [eos] if isinstance(eos, int) else list(eos or [])
-    always.append(json.loads((work / "manifest.json").read_text())["end_of_text_id"])
-    train, heldout = load_tokens(work / "train.bin"), load_tokens(work / "heldout.bin")
-    ids = proposal_vocab(train, size, config["vocab_size"], always)
-    recipe = {"size": int(ids.size), "source": "train.bin token counts, plus the end-of-sequence ids",
-              "coverage_train": round(coverage(train, ids), 5), "coverage_heldout": round(coverage(heldout, ids), 5)}
+    ids, recipe = corpus_vocab(work, size, config["vocab_size"], [eos] if isinstance(eos, int) else list(eos or []))
     tensors["vocab"] = torch.from_numpy(ids)
     meta["vocab"] = json.dumps(recipe)
     save_file(tensors, str(path), metadata=meta)

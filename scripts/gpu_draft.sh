@@ -30,7 +30,9 @@ case "$1" in
     want=$(python3 -c "import ast,sys; t=open('bass/models/embedded.py').read(); print(t.split('sha256=\"')[1].split('\"')[0])")
     echo "$want  $GGUF" | sha256sum -c
     mkdir -p $WORK
-    if [ -f $V/corpus-parts/corpus.tgz ]; then tar -xzf $V/corpus-parts/corpus.tgz -C $WORK; fi  # training only
+    # training only: the compressed corpus, whole or in pieces corpus.tgz.0, .1, ... (39 MB does not fit one call)
+    if ls $V/corpus-parts/corpus.tgz.* >/dev/null 2>&1; then cat $V/corpus-parts/corpus.tgz.* > $V/corpus-parts/corpus.tgz; fi
+    if [ -f $V/corpus-parts/corpus.tgz ]; then tar -xzf $V/corpus-parts/corpus.tgz -C $WORK; fi
     python3 -c "from bass.models.embedded import prepare_gguf; prepare_gguf('$GGUF')" 2>&1 | tail -1  # ~100 s, once
     ls -la $WORK; nvidia-smi --query-gpu=name,memory.total --format=csv ;;
   completions)

@@ -35,7 +35,7 @@ from bass.models.feature_draft import FeatureDraft
 from bass.models.llama import Transformer
 
 DRAFT_FILE = Path(__file__).parent / "drafts" / "qwen2.5-coder-1.5b.draft.safetensors"
-DRAFT_SHA256 = "f0b63fd429c0bf710b1fff91b8575ff0d190d11b19a88a48ca31f721a78d3029"
+DRAFT_SHA256 = "e34c942363ad92e9cb1dca9ef32cf47f56c7b440f2773a3ab982546fa78d6d3c"
 REBUILD_HINT = ("restore it with `git checkout -- bass/models/drafts` or rebuild it with the training pipeline "
                 "(`python -m draft_training all`, README 'Training the draft')")
 FINGERPRINT_ROWS = (0, 13, 220, 1000, 30000, 151643)  # token rows whose statistics identify the target
@@ -59,7 +59,8 @@ def file_sha256(path: Path) -> str:
 def read_draft_file(path: Path = DRAFT_FILE, sha256: str | None = DRAFT_SHA256
                     ) -> tuple[ModelConfig, dict[str, torch.Tensor], dict]:
     """(config, tensors, target metadata) of a draft file, after checking its sha256 (None skips the check).
-The target metadata also holds the file's "kind": "standalone" (derived tables) or "feature".
+The target metadata also holds the file's "kind": "standalone" (derived tables) or "feature", and the
+"draft_temperature" its proposals are drawn at (a multiple of the request's; 1 when the file names none).
 
     Raises ValueError saying how to restore or rebuild the file when it is missing or corrupt.
     """
@@ -77,6 +78,8 @@ The target metadata also holds the file's "kind": "standalone" (derived tables) 
         config = ModelConfig.from_hf(json.loads(meta["config"]))
         target = json.loads(meta["target"])
         target["kind"] = meta.get("kind", "standalone")
+        # the multiple of the request's temperature the pipeline measured to accept most (EngineConfig)
+        target["draft_temperature"] = float(meta.get("draft_temperature", 1.0))
     except (KeyError, ValueError) as err:
         raise ValueError(f"the draft file {path} lacks its config/target metadata ({err}): {REBUILD_HINT}") from err
     return config, tensors, target
@@ -93,9 +96,17 @@ def target_matches(target: nn.Module, meta: dict) -> bool:
 
 
 def derive_draft(target: nn.Module, config: ModelConfig, tensors: dict[str, torch.Tensor],
-                 kind: str = "standalone") -> Transformer | FeatureDraft:
+                 kind: str = "standalone", temperature_scale: float = 1.0) -> Transformer | FeatureDraft:
     """The runnable draft: shipped blocks + embedding and head derived from `target` (its device and dtype),
-    or for a feature draft, the shipped tensors around the target's own embedding and head."""
+    or for a feature draft, the shipped tensors around the target's own embedding and head. Its
+    `temperature_scale` is the multiple of a request's temperature its proposals are drawn at by default."""
+    model = _derive(target, config, tensors, kind)
+    model.temperature_scale = temperature_scale
+    return model
+
+
+def _derive(target: nn.Module, config: ModelConfig, tensors: dict[str, torch.Tensor], kind: str
+            ) -> Transformer | FeatureDraft:
     emb = target.embed_tokens.weight
     head = emb if target.lm_head is None else target.lm_head.weight
     device, dtype = emb.device, emb.dtype
@@ -131,7 +142,7 @@ def shipped_draft(target: nn.Module, path: Path = DRAFT_FILE, sha256: str | None
     config, tensors, meta = read_draft_file(path, sha256)
     if not target_matches(target, meta):
         return None
-    return derive_draft(target, config, tensors, meta["kind"])
+    return derive_draft(target, config, tensors, meta["kind"], meta["draft_temperature"])
 
 
 def _could_match(target: nn.Module) -> bool:

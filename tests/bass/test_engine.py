@@ -174,6 +174,9 @@ def test_bad_configuration_raises_clear_errors(tiny_dir, tmp_path):
         SamplingParams(temperature=-1)
     with pytest.raises(ValueError, match="draft"):
         EngineConfig(drafter="model", draft=None)
+    for bad in (0, -0.5, 2.5, "low"):
+        with pytest.raises(ValueError, match=r"draft_temperature must be a multiple .* in \(0, 2\]"):
+            EngineConfig(draft_temperature=bad)
     with pytest.raises(ValueError, match="no draft ships"):  # "auto" finds none for a tiny target
         Engine(EngineConfig(target=str(tiny_dir("llama", 0)), drafter="model"))
     with pytest.raises(ValueError, match="target"):

@@ -190,6 +190,17 @@ def test_cli_says_a_prompt_file_must_be_utf8(tmp_path, capsys):
     assert "--stop-at-first-pass needs --tests-file" in capsys.readouterr().err
 
 
+def test_cli_passes_the_draft_temperature_to_the_engine(tmp_path, capsys):
+    from bass.cli import engine_config, main, parser
+
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("def f():\n")
+    flags = ["generate", "--prompt-file", str(prompt)]
+    assert engine_config(parser().parse_args([*flags, "--draft-temperature", "0.5"])).draft_temperature == 0.5
+    assert engine_config(parser().parse_args(flags)).draft_temperature is None
+    assert main([*flags, "--draft-temperature", "3"]) == 2
+    assert "draft_temperature must be a multiple of the request's temperature in (0, 2]" in capsys.readouterr().err
+
 
 def test_on_verdicts_runs_once_the_verdicts_can_be_polled():
     got: list[list[int]] = []  # what a poll found at each call: the batch that triggered it

@@ -95,3 +95,20 @@ def test_second_token_follows_the_target_when_the_draft_cuts_top_p_short(tiny_en
     monkeypatch.setattr(sampling, "draft_proposal", counted)
     _assert_second_token_follows(engine, tiny_dir, params, "model", PROBE_1)
     assert sum(short) > 0
+
+
+@pytest.mark.parametrize("drafter", ["model", "feature"])
+def test_second_token_follows_the_target_when_the_draft_samples_at_another_temperature(tiny_engine, tiny_dir,
+                                                                                        drafter):
+    """`EngineConfig.draft_temperature`: the draft draws at half the request's temperature (a q sharper than
+    the target's p), and the verify, given that q, still emits the target's distribution."""
+    if drafter == "feature":
+        engine = tiny_engine("llama", feature_seed=7, head_scale=6.0, draft_temperature=0.5)
+    else:
+        engine = tiny_engine("llama", draft_seed=7, head_scale=6.0, draft_temperature=0.5)
+    params = SamplingParams(temperature=0.7, top_p=0.9)
+    made = engine.new_drafter("model")
+    assert made.temperature_scale == 0.5
+    assert made.proposal_params(params).temperature == pytest.approx(0.35)
+    assert made.proposal_params(SamplingParams()).temperature == 0.0  # greedy stays greedy
+    _assert_second_token_follows(engine, tiny_dir, params, "model", PROBE_1)

@@ -18,11 +18,12 @@ from bass import Engine, EngineConfig, SamplingParams  # noqa: E402
 from bass.models.draft import read_draft_file  # noqa: E402
 from bass.models.feature_draft import FeatureDraft  # noqa: E402
 from bass.models.loader import load_model  # noqa: E402
+from bass.sampling import process_logits  # noqa: E402
 from draft_training.config import CorpusConfig, DraftShape, TrainConfig  # noqa: E402
 from draft_training.corpus import build_corpus, humaneval_signatures, load_tokens  # noqa: E402
 from draft_training.export import export_draft  # noqa: E402
 from draft_training.model import FeatureStudent, Student  # noqa: E402
-from draft_training.train import teacher_from, train  # noqa: E402
+from draft_training.train import expected_acceptance, teacher_from, train  # noqa: E402
 from draft_training.vocab import add_vocab  # noqa: E402
 from sandbox.humaneval import load_humaneval  # noqa: E402
 
@@ -130,6 +131,9 @@ def test_feature_draft_trains_and_exports_as_a_feature_drafter(corpus, target_di
     student, report = train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", SHAPE, cfg, log=lambda _: 0)
     first, last = report.history[0], report.history[-1]
     assert last["heldout_loss"] < first["heldout_loss"] and "agree_step2" in last
+    rows = report.acceptance["final"]  # the sampled acceptance by draft temperature scale, no "init" row
+    assert [r["scale"] for r in rows] == list(cfg.draft_temperature_scales) and "init" not in report.acceptance
+    assert all(0.0 < r[step] <= 1.0 for r in rows for step in ("step1", "step2"))
 
     path = tmp_path / "feature.safetensors"
     export_draft(student, teacher, path, {"test": True})
@@ -172,6 +176,24 @@ def test_feature_draft_trains_and_exports_as_a_feature_drafter(corpus, target_di
     assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates]
 
 
+def test_expected_acceptance_is_the_rate_at_which_speculative_sampling_accepts():
+    """Σ min(p, q) is the probability that x ~ q passes the test u < p(x) / q(x), at any draft temperature
+    scale; it is 1 for a draft equal to the target at scale 1, and less at another scale."""
+    g = torch.Generator().manual_seed(0)
+    target, draft = torch.randn(6, 40, generator=g) * 2, torch.randn(6, 40, generator=g) * 2
+    params = SamplingParams(temperature=0.8, top_p=0.95)
+    for scale in (1.0, 0.6):
+        alpha = expected_acceptance(target, draft, params, scale)  # [6]
+        p = process_logits(target, params)
+        q = process_logits(draft, SamplingParams(temperature=0.8 * scale, top_p=0.95))
+        x = torch.multinomial(q, 40_000, replacement=True, generator=g)  # [6, n] draws from q
+        u = torch.rand(x.shape, generator=g)
+        rate = (u < p.gather(1, x) / q.gather(1, x)).float().mean(1)
+        torch.testing.assert_close(rate, alpha, atol=0.01, rtol=0)
+    torch.testing.assert_close(expected_acceptance(target, target, params), torch.ones(6))
+    assert bool((expected_acceptance(target, target, params, 0.6) < 0.999).all())
+
+
 def test_a_second_cycle_starts_from_the_first_runs_file(corpus, target_dir, tmp_path):
     """`TrainConfig.init`: the second run's student starts as the file's weights (bf16-rounded) and goes on
     learning from there; a file of another kind or shape is refused with what to do."""
@@ -189,6 +211,7 @@ def test_a_second_cycle_starts_from_the_first_runs_file(corpus, target_dir, tmp_
     for name, value in second.state_dict().items():
         torch.testing.assert_close(value, tensors[name].float(), rtol=0, atol=0)
     assert again.final["heldout_loss"] == pytest.approx(report.final["heldout_loss"], rel=0.02)
+    assert again.acceptance["init"] == again.acceptance["final"]  # measured on the same windows, lr 0
 
     more = TrainConfig(**{**cfg.__dict__, "init": str(path)})
     _, longer = train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", SHAPE, more, log=lambda _: 0)
@@ -206,3 +229,43 @@ def _torch_attention(engine):
     from bass.attention import get_backend
 
     return get_backend("torch", engine.device)
+
+
+def test_a_feature_draft_trains_over_its_proposal_vocabulary_from_the_command_line(corpus, target_dir, tmp_path):
+    """`python -m draft_training train --loss feature`: the draft is trained over the proposal vocabulary it
+    ships with (its logits are the head's rows of those ids), and the file holds the same ids."""
+    from draft_training.cli import main
+    from draft_training.vocab import corpus_vocab
+
+    out = tmp_path / "feature.safetensors"
+    args = ["train", "--target", str(target_dir), "--work", str(corpus), "--out", str(out), "--loss", "feature",
+            "--max-steps", "6", "--eval-every", "3", "--batch-size", "4", "--seq-len", "32", "--draft-vocab", "64",
+            "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1", "--intermediate", "64"]
+    assert main(args) == 0
+    target = load_model(str(target_dir))
+    ids, recipe = corpus_vocab(corpus, 64, target.config.vocab_size, target.config.eos_token_ids)
+    _, tensors, _ = read_draft_file(out, sha256=None)
+    assert torch.equal(tensors["vocab"], torch.from_numpy(ids)) and recipe["size"] == len(ids) < 100
+    summary = json.loads(out.with_suffix(".json").read_text())
+    rows = summary["sampled_acceptance"]["final"]
+    assert [r["scale"] for r in rows] == list(TrainConfig().draft_temperature_scales)
+    # the file records the scale that accepted most, and the engine's model drafter draws at it unless told
+    best = max(rows, key=lambda r: r["step1"] + r["step2"])["scale"]
+    assert summary["draft_temperature"] == best == read_draft_file(out, sha256=None)[2]["draft_temperature"]
+    engine = Engine(EngineConfig(target=str(target_dir), draft=str(out), drafter="model"), target=target)
+    assert engine.new_drafter("model").temperature_scale == best
+    assert engine.new_drafter("ngram").temperature_scale == 1.0
+    told = Engine(EngineConfig(target=str(target_dir), draft=str(out), drafter="model", draft_temperature=1.0),
+                  target=target)
+    assert told.new_drafter("model").temperature_scale == 1.0
+
+    teacher = teacher_from(target.model)
+    config = SHAPE.model_config(teacher.config)
+    full = FeatureStudent(config, teacher.embed_tokens.weight, teacher.head)
+    sub = FeatureStudent(config, teacher.embed_tokens.weight, teacher.head, torch.from_numpy(ids))
+    f_hat = torch.randn(2, 3, teacher.config.hidden_size)
+    assert sub.logits(f_hat).shape[-1] == len(ids)
+    torch.testing.assert_close(sub.logits(f_hat), full.logits(f_hat)[..., torch.from_numpy(ids).long()])
+    with pytest.raises(ValueError, match="only a feature draft proposes from a reduced vocabulary"):
+        train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", SHAPE,
+              TrainConfig(loss="distill", max_steps=1), log=lambda _: 0, vocab=torch.from_numpy(ids))
