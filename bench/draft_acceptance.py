@@ -81,6 +81,7 @@ def main() -> None:
 
     engine = Engine(EngineConfig(target=a.target, draft=None, drafter="ngram", backend=a.backend))
     drafters: dict[str, object] = {name: name for name in a.baselines.split(",") if name}
+    temperature: dict[str, float] = {}  # a model draft's label -> the multiple of T it draws at
     for pair in a.drafts:
         name, spec = pair.split("=", 1)
         loaded = engine.load_draft(spec, {"progress": None, "device": engine.device, "dtype": engine.dtype})
@@ -89,7 +90,8 @@ def main() -> None:
             continue
         for t in scales:  # a scale of the temperature changes nothing greedy: measured sampled only
             tau = getattr(loaded.model, "temperature_scale", 1.0) if t == "auto" else float(t)
-            drafters[name if t == scales[0] else f"{name} x{tau:g}T"] = _model_drafter(engine, loaded, tau)
+            label = name if t == scales[0] else f"{name} x{tau:g}T"
+            drafters[label], temperature[label] = _model_drafter(engine, loaded, tau), tau
     modes = {"greedy": (1, SamplingParams(temperature=0.0, max_new_tokens=a.max_new_tokens, stop=HUMANEVAL_STOPS)),
              "sampled T0.8": (8, SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=a.max_new_tokens,
                                                 stop=HUMANEVAL_STOPS, seed=1))}
@@ -101,7 +103,8 @@ def main() -> None:
                 if mode == "greedy" and " x" in name:
                     continue
                 r = measure(engine, drafter, prompts, k, params, a.draft_length, a.batch_seqs)
-                rows.append({"prompts": set_name, "n": len(prompts), "mode": mode, "k": k, "drafter": name, **r})
+                rows.append({"prompts": set_name, "n": len(prompts), "mode": mode, "k": k, "drafter": name,
+                             "draft_temperature": temperature.get(name), **r})
                 print(json.dumps(rows[-1]), flush=True)
     device = device_line(engine.device)
     out = {"device": device, "target": engine.target.name, "draft_length": a.draft_length,
