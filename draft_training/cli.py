@@ -82,12 +82,9 @@ def _completions(args, work: Path, loaded=None) -> int:
 
 
 def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -> dict:
-    from safetensors.torch import load_file
-
-    from bass.models.draft import file_sha256
-    from draft_training.export import export_draft, set_draft_temperature
+    from draft_training.export import export_draft
     from draft_training.train import best_scale, teacher_from, train
-    from draft_training.vocab import add_vocab, corpus_vocab
+    from draft_training.vocab import corpus_vocab
 
     base = default_shape(loss)
     hidden, heads = args.hidden or base.hidden_size, args.heads or base.num_heads
@@ -98,23 +95,18 @@ def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -
                       seed=args.seed, max_steps=args.max_steps, eval_every=args.eval_every, init=args.init)
     teacher = teacher_from(loaded.model)
     comp = work / "completions.bin"
-    vocab = None  # a feature draft trains over the proposal vocabulary it ships with
+    vocab = None  # a feature draft trains over the proposal vocabulary it ships with: (ids, recipe)
     if loss == "feature" and args.draft_vocab:
-        ids, _ = corpus_vocab(work, args.draft_vocab, teacher.config.vocab_size, teacher.config.eos_token_ids)
-        vocab = torch.from_numpy(ids)
+        vocab = corpus_vocab(work, args.draft_vocab, teacher.config.vocab_size, teacher.config.eos_token_ids)
     student, report = train(teacher, work / "train.bin", comp if comp.exists() else None, work / "heldout.bin",
-                            shape, cfg, vocab=vocab)
+                            shape, cfg, vocab=None if vocab is None else torch.from_numpy(vocab[0]))
     recipe = {"shape": asdict(shape), "train": asdict(cfg), "steps": report.steps, "tokens": report.tokens,
               "seconds": report.seconds, "final": report.final, "target": loaded.name}
-    export_draft(student, teacher, out, recipe)
     if vocab is not None:
-        recipe["vocab"] = add_vocab(out, work, args.draft_vocab)
-        if not torch.equal(load_file(str(out))["vocab"], vocab.to(torch.int32)):
-            raise ValueError(f"{out}'s proposal vocabulary differs from the one it was trained over")
+        recipe["vocab"] = vocab[1]
     if report.acceptance.get("final"):  # the engine draws this draft's proposals at its best temperature scale
         recipe["draft_temperature"] = best_scale(report.acceptance["final"])
-        set_draft_temperature(out, recipe["draft_temperature"])
-    sha = file_sha256(out)
+    sha = export_draft(student, teacher, out, recipe, vocab, recipe.get("draft_temperature"))
     summary = {**recipe, "file": str(out), "sha256": sha, "bytes": out.stat().st_size, "history": report.history,
                "sampled_acceptance": report.acceptance}
     out.with_suffix(".json").write_text(json.dumps(summary, indent=1))

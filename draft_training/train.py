@@ -270,9 +270,10 @@ def evaluate(student: Student | FeatureStudent, teacher: Teacher, windows: list[
     return out
 
 
-def expected_acceptance(t_logits: torch.Tensor, s_logits: torch.Tensor, params: SamplingParams, scale: float = 1.0,
+def expected_acceptance(p: torch.Tensor, s_logits: torch.Tensor, params: SamplingParams, scale: float = 1.0,
                         vocab: torch.Tensor | None = None) -> torch.Tensor:
-    """A draft step's expected acceptance under lossless sampling at each position [...] of logits [..., V].
+    """A draft step's expected acceptance under lossless sampling at each position [...] of the target's
+    processed distribution p [..., V] (`bass.sampling.process_logits` of its logits under `params`).
 
     Speculative sampling accepts x ~ q with probability min(1, p(x) / q(x)), so a step accepts with
 
@@ -284,7 +285,6 @@ def expected_acceptance(t_logits: torch.Tensor, s_logits: torch.Tensor, params: 
     """
     from bass.sampling import process_logits
 
-    p = process_logits(t_logits.float(), params)
     q = process_logits(s_logits.float(), replace(params, temperature=params.temperature * scale))
     return torch.minimum(p if vocab is None else p[..., vocab], q).sum(-1)
 
@@ -299,13 +299,16 @@ def sampled_acceptance(student: FeatureStudent, teacher: Teacher, windows: list[
     with it, and a lower τ puts more of q where p is. q here is over the draft's proposal vocabulary with exact
     top-p; the engine's draft applies top-p within its 256 most likely tokens (nearly the same q).
     """
+    from bass.sampling import process_logits
+
     sums = {tau: [0.0, 0.0] for tau in scales}
     n = 0
-    for part in (p for w in windows for p in w.split(4)):
+    for part in (w for ws in windows for w in ws.split(4)):
         _, _, t_logits, s1, s2 = feature_logits(student, teacher, part)
+        p = process_logits(t_logits.float(), params)  # [b, T-1, V], once for every scale and step
         for tau in scales:
             for i, s in enumerate((s1, s2)):
-                sums[tau][i] += float(expected_acceptance(t_logits, s, params, tau, student.vocab).sum())
+                sums[tau][i] += float(expected_acceptance(p, s, params, tau, student.vocab).sum())
         n += t_logits.shape[0] * t_logits.shape[1]
     return [{"scale": tau, "step1": round(a / n, 4), "step2": round(b / n, 4)} for tau, (a, b) in sums.items()]
 

@@ -43,7 +43,7 @@ def coverage(tokens: np.ndarray, ids: np.ndarray) -> float:
 
 def corpus_vocab(work: Path, size: int, vocab_size: int, eos_ids: Iterable[int]) -> tuple[np.ndarray, dict]:
     """The proposal vocabulary of the corpus in `work` (module docstring) and its recipe: what training
-    restricts a feature draft to and what `add_vocab` writes into its file, the same ids."""
+    restricts a feature draft to and what its file holds (`export_draft`, or `add_vocab` for a file without)."""
     always = [*eos_ids, json.loads((work / "manifest.json").read_text())["end_of_text_id"]]
     train, heldout = load_tokens(work / "train.bin"), load_tokens(work / "heldout.bin")
     ids = proposal_vocab(train, size, vocab_size, always)

@@ -182,16 +182,16 @@ def test_expected_acceptance_is_the_rate_at_which_speculative_sampling_accepts()
     g = torch.Generator().manual_seed(0)
     target, draft = torch.randn(6, 40, generator=g) * 2, torch.randn(6, 40, generator=g) * 2
     params = SamplingParams(temperature=0.8, top_p=0.95)
+    p = process_logits(target, params)
     for scale in (1.0, 0.6):
-        alpha = expected_acceptance(target, draft, params, scale)  # [6]
-        p = process_logits(target, params)
+        alpha = expected_acceptance(p, draft, params, scale)  # [6]
         q = process_logits(draft, SamplingParams(temperature=0.8 * scale, top_p=0.95))
         x = torch.multinomial(q, 40_000, replacement=True, generator=g)  # [6, n] draws from q
         u = torch.rand(x.shape, generator=g)
         rate = (u < p.gather(1, x) / q.gather(1, x)).float().mean(1)
         torch.testing.assert_close(rate, alpha, atol=0.01, rtol=0)
-    torch.testing.assert_close(expected_acceptance(target, target, params), torch.ones(6))
-    assert bool((expected_acceptance(target, target, params, 0.6) < 0.999).all())
+    torch.testing.assert_close(expected_acceptance(p, target, params), torch.ones(6))
+    assert bool((expected_acceptance(p, target, params, 0.6) < 0.999).all())
 
 
 def test_a_second_cycle_starts_from_the_first_runs_file(corpus, target_dir, tmp_path):
