@@ -117,7 +117,14 @@ class FeatureDrafter(Drafter):
         self._last, self._proposed, self._histories = None, False, []
 
     def follows(self) -> bool:
-        return self._last is not None and bool(self._histories)  # a backlog's tokens come from a commit
+        if self._last is None:
+            return False
+        if self._histories:  # a backlog's tokens come from a commit
+            return True
+        # before the first commit: only if there is no backlog, as after a first round that drafted (it fed the
+        # prompt's last entry), so that the second round too is launched before the first is read
+        known = self.known if self._last.known_before is None else self._last.known_before
+        return self.fed == self._entries(known)
 
     def _entries(self, known: list[int]) -> list[int]:
         """The cache entries of each sequence once `known` features are fed (prompt entries included)."""

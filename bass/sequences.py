@@ -24,6 +24,7 @@ class Sequence:
     rounds: int = 0
     proposed: int = 0
     accepted: int = 0
+    rejected: int = 0  # draft tokens its last round asked for and did not accept (`bass.speculative`: the limit)
     finish_reason: str | None = None
     finish_time_s: float | None = None
     # incremental detokenization: generated[_prefix_off:_read_off] is decoded already and serves as

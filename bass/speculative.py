@@ -20,8 +20,7 @@ the device's round r + 1 instead of leaving the GPU idle:
   - a plain step (L = 0): its input is the last emitted token, already on the device, and its cache rows
     follow the rollback, which is queued on the device too;
   - a drafting round, from a drafter that `follows` (the feature draft after a round it drafted): what it
-    feeds is round r's emitted tokens and the target's features, both on the device, and its length must
-    fit the token limit whatever round r emits.
+    feeds is round r's emitted tokens and the target's features, both on the device.
 The price:
   - the round runs for sequences that round r finishes; their rows' results are dropped;
   - where round r's top-p needs the full-sort redo (rare), its corrected tokens were not the next round's
@@ -31,13 +30,25 @@ The price:
   - the policy decides the next round's length before it has seen round r's acceptance (one round of
     lag), so only the policies that tolerate it (`DraftLengthPolicy.decides_ahead`) are asked.
 
+The token limit. A round may emit l_b + 1 tokens, so l_b never exceeds what sequence b has left but one.
+A round launched ahead does not know what round r emitted, so it assumes the most, l_r + 1; the rounds
+launched after a read assume the same (l_b is cut by the drafts round r asked for and did not accept,
+`Sequence.rejected`), so that look-ahead changes no draft length and no token. Near its limit a sequence
+drafts less, and the round is launched ahead all the same: refusing to cut it broke the pipeline for a round
+as each sequence neared its limit (on the H100 at k = 8, rounds that read 3.2-4.0 ms against 2.3-2.5 for
+their steady neighbours, `real_bench_2026-11-25_h100_cycle3.json`, `traces`).
+
 Finished sequences ride along. Compacting the batch needs both rounds read, so it stops the look-ahead
-for a round, and the GPU idles while the host reads, compacts and launches again (about a millisecond on
-the H100 at k = 8). So with look-ahead a finished sequence keeps its row until the live ones fit a smaller
-batch bucket (`bass.graphs.BATCH_BUCKETS`), the only point where dropping rows saves device work: its
-draft length is 0 and the round's `alive` mask makes its verify width (q_len) 0, so its cache neither
-grows nor rolls back, and its results are never read. Without look-ahead (the CPU, where every row
-costs compute) the batch is compacted as soon as a sequence finishes.
+for a round, and the GPU idles while the host reads, compacts and launches again. So with look-ahead a
+finished sequence keeps its row: its draft length is 0 and the round's `alive` mask makes its verify width
+(q_len) 0, so its cache neither grows nor rolls back, and its results are never read. Dropping rows saves
+device work only where the live ones fit a smaller batch bucket (`bass.graphs.BATCH_BUCKETS`), and only
+above RIDE_ALONG_ROWS rows does that pay for the stop: on the H100 with the 1.5B target and its draft at
+k = 8 (fixed L = 3), a round cost 2.46 ms at 8 rows, 2.42 at 4, 2.39 at 2 and 2.31 at 1, while each of
+the 23 compactions cost about 1.4 ms of stopped pipeline, 2.8 % of the decode time in all
+(`real_bench_2026-11-25_h100_cycle3.json`, `traces`); at 32 rows a round at L = 1 cost 2.4 ms against 2.2
+at 16. Without look-ahead (the CPU, where every row costs compute) the batch is compacted as soon as a
+sequence finishes.
 """
 
 from __future__ import annotations
@@ -59,6 +70,8 @@ from bass.rules import VerifyRule, emitted, run_then, verify_rule
 from bass.sequences import Sequence, StopRule
 from bass.streams import SequenceRNG
 from bass.transfer import ints_to_device
+
+RIDE_ALONG_ROWS = 8  # with look-ahead, a batch of at most this many rows keeps finished ones to the end
 
 
 @dataclass
@@ -202,14 +215,15 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
                 state.live = []
                 yield RoundReport(r, started, 0, updates, started)
                 return
-            # 1. draft lengths, never past the token limit: a round emits at most l_b + 1 tokens
+            # 1. draft lengths, never past the token limit: a round emits at most l_b + 1 tokens, and as if the
+            # round before had accepted all it asked for (module docstring, the token limit)
             seqs = [s.seq for s in state.live]
             if planned is not None:
                 wanted, planned = [planned[q] for q in seqs], None
                 policy.relaunched()
             else:
                 wanted = _wanted(policy, drafter, state.live)
-            room = [params.max_new_tokens - s.num_generated - 1 for s in state.live]
+            room = [params.max_new_tokens - s.num_generated - 1 - s.rejected for s in state.live]
             lengths = [max(0, min(n, m)) for n, m in zip(wanted, room, strict=True)]
             L = max(lengths, default=0)
             u = rng.uniforms([s.key for s in state.live], 2 * L + 1, device)  # [B, 2L+1]
@@ -228,12 +242,12 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
             if not _halt(cancel, time_budget_s, now):
                 seqs = [s.seq for s in state.live]
                 wanted = _wanted(policy, drafter, state.live)
-                # whatever round r emits (at most l_b + 1 tokens), the round ahead must fit the token limit
+                # within the token limit whatever round r emits, at most l_b + 1 tokens (module docstring)
                 room = [params.max_new_tokens - s.num_generated - 1 - (n + 1) for s, n in zip(rnd.live, rnd.lengths,
                                                                                           strict=True)]
-                fits = all(w <= m for w, m, s in zip(wanted, room, state.live, strict=True) if not s.finished)
+                wanted = [max(0, min(w, m)) for w, m in zip(wanted, room, strict=True)]
                 L = max(wanted)
-                if L == 0 or (drafter.follows() and fits):
+                if L == 0 or drafter.follows():
                     u = rng.uniforms([s.key for s in state.live], 2 * L + 1, device)
                     ahead = _Round(r, now, list(state.live), wanted, u, slot=1 - rnd.slot, alive=alive)
                     last = _launch(target, attn, rule, drafter, ahead, state.cache, last, None, params)
@@ -255,7 +269,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
             a, t, n, d = row[0], row[1], row[2], row[4:4 + row[0]]
             before = len(s.history)
             new_text = stop.extend(s, d + [t])
-            s.rounds, s.proposed, s.accepted = s.rounds + 1, s.proposed + n, s.accepted + a
+            s.rounds, s.proposed, s.accepted, s.rejected = s.rounds + 1, s.proposed + n, s.accepted + a, n_asked - a
             if s.finished:
                 s.finish_time_s = now
             updates.append(SequenceUpdate(s.seq, tuple(s.history[before:]), new_text, n, a, s.finished,
@@ -289,14 +303,16 @@ def _wanted(policy: DraftLengthPolicy, drafter: Drafter, live: list[Sequence]) -
 
 
 def _compacts(live: list[Sequence], look_ahead: bool) -> bool:
-    """Whether finished rows should leave the batch now: at once without look-ahead, and with it only when
-    the live rows fit a smaller batch bucket (module docstring: finished sequences ride along)."""
+    """Whether finished rows should leave the batch now: at once without look-ahead, and with it only from a
+    batch of more than RIDE_ALONG_ROWS rows whose live ones fit a smaller batch bucket (module docstring:
+    finished sequences ride along)."""
     running = sum(not s.finished for s in live)
     if running == len(live):
         return False
     if not look_ahead:
         return True
-    return (bucket(running, BATCH_BUCKETS) or running) < (bucket(len(live), BATCH_BUCKETS) or len(live))
+    rows = bucket(len(live), BATCH_BUCKETS) or len(live)
+    return rows > RIDE_ALONG_ROWS and (bucket(running, BATCH_BUCKETS) or running) < rows
 
 
 def _ends_at_limit(live: list[Sequence], params: SamplingParams) -> bool:

@@ -14,8 +14,9 @@ Three views, one engine:
   rounds   ms per round of regular decoding and of BASS at fixed L = --ls, k sequences of one prompt
            (the median of three timed generations after two warm-ups): what each draft length adds;
   graphs   for every captured graph of batch k: nodes (device operations of one replay), device ms per
-           replay back to back (`host_costs.measure`), and the ordered kernels of one draft step
-           (draft_step_<graph>.txt: start µs, duration µs, name);
+           replay back to back (`host_costs.measure`), the ordered kernels of one draft step
+           (draft_step_<graph>.txt: start µs, duration µs, name), and the verify graphs kernel by kernel, one
+           column per width (`kernel_table`; with BASS_PDL=0 in the environment each kernel's own time);
   pipelined  `profile_round.pipelined_round` at fixed L = 1 and 2 and regular: wall vs GPU busy per round.
 """
 
@@ -83,6 +84,20 @@ def kernel_sequence(replay) -> list[tuple[float, float, str]]:
     return [(e.time_range.start - t0, e.time_range.end - e.time_range.start, e.name[:90]) for e in work]
 
 
+def kernel_table(graphs: list[dict], top: int = 14) -> list[str]:
+    """The target's graphs of batch k (slot 0) side by side, one line per kernel name (the `top` dearest in the
+    widest graph): launches and device µs per replay, so what each verify width adds shows kernel by kernel.
+    Under PDL a kernel's span includes its wait for the one before it: BASS_PDL=0 attributes time cleanly."""
+    cols = sorted((g for g in graphs if "kernels" in g), key=lambda g: int(g["graph"].split()[2][1:]))  # by width
+    if not cols:
+        return []
+    widest = cols[-1]["kernels"]
+    names = sorted({n for g in cols for n in g["kernels"]}, key=lambda n: -widest.get(n, [0, 0.0])[1])[:top]
+    head = f"{'kernel (launches, µs per replay)':44s}" + "".join(f"{g['graph'].split()[2]:>14s}" for g in cols)
+    cell = [[g["kernels"].get(n, [0, 0.0]) for g in cols] for n in names]
+    return [head] + [f"{n[:44]:44s}" + "".join(f"{c:5d} {us:8.1f}" for c, us in row) for n, row in zip(names, cell)]
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shape", default="qwen2.5-1.5b", choices=["qwen2.5-1.5b", "tiny"])
@@ -105,6 +120,8 @@ def main(argv: list[str] | None = None) -> dict:
                 continue
             row = measure(name, replay)
             graphs.append({key: row[key] for key in ("graph", "nodes", "device_ms", "idle_us")})
+            if name.startswith("target") and "slot0" in name:
+                graphs[-1]["kernels"] = row["kernels"]
             if name.startswith("draft") and name.endswith("DraftRule"):
                 lines = [f"{s:8.1f} {d:6.1f} {n}" for s, d, n in kernel_sequence(replay)]
                 file = "draft_step_" + name.replace(" + ", "_").replace(" ", "_") + ".txt"
@@ -124,6 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{r['ms_per_round'] - base:+10.3f}" for r in rounds]
     lines += ["graph                                      nodes  device ms"]
     lines += [f"{g['graph'][:42]:42s} {g['nodes']:6d} {g['device_ms']:10.3f}" for g in graphs]
+    lines += kernel_table(graphs)
     lines += [f"pipelined {r['label']:10s} wall {r['plain_ms_per_round']:.3f} ms/round, GPU busy "
               f"{r['gpu_busy_ms_per_round']:.3f}" for r in pipelined if r["gpu_busy_ms_per_round"] is not None]
     (out / "draft_step.txt").write_text("\n".join(lines) + "\n")

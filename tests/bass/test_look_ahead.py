@@ -100,6 +100,24 @@ def test_a_drafting_second_round_changes_no_token(tiny_engine, monkeypatch):
     assert got.stats.proposed > 0
 
 
+def test_after_a_first_round_that_drafted_the_second_is_launched_ahead(tiny_engine, monkeypatch):
+    """A first round that drafts feeds the prompt's last entry: the feature drafter has no backlog and needs no
+    commit's histories, so the second round is launched before the first is read (with a plain first round it
+    waits, as above)."""
+    monkeypatch.setattr(bass.engine, "DraftLengthPolicy", ScriptedPolicy)
+    monkeypatch.setitem(globals(), "PATTERN", (2,))
+    slots = []
+    verify = bass.speculative._verify
+    monkeypatch.setattr(bass.speculative, "_verify", lambda *a: slots.append(a[3].slot) or verify(*a))
+    params = SamplingParams(max_new_tokens=16, seed=5, temperature=1.0)
+    kw = dict(k=2, params=params, method="bass", drafter="model", draft_length=DraftLengthConfig())
+    want = _engine(tiny_engine, "feature", False).generate(PROMPTS, **kw)
+    slots.clear()
+    got = _engine(tiny_engine, "feature", True).generate(PROMPTS, **kw)
+    assert [c.token_ids for c in got.candidates] == [c.token_ids for c in want.candidates]
+    assert slots[:2] == [0, 1]
+
+
 def test_single_sequence_with_look_ahead_changes_no_token(tiny_engine):
     params = SamplingParams(max_new_tokens=16, seed=1, temperature=0.8)
     kw = dict(k=2, params=params, method="single", drafter="ngram",
@@ -125,7 +143,8 @@ def test_overlapping_rounds_are_timed_from_the_previous_end(monkeypatch):
 
 def test_feature_draft_reads_its_own_rounds_features(tiny_engine, monkeypatch):
     """Each commit must take the features of the verify it commits, not those of the step launched ahead
-    (same shapes, the other graph slot): every draft logit equals the draft's from-scratch logit."""
+    (same shapes, the other graph slot): every draft logit of a live sequence equals the draft's from-scratch
+    logit."""
     from test_feature_draft import RecordingDrafter, _from_scratch
 
     from bass.attention import get_backend
@@ -138,9 +157,15 @@ def test_feature_draft_reads_its_own_rounds_features(tiny_engine, monkeypatch):
     verify = bass.speculative._verify
     monkeypatch.setattr(bass.speculative, "_verify", lambda *a: slots.append(a[3].slot) or verify(*a))
     params = SamplingParams(max_new_tokens=32, seed=1, temperature=0.0)
-    engine.generate(PROMPTS, k=2, params=params, method="bass", drafter=drafter, draft_length=DraftLengthConfig())
-    assert 1 in slots and len(drafter.seen) >= 4
-    for history, got in drafter.seen:
+    result = engine.generate(PROMPTS, k=2, params=params, method="bass", drafter=drafter,
+                             draft_length=DraftLengthConfig())
+    # a finished row riding along (`bass.speculative`) is fed its width-0 verify's leftovers, never read: leave
+    # out every proposal from a sequence's final history
+    ids = engine.encode(PROMPTS)
+    final = {tuple(ids[c.prompt_index]) + c.token_ids for c in result.candidates}
+    live = [(h, got) for h, got in drafter.seen if tuple(h) not in final]
+    assert 1 in slots and len(live) >= 4 and len(live) < len(drafter.seen)
+    for history, got in live:
         torch.testing.assert_close(got, _from_scratch(engine, history), rtol=1e-4, atol=1e-4)
 
 
@@ -168,3 +193,52 @@ def test_no_round_is_launched_ahead_past_the_token_limit(tiny_engine, monkeypatc
     result = engine.generate(PROMPTS[:1], k=2, params=params, method="regular")
     assert all(len(c.token_ids) == 6 for c in result.candidates)  # both ran to the limit
     assert len(launched) == len(result.stats.draft_lengths) == 5  # the prefill emits the first token
+
+
+def test_a_round_near_the_token_limit_is_launched_ahead_with_shorter_drafts(tiny_engine, monkeypatch):
+    """A sequence that round r might take to its limit drafts less in the round launched ahead of r's read,
+    instead of holding that round back (the pipeline stopped for a round as each sequence neared its limit);
+    the rounds launched after a read cut their drafts alike, so look-ahead still changes no token."""
+    monkeypatch.setattr(bass.engine, "DraftLengthPolicy", ScriptedPolicy)
+    monkeypatch.setitem(globals(), "PATTERN", (3,))
+    rounds = []  # (slot, lengths) of each verify
+    verify = bass.speculative._verify
+    monkeypatch.setattr(bass.speculative, "_verify", lambda *a: rounds.append((a[3].slot, list(a[3].lengths)))
+                        or verify(*a))
+    params = SamplingParams(max_new_tokens=11, seed=3, temperature=1.0, stop=())
+    kw = dict(k=2, params=params, method="bass", drafter="model", draft_length=DraftLengthConfig())
+    want = _engine(tiny_engine, "feature", False).generate(PROMPTS, **kw)
+    without = list(rounds)
+    rounds.clear()
+    got = _engine(tiny_engine, "feature", True).generate(PROMPTS, **kw)
+    assert [c.token_ids for c in got.candidates] == [c.token_ids for c in want.candidates]
+    lengths = [len(c.token_ids) for c in got.candidates]
+    assert max(lengths) == 11 and all(n <= 11 for n in lengths)  # to the limit, never past it
+    assert [max(ls) for _, ls in rounds] == [max(ls) for _, ls in without]  # the same draft widths
+    cut = [ls for slot, ls in rounds if slot == 1 and max(ls) > 0 and min(ls) < 3]
+    assert cut  # a drafting round launched ahead with a draft cut short by the limit
+
+
+def test_with_look_ahead_finished_rows_leave_only_a_batch_of_more_than_eight(tiny_engine, monkeypatch):
+    """16 rows: finished ones leave once the live fit 8 rows (a smaller bucket, dear enough to pay for the
+    stopped pipeline); from then on they ride along to the end (`RIDE_ALONG_ROWS`). Without look-ahead they
+    leave at once."""
+    rows = []  # (rows, live rows) of each verify
+    verify = bass.speculative._verify
+
+    def spy(*a):
+        alive = a[3].alive
+        rows.append((len(a[3].lengths), len(a[3].lengths) if alive is None else int(alive.sum())))
+        return verify(*a)
+
+    monkeypatch.setattr(bass.speculative, "_verify", spy)
+    params = SamplingParams(max_new_tokens=24, seed=2, temperature=1.0, stop=(" ran", "\t", "e"))
+    kw = dict(k=8, params=params, method="regular")
+    want = _engine(tiny_engine, "regular", False).generate(PROMPTS, **kw)
+    assert len({n for n, _ in rows}) > 3  # without look-ahead the batch shrank row by row
+    rows.clear()
+    got = _engine(tiny_engine, "regular", True).generate(PROMPTS, **kw)
+    assert [c.token_ids for c in got.candidates] == [c.token_ids for c in want.candidates]
+    sizes = list(dict.fromkeys(n for n, _ in rows))
+    assert sizes[0] == 16 and len(sizes) == 2 and sizes[1] <= 8  # compacted once, 16 -> at most 8 rows
+    assert min(live for _, live in rows) <= 4  # ... and not again, though the live rows came to fit 4

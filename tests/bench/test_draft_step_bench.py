@@ -33,3 +33,18 @@ def test_tiny_engine_drafts_from_a_reduced_vocabulary_of_the_targets_own_rows():
     draft, target = engine.draft.model, engine.target.model
     assert len(draft.vocab) < TINY.vocab_size  # proposes from a subset, as the shipped draft does
     assert torch.equal(draft.head, target.lm_head.weight[draft.vocab])  # the target's own rows, not new weights
+
+
+def test_kernel_table_sets_the_verify_widths_side_by_side():
+    import draft_step_bench
+
+    graphs = [dict(graph="target B8 T3 slot0 + VerifyRule", kernels={"gemm": [4, 30.0], "attn": [2, 12.0]}),
+              dict(graph="draft B8 T1 slot0 + DraftRule"),  # no kernels recorded: not a column
+              dict(graph="target B8 T1 slot0 + VerifyRule", kernels={"gemm": [4, 25.0], "attn": [2, 7.5],
+                                                                     "norm": [3, 2.0]})]
+    head, *rows = draft_step_bench.kernel_table(graphs)
+    assert head.split()[-2:] == ["T1", "T3"]  # ordered by width, whatever the capture order
+    assert [r.split()[0] for r in rows] == ["gemm", "attn", "norm"]  # the dearest in the widest graph first
+    assert rows[1].split()[1:] == ["2", "7.5", "2", "12.0"]
+    assert rows[2].split()[1:] == ["3", "2.0", "0", "0.0"]  # absent from a width: zero there
+    assert draft_step_bench.kernel_table([]) == []
