@@ -40,7 +40,7 @@ def check_ragged_inputs(
     kv_len: torch.Tensor,
     q_len: torch.Tensor,
 ) -> None:
-    """Validate shapes, dtypes and devices of one ragged attention call (no host sync on values)."""
+    """Validate shapes, dtypes, strides and devices of one ragged attention call (no host sync on values)."""
     if q.dim() != 4:
         raise ValueError(f"q must be [B, T, Hq, D], got shape {tuple(q.shape)}")
     B, _, Hq, D = q.shape
@@ -62,6 +62,8 @@ def check_ragged_inputs(
             raise ValueError(f"{name} must have shape [{n}], got {tuple(t.shape)}")
         if t.dtype not in (torch.int32, torch.int64):
             raise ValueError(f"{name} must be an integer tensor, got {t.dtype}")
+        if n > 1 and t.stride(0) != 1:  # the kernels read element b at offset b
+            raise ValueError(f"{name} must be contiguous (stride 1), got stride {t.stride(0)}: pass .contiguous()")
     for name, t in (("prefix_k", prefix_k), ("suffix_k", suffix_k), ("kv_len", kv_len), ("q_len", q_len)):
         if t.device != q.device:
             raise ValueError(f"{name} is on {t.device} but q is on {q.device}: put them on one device")

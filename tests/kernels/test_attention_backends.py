@@ -70,3 +70,14 @@ def test_torch_backends_fp32(name: str, case: Case) -> None:
     out = get_backend(name)(**inputs)
     assert out.dtype == torch.float32 and out.shape == inputs["q"].shape
     assert rel_error(out, ragged_attention_ref(**as_float64(inputs))) < 1e-5
+
+
+@pytest.mark.parametrize("name", ["torch", "pad", "split"])
+def test_a_strided_length_vector_is_refused(name: str) -> None:
+    """The kernels read sequence b's lengths at offset b: a column of a [B, L] tensor (stride L) would read
+    other sequences' values, so every backend refuses it with what to do (found in the drafting loop's q_len)."""
+    inputs = make_inputs(CASES[2], torch.Generator().manual_seed(next(SEEDS)))
+    steps = torch.stack([inputs["q_len"]] * 3, 1)  # [B, 3]
+    with pytest.raises(ValueError, match=r"q_len must be contiguous .*\.contiguous\(\)"):
+        get_backend(name)(**{**inputs, "q_len": steps[:, 1]})
+    get_backend(name)(**{**inputs, "q_len": steps[:, 1].contiguous()})
