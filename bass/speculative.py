@@ -34,9 +34,9 @@ The token limit. A round may emit l_b + 1 tokens, so l_b never exceeds what sequ
 A round launched ahead does not know what round r emitted, so it assumes the most, l_r + 1; the rounds
 launched after a read assume the same (l_b is cut by the drafts round r asked for and did not accept,
 `Sequence.rejected`), so that look-ahead changes no draft length and no token. Near its limit a sequence
-drafts less, and the round is launched ahead all the same: refusing to cut it broke the pipeline for a round
-as each sequence neared its limit (on the H100 at k = 8, rounds that read 3.2-4.0 ms against 2.3-2.5 for
-their steady neighbours, `real_bench_2026-11-25_h100_cycle3.json`, `traces`).
+drafts less, and the round is launched ahead all the same: refusing to cut it stopped the pipeline for a
+round as each sequence neared its limit (on the H100 a stopped round cost about 0.9 ms more than a pipelined
+one of its length, `real_bench_2026-11-25_h100_cycle3.json`, `traces`).
 
 Finished sequences ride along. Compacting the batch needs both rounds read, so it stops the look-ahead
 for a round, and the GPU idles while the host reads, compacts and launches again. So with look-ahead a
