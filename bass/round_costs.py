@@ -19,6 +19,14 @@ the first two while there are only two: a bucket's first round may carry one-off
 capture or the allocator). A median ignores a late capture or a descheduled thread, where a mean would
 carry it for many rounds, and it follows a real change within half a window.
 
+A window fills at the pace its length runs, so a length the policy seldom runs keeps samples from long
+ago. When a new sample arrives, the ones more than cost_horizon timed rounds (of any length) older are
+dropped, down to its two newest: the estimate of a seldom-run length is then what its last few probes
+read. Without the horizon, an H100 run at k = 8 kept L = 1 .. 3 at 2.60 / 2.90 / 2.77 ms from an early,
+slow stretch while a probe read L = 3 at 2.40; the flattened curve made L = 4 and 5 look nearly free and
+the policy drafted them (1.42x regular where fixed L = 3 made 1.62x, `real_bench_2026-11-25_h100_lookahead
+.json`, the look-ahead pair's `policy_state` and `traces`).
+
 A longer draft never makes a round cheaper, so the curve is fitted monotone: the measured buckets are
 pooled where they decrease (pool-adjacent-violators, weighted by their sample counts), interpolated
 linearly between them and extrapolated with the last slope. A draft token never costs less than
@@ -72,21 +80,25 @@ def bucket(n: int, buckets: tuple[int, ...]) -> int:
 
 
 class _Window:
-    """A bucket's timing estimate: the median of its last `size` samples, the lower of the first two while
-    there are only two (module docstring). Kept up to date on `add`: the policy reads it every round."""
+    """A bucket's timing estimate: the median of its last `size` samples within the horizon (at least its two
+    newest), the lower of the two while there are only two (module docstring). Kept up to date on `add`:
+    the policy reads it every round."""
 
     __slots__ = ("samples", "n", "value")
 
     def __init__(self, size: int) -> None:
-        self.samples: deque[float] = deque(maxlen=size)
+        self.samples: deque[tuple[int, float]] = deque(maxlen=size)  # (timed round, seconds), oldest first
         self.n, self.value = 0, 0.0  # samples ever added; the estimate (seconds)
 
-    def add(self, x: float) -> bool:
-        """One sample x (seconds); whether the estimate changed."""
-        self.samples.append(x)
+    def add(self, x: float, now: int, horizon: int) -> bool:
+        """One sample x (seconds) taken at timed round `now`; whether the estimate changed."""
+        self.samples.append((now, x))
+        while len(self.samples) > 2 and now - self.samples[0][0] >= horizon:
+            self.samples.popleft()
         self.n += 1
         before = self.value
-        self.value = min(self.samples) if len(self.samples) <= 2 else statistics.median(self.samples)
+        xs = [v for _, v in self.samples]
+        self.value = min(xs) if len(xs) <= 2 else statistics.median(xs)
         return self.n == 1 or self.value != before
 
     @property
@@ -114,6 +126,7 @@ class CostModel:
         self.cfg = cfg
         self.round_: dict[int, dict[int, _Window]] = {}  # B bucket -> L bucket -> samples
         self.dropped = 0  # rounds not sampled: outliers (`OUTLIER_RATIO`)
+        self.timed = 0  # rounds sampled so far, every bucket: the clock of the horizon
         self._held: set[tuple[int, int]] = set()  # the (B, L) buckets that dropped theirs
         # the policy asks for a curve every round, on the host's critical path; a median often stays put
         self._version = 0  # bumped whenever an estimate changes
@@ -130,7 +143,9 @@ class CostModel:
             self._held.add((bb, lb))
             self.dropped += 1
             return
-        if row.setdefault(lb, _Window(self.cfg.cost_window)).add(max(0.0, round_s)):
+        self.timed += 1
+        if row.setdefault(lb, _Window(self.cfg.cost_window)).add(max(0.0, round_s), self.timed,
+                                                                  self.cfg.cost_horizon):
             self._version += 1
 
     @staticmethod

@@ -202,25 +202,43 @@ def choose_config(B: int, T: int, Hq: int, Hkv: int, D: int, max_keys: int, devi
     return dict(_config(B, T, Hq, Hkv, D, max_keys, elem_size, device.type == "cuda", _sm_count(device)))
 
 
+# Decode and verify steps (at most DECODE_ROWS packed rows) run 16-row tiles and KV splits of at least
+# DECODE_SPLIT_KEYS keys; larger steps (a prompt pass) keep splits of at least SPLIT_KEYS (measured below).
+DECODE_ROWS = 64
+DECODE_SPLIT_KEYS = 128
+SPLIT_KEYS = 512
+
+
 @functools.lru_cache(maxsize=1024)  # the launcher runs once per layer and step: keep its host cost low
 def _config(B: int, T: int, Hq: int, Hkv: int, D: int, max_keys: int, elem_size: int, cuda: bool,
             sm_count: int) -> tuple[tuple[str, int], ...]:
     rows = T * (Hq // Hkv)
     block_m = max(16, triton.next_power_of_2(rows))
-    if block_m > (64 if D > 128 else 128):
+    decode = rows <= DECODE_ROWS
+    if decode:
+        # A decode/verify program is latency-bound (a few K/V tiles, one after another), so a wider row
+        # tile only adds registers and masked work: on the H100 at Qwen2.5-1.5B's shapes (12 / 2 heads,
+        # batch 8, ~300 keys) a 32-row tile took 11.7-12.2 µs for 3-5 query tokens and two 16-row tiles
+        # 9.2-9.3 (bench/attention_configs.py: every block, warp, stage and split choice of a grid).
+        block_m = 16
+    elif block_m > (64 if D > 128 else 128):
         block_m = 64  # prefill-sized: tile the rows instead of one huge register tile
     block_d = triton.next_power_of_2(D)
-    block_n = 32 if block_d * block_m > 128 * 64 else 64
     num_stages = 3
+    programs = B * Hkv * triton.cdiv(rows, block_m)
+    # About two programs per SM saturate HBM (bench/results); with fewer, the position space of each
+    # sequence is split (rounded down: 256 programs of a 7B's 32 kv heads at batch 8 stay whole). Short
+    # splits are still worth it: the same sweep took 9.1 µs per layer unsplit at 1 query token and 7.9
+    # with 3 splits of ~100 keys in 32-key tiles (the merge launch included).
+    want = max(1, 2 * sm_count // programs) if cuda else 1
+    split_keys = DECODE_SPLIT_KEYS if decode else SPLIT_KEYS
+    num_splits = max(1, min(want, max_keys // split_keys, 32))
+    short = num_splits > 1 and max_keys // num_splits <= 2 * DECODE_SPLIT_KEYS  # a few key tiles per split
+    block_n = 32 if short or block_d * block_m > 128 * 64 else 64
     # Shared memory: (stages - 1) K+V tiles in flight plus row-tile scratch, under the H100's 227 KB.
     while ((num_stages - 1) * 2 * block_n + 2 * block_m) * block_d * elem_size > 160 * 1024 and block_n > 16:
         block_n //= 2
     num_warps = 8 if block_m * block_d >= 128 * 128 else 4
-    programs = B * Hkv * triton.cdiv(rows, block_m)
-    # Measured on the H100 (bench/results): about two programs per SM is enough to saturate HBM; more
-    # splits only add merge traffic and prefix re-reads. Keep >= 512 keys per split.
-    want = triton.cdiv(2 * sm_count, programs) if cuda else 1
-    num_splits = max(1, min(want, max_keys // 512, 32))
     return (("BLOCK_M", block_m), ("BLOCK_N", block_n), ("BLOCK_D", block_d), ("num_warps", num_warps),
             ("num_stages", num_stages if cuda else 1), ("NUM_SPLITS", num_splits))
 

@@ -30,12 +30,11 @@ after a graph replay.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from bass.cache import KVCache
 from bass.models.config import ModelConfig
-from bass.models.layers import AttentionFn, RMSNorm, last_rows
+from bass.models.layers import AttentionFn, RMSNorm, embed, last_rows
 from bass.models.linear import Linear, linear
 from bass.models.llama import Block, run_blocks
 
@@ -77,7 +76,7 @@ class FeatureDraft(nn.Module):
         forward). Leaves the predicted features f̂ [B, T or 1, H] in `self.hidden`: with `last_only`, each
         sequence's last one, which is what the next draft step feeds (no gather between steps)."""
         emb, head = self._tables
-        x = self.fc(torch.cat([features.to(emb.dtype), F.embedding(tokens, emb)], -1))  # [B, T, d]
+        x = self.fc(torch.cat([features.to(emb.dtype), embed(emb, tokens)], -1))  # [B, T, d]
         x = run_blocks(self.layers[:num_layers], x, cache, q_len, attn, self.config)
         f_hat = self.out_proj(self.norm(x))  # [B, T, H]
         if last_only:

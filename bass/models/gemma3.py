@@ -17,7 +17,7 @@ from torch import nn
 
 from bass.cache import KVCache
 from bass.models.config import ModelConfig
-from bass.models.layers import Attention, AttentionFn, Decoder, GatedMLP, RMSNorm, forward_indices, rope_table
+from bass.models.layers import Attention, AttentionFn, Decoder, GatedMLP, RMSNorm, embed, forward_indices, rope_table
 
 
 class Block(nn.Module):
@@ -64,7 +64,7 @@ class Gemma3(Decoder):
         # The scale is rounded to the weights' dtype first, as in the reference (bf16: sqrt(640) -> 25.25);
         # a CPU-side Python float, so no device sync.
         embed_scale = torch.tensor(cfg.hidden_size ** 0.5, dtype=weight.dtype).item()
-        x = self.embed_tokens(tokens) * embed_scale  # [B, T, H]
+        x = embed(weight, tokens) * embed_scale  # [B, T, H]
         table = rope_table(cfg, cfg.rope_theta, tokens.device, x.dtype)
         kv_len, rows, *global_rope = forward_indices(cache, T, q_len, table)  # [B], [B, T], cos and sin
         local = rope_table(cfg, cfg.local_rope_theta or cfg.rope_theta, tokens.device, x.dtype, scaled=False)

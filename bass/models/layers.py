@@ -72,6 +72,16 @@ class RMSNorm(nn.Module):
         return rms_norm(x, self.weight, self.eps, self.offset, residual)
 
 
+def embed(weight: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """weight[tokens]: rows [.., H] of an embedding table [V, H] for token ids [..].
+
+    Not `F.embedding`: on CUDA it takes index_select's small-index kernel for up to 16 ids, 5.6 / 8.5 µs
+    for 8 / 16 rows of Qwen2.5's [151,936, 1,536] bf16 table on the H100, against 4.4 / 3.4 for the gather
+    of advanced indexing (each timed in a CUDA graph, ad hoc, 2026-11-25): a decode step of batch 8, a
+    verify of width 2 and every draft step look up that few."""
+    return weight[tokens]
+
+
 def rope_inv_freq(config: ModelConfig, base: float, device: torch.device, scaled: bool = True) -> torch.Tensor:
     """Rotary frequencies theta_i = base^(-2i/D), i < D/2, with HF's "linear" / "llama3" rescaling.
 

@@ -15,7 +15,7 @@ from torch import nn
 
 from bass.cache import KVCache
 from bass.models.config import ModelConfig
-from bass.models.layers import Attention, AttentionFn, Decoder, GatedMLP, RMSNorm, forward_indices, rope_table
+from bass.models.layers import Attention, AttentionFn, Decoder, GatedMLP, RMSNorm, embed, forward_indices, rope_table
 
 
 class Block(nn.Module):
@@ -71,7 +71,8 @@ class Transformer(Decoder):
         `num_layers=N` runs only blocks 0..N-1 before the final norm and head (layer-skip draft);
         `last_only` returns only the logits at row q_len[b]-1, as [B, 1, V] (prefill).
         """
-        x = run_blocks(self.layers[:num_layers], self.embed_tokens(tokens), cache, q_len, attn, self.config)
+        x = embed(self.embed_tokens.weight, tokens)  # [B, T, H]
+        x = run_blocks(self.layers[:num_layers], x, cache, q_len, attn, self.config)
         return self.logits(x, q_len, last_only)  # [B, T, V]
 
 

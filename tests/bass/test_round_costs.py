@@ -119,3 +119,30 @@ def test_the_clock_flags_a_round_during_which_a_graph_was_captured(monkeypatch):
     clock.start()
     clock.stop()
     assert not clock.captured
+
+
+def test_a_seldom_run_length_forgets_samples_past_the_horizon():
+    """The H100's look-ahead pair at k = 8: L = 3 kept 2.77 ms from an early, slow stretch while the policy
+    ran L = 4, and a probe that read 2.40 could not move a median of 16 old samples. Past the horizon
+    (timed rounds of any length) old samples go when a new one comes, down to the two newest; within it,
+    one sample cannot move the median."""
+    cfg = DraftLengthConfig(cost_window=16, cost_horizon=64)
+    model = CostModel(cfg)
+    ms = lambda: model.describe()["round_ms"][8][3]  # noqa: E731
+    for _ in range(16):
+        model.observe(3, 8, 2.77e-3)
+    model.observe(3, 8, 2.40e-3)  # within the horizon: one probe among 16 old samples
+    assert ms() == pytest.approx(2.77)
+    for _ in range(cfg.cost_horizon):
+        model.observe(4, 8, 2.85e-3)  # the length the policy runs
+    model.observe(3, 8, 2.40e-3)  # the next probe: the old samples are past the horizon
+    assert ms() == pytest.approx(2.40)  # the lower of the two newest (2.40 and 2.40)
+    assert model.describe()["round_ms"][8][4] == pytest.approx(2.85)  # the length run often: its own window
+    for x in (2.45, 2.50):
+        model.observe(3, 8, x * 1e-3)
+    assert ms() == pytest.approx(2.45)  # three fresh samples: their median
+
+
+def test_cost_horizon_is_validated():
+    with pytest.raises(ValueError, match="cost_horizon"):
+        DraftLengthConfig(cost_horizon=0)

@@ -92,3 +92,21 @@ def test_ragged_bf16_gpu(case: Case, cfg: dict) -> None:
     from kernels.ragged_attention import ragged_attention
 
     assert rel_error(ragged_attention(**inputs).cpu(), ref) < 1e-2
+
+
+def test_decode_config_tiles_rows_by_16_and_splits_short_contexts() -> None:
+    """The launch rule at the embedded target's verify shapes on an H100 (132 SMs), as `_config` sees them:
+    Qwen2.5-1.5B's 12 / 2 heads, batch 8, ~460 keys of capacity (bench/attention_configs.py measured it)."""
+    from kernels.ragged_attention import DECODE_SPLIT_KEYS, _config
+
+    for T in (1, 3, 4, 5):  # 6 .. 30 packed rows: 16-row tiles, never one 32-row tile
+        cfg = dict(_config(8, T, 12, 2, 128, 460, 2, True, 132))
+        assert cfg["BLOCK_M"] == 16
+        assert cfg["NUM_SPLITS"] == 460 // DECODE_SPLIT_KEYS == 3 and cfg["BLOCK_N"] == 32  # short splits, short tiles
+    prefill = dict(_config(8, 64, 12, 2, 128, 460, 2, True, 132))
+    assert prefill["BLOCK_M"] == 64 and prefill["NUM_SPLITS"] == 1  # a prompt pass keeps long splits: none at 460 keys
+    assert dict(_config(8, 1, 12, 2, 128, 460, 2, False, 1))["NUM_SPLITS"] == 1  # the CPU never splits
+    long = dict(_config(1, 1, 32, 32, 128, 4096, 2, True, 132))  # few programs, long keys: long splits
+    assert long["NUM_SPLITS"] == 2 * 132 // 32 and long["BLOCK_N"] == 64
+    seven_b = dict(_config(8, 1, 32, 32, 128, 700, 2, True, 132))  # 256 programs fill the GPU already
+    assert seven_b["NUM_SPLITS"] == 1 and seven_b["BLOCK_N"] == 64
