@@ -218,8 +218,8 @@ def _config(B: int, T: int, Hq: int, Hkv: int, D: int, max_keys: int, elem_size:
     if decode:
         # A decode/verify program is latency-bound (a few K/V tiles, one after another), so a wider row
         # tile only adds registers and masked work: on the H100 at Qwen2.5-1.5B's shapes (12 / 2 heads,
-        # batch 8, ~300 keys) a 32-row tile took 11.7-12.2 µs for 3-5 query tokens and two 16-row tiles
-        # 9.2-9.3 (bench/attention_configs.py: every block, warp, stage and split choice of a grid).
+        # batch 8, ~300 keys) one 32-row tile took 10.9-11.3 µs per layer for 3-5 query tokens and two
+        # 16-row tiles 8.6-8.7, unsplit (bench/attention_configs.py, `attention_configs_2026-11-25_h100`).
         block_m = 16
     elif block_m > (64 if D > 128 else 128):
         block_m = 64  # prefill-sized: tile the rows instead of one huge register tile
@@ -228,8 +228,8 @@ def _config(B: int, T: int, Hq: int, Hkv: int, D: int, max_keys: int, elem_size:
     programs = B * Hkv * triton.cdiv(rows, block_m)
     # About two programs per SM saturate HBM (bench/results); with fewer, the position space of each
     # sequence is split (rounded down: 256 programs of a 7B's 32 kv heads at batch 8 stay whole). Short
-    # splits are still worth it: the same sweep took 9.1 µs per layer unsplit at 1 query token and 7.9
-    # with 3 splits of ~100 keys in 32-key tiles (the merge launch included).
+    # splits are still worth it: the same run took 8.5 µs per layer unsplit at 1 query token and 6.9
+    # with 3 splits of ~100 keys in 32-key tiles (7.6-7.9 at 3-5 tokens; the merge launch included).
     want = max(1, 2 * sm_count // programs) if cuda else 1
     split_keys = DECODE_SPLIT_KEYS if decode else SPLIT_KEYS
     num_splits = max(1, min(want, max_keys // split_keys, 32))
