@@ -16,11 +16,12 @@ pos > qpos_t - window). Per row, online softmax in base 2 (s2 = scale * log2(e) 
     m' = max(m, max_j s2_j);  l' = l * 2^(m - m') + sum_j 2^(s2_j - m');
     acc' = acc * 2^(m - m') + sum_j 2^(s2_j - m') v_j;  o = acc / l.
 
-Flash-decoding split: with few sequences and long KV the (b, hkv, m) programs cannot fill the
-GPU, so the position space of each sequence is cut into NUM_SPLITS chunks (sized per sequence,
-so ragged lengths balance). Each split stores o_s = acc_s / l_s and lse_s = m_s + log2(l_s); a
-second small launch merges them, o = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M) with
-M = max_s lse_s. With NUM_SPLITS == 1 the first launch writes the output itself (one launch).
+Flash-decoding split: with few sequences the (b, hkv, m) programs cannot fill the GPU, and each
+walks its keys one tile after another, so the position space of each sequence is cut into
+NUM_SPLITS chunks (sized per sequence, so ragged lengths balance). Each split stores
+o_s = acc_s / l_s and lse_s = m_s + log2(l_s); a second small launch merges them,
+o = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M) with M = max_s lse_s. With NUM_SPLITS == 1
+the first launch writes the output itself (one launch).
 
 No host synchronisation: the grid depends on tensor shapes only, so the launcher can be captured
 in a CUDA graph.
