@@ -9,7 +9,8 @@ times what it picks against every candidate of a grid (row tile 16 / 32, key til
 (12 query / 2 kv heads, head_dim 128) at batch 8 for 1 .. 6 query tokens, and its trained draft's (8 / 4,
 64) for one. Each sequence shares a 160-token prompt and has 100 .. 160 keys of its own, HumanEval's scale.
 A candidate's time is per launch (the merge of its splits included), from a CUDA graph holding one launch
-per layer on that layer's own K/V, replayed back to back: the kernel as the engine's graphs run it.
+per layer on that layer's own K/V, replayed back to back (`profile_round.graphed`, `step_costs.timed_ms`):
+the kernel as the engine's graphs run it.
 Every candidate's output is checked against the chosen configuration's (bf16 rounding only).
 """
 
@@ -25,6 +26,10 @@ import torch
 import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from profile_round import graphed  # noqa: E402
+from step_costs import timed_ms  # noqa: E402
+
 from kernels.ragged_attention import choose_config, ragged_attention_tuned  # noqa: E402
 
 PREFIX, OWN = 160, (100, 160)  # shared prompt; own keys per sequence (uniform)
@@ -50,34 +55,10 @@ def problem(B: int, T: int, Hq: int, Hkv: int, D: int, device: str, gen: torch.G
                 q_len=torch.full((B,), T, **ints), scale=D ** -0.5)
 
 
-def launch_us(fn, launches: int, device: str) -> float:
-    """µs per launch: a CUDA graph of `fn` (which makes `launches` launches) replayed 20 times, best of 5;
-    on the CPU one timed eager call."""
-    import time
-
-    if device != "cuda":
-        t = time.perf_counter()
-        fn()
-        return 1e6 * (time.perf_counter() - t) / launches
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = float("inf")
-    for _ in range(5):
-        start.record()
-        for _ in range(20):
-            graph.replay()
-        end.record()
-        end.synchronize()
-        best = min(best, start.elapsed_time(end) * 1e3 / 20 / launches)
-    return best
+def launch_us(fn, launches: int, reps: int = 100) -> float:
+    """µs per launch of `fn` (which makes `launches` launches), replayed as one CUDA graph back to back; on the
+    CPU, eager calls."""
+    return 1e3 * timed_ms(graphed(fn), reps) / launches
 
 
 def candidates(rows: int, tiny: bool) -> list[dict]:
@@ -102,11 +83,11 @@ def sweep(device: str, tiny: bool = False, batch: int = 8) -> list[dict]:
             chosen = choose_config(batch, T, Hq, Hkv, D, PREFIX + layer_inputs[0]["suffix_k"].shape[1],
                                    torch.device(device))
             ref = ragged_attention_tuned(**layer_inputs[0]).float()
-            timed = []
+            timed, reps = [], 100 if device == "cuda" else 1
             for cfg in [{}] + candidates(T * Hq // Hkv, tiny):
                 err = (ragged_attention_tuned(**layer_inputs[0], **cfg).float() - ref).abs().max().item()
                 us = launch_us(lambda cfg=cfg, inputs=layer_inputs: [ragged_attention_tuned(**x, **cfg)
-                                                                     for x in inputs], layers, device)
+                                                                     for x in inputs], layers, reps)
                 timed.append(dict(us=us, max_abs_diff=err, config=cfg or "chosen"))
             rows.append(dict(shape=name, T=T, chosen=chosen, chosen_us=timed[0]["us"],
                              best=sorted(timed, key=lambda r: r["us"])[:5], timed=timed))
