@@ -163,6 +163,7 @@ def random_feature_draft(target: LoadedModel, seed: int, vocab: int | None = Non
         ids = torch.tensor(sorted(set(ids) | set(cfg.eos_token_ids)))
     draft = FeatureDraft(config, m.embed_tokens.weight, m.embed_tokens.weight if m.lm_head is None
                          else m.lm_head.weight, ids).to(m.embed_tokens.weight.device, m.embed_tokens.weight.dtype)
+    draft.fold_head()  # as a loaded draft (`bass.models.draft`)
     return LoadedModel(draft.eval().requires_grad_(False), target.tokenizer, config, f"{target.name}-feature")
 
 

@@ -98,7 +98,8 @@ def target_matches(target: nn.Module, meta: dict) -> bool:
 def derive_draft(target: nn.Module, config: ModelConfig, tensors: dict[str, torch.Tensor],
                  kind: str = "standalone", temperature_scale: float = 1.0) -> Transformer | FeatureDraft:
     """The runnable draft: shipped blocks + embedding and head derived from `target` (its device and dtype),
-    or for a feature draft, the shipped tensors around the target's own embedding and head. Its
+    or for a feature draft, the shipped tensors around the target's own embedding and head (folded with its
+    output projection: `FeatureDraft.fold_head`). Its
     `temperature_scale` is the multiple of a request's temperature its proposals are drawn at by default."""
     model = _derive(target, config, tensors, kind)
     model.temperature_scale = temperature_scale
@@ -117,6 +118,7 @@ def _derive(target: nn.Module, config: ModelConfig, tensors: dict[str, torch.Ten
         with torch.device("meta"):
             feature = FeatureDraft(config, emb, head, vocab)
         feature.load_state_dict(state, strict=True, assign=True)
+        feature.fold_head()
         return feature.eval().requires_grad_(False)
     with torch.no_grad():
         w_in, w_out = (tensors[f"derive.{n}"].to(device=device, dtype=torch.float32) for n in ("in_proj", "out_proj"))

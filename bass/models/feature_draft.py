@@ -16,11 +16,19 @@ draft step reads most (V x H = 151,936 x 1,536 bf16 is 467 MB, against 17 MB of 
 scans every logit of a row, so both shrink by V'/V. The draft rule maps the columns back to target ids and
 gives every other token q = 0 (`bass.rules.DraftRule`), so sampling stays lossless.
 
+The head's bytes shrink again when a loaded draft folds its output projection into it (`fold_head`):
+logits = (W_head W_out) n with n = RMSNorm(z'_t), a [V', d] table in place of [V', H], H / d = 3x fewer
+bytes for the shipped draft (33.6 MB against 100.7). The product is computed once in float32, so the
+logits differ from the two-GEMM form by the rounding of a table entry instead of the rounding of f̂; the
+verify is handed whatever q the draft drew from, so drafting stays lossless. f̂ itself is still W_out n
+(one small GEMM): the next draft step feeds it.
+
 While drafting, the target's f for the newest positions is not known yet, so step i feeds the draft's own
 prediction f̂ back in place of f. After each verify, the target's true features of the accepted positions
-replace those guesses (`bass.feature_drafter.FeatureDrafter`). The head and embedding are the target's tensors
-(a reduced vocabulary's head rows are copied at load), so the draft's own file holds only W_fc, the blocks,
-W_out and the reduced vocabulary's ids: with d = 512, 2 blocks, about 8 M parameters (17 MB in bf16).
+replace those guesses (`bass.feature_drafter.FeatureDrafter`). The head and embedding are the target's
+tensors (a reduced vocabulary's head rows, or their fold, are computed at load), so the draft's own file
+holds only W_fc, the blocks, W_out and the reduced vocabulary's ids: with d = 512, 2 blocks, about 8 M
+parameters (17 MB in bf16).
 
 Like every decoder here, `forward` leaves its output features in `self.hidden` ([B, T, H]; each sequence's
 last one, [B, 1, H], with `last_only`): the next draft step's input, and what `GraphedModel` hands back
@@ -61,7 +69,19 @@ class FeatureDraft(nn.Module):
         self.norm = RMSNorm(d, config.rms_norm_eps)
         self.out_proj = Linear(d, H, bias=False)
         self._tables = (embedding, head)  # the target's own tensors: neither parameters nor in the state dict
+        self.folded = False  # the head reads n = RMSNorm(z') through W_head W_out (`fold_head`)
         self.hidden: torch.Tensor | None = None
+
+    @torch.no_grad()
+    def fold_head(self) -> None:
+        """Replace the head [V or V', H] by W_head W_out [V or V', d] (module docstring), computed in float32
+        and stored in the head's dtype; once the weights are loaded, and only where d < H makes it smaller."""
+        emb, head = self._tables
+        if self.folded or self.config.hidden_size >= self.target_hidden:
+            return
+        w_out = self.out_proj.weight  # [H, d]
+        self._tables = (emb, (head.float() @ w_out.float()).to(head.dtype))  # [V', d]
+        self.folded = True
 
     def new_cache(self, batch: int, capacity: int) -> KVCache:
         """An empty KV cache for `batch` sequences of up to `capacity` entries."""
@@ -77,14 +97,14 @@ class FeatureDraft(nn.Module):
         sequence's last one, which is what the next draft step feeds (no gather between steps)."""
         emb, head = self._tables
         x = self.fc(torch.cat([features.to(emb.dtype), embed(emb, tokens)], -1))  # [B, T, d]
-        x = run_blocks(self.layers[:num_layers], x, cache, q_len, attn, self.config)
-        f_hat = self.out_proj(self.norm(x))  # [B, T, H]
+        n = run_blocks(self.layers[:num_layers], x, cache, q_len, attn, self.config, norm=self.norm)  # [B, T, d]
         if last_only:
-            f_hat = last_rows(f_hat, q_len)  # [B, 1, H]
-        self.hidden = f_hat
-        return linear(f_hat, head).float()
+            n = last_rows(n, q_len)  # [B, 1, d]: the projections are row-wise
+        self.hidden = self.out_proj(n)  # f̂ [B, T or 1, H]
+        return linear(n if self.folded else self.hidden, head).float()
 
     @property
     def head(self) -> torch.Tensor:
-        """The table [V or V', H] its logits come from (the target's LM head, or its rows of the vocabulary)."""
+        """The table its logits come from: the target's LM head or its rows of the vocabulary [V or V', H], or
+        once folded, those rows times W_out [V or V', d]."""
         return self._tables[1]

@@ -77,14 +77,17 @@ class Transformer(Decoder):
 
 
 def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, cache: KVCache, q_len: torch.Tensor, attn: AttentionFn,
-               config: ModelConfig) -> torch.Tensor:
+               config: ModelConfig, norm: RMSNorm | None = None) -> torch.Tensor:
     """x [B, T, d] through Llama-style `blocks` over the cache: RoPE at each token's absolute position, the
     new K/V stored at the rows `forward_indices` gives (once for every layer), then the cache advanced by
-    q_len. What every decoder with one RoPE base shares (the target and the feature draft)."""
+    q_len. What every decoder with one RoPE base shares (the target and the feature draft). With `norm`,
+    returns norm(stream) instead, the last block's residual add fused into it (`Block`)."""
     table = rope_table(config, config.rope_theta, x.device, x.dtype)
     kv_len, rows, cos, sin = forward_indices(cache, x.shape[1], q_len, table)  # [B], [B, T], [B, T, 1, D] x 2
     pending = None  # the last block's output, added into the next norm (`Block`)
     for block in blocks:
         pending, x = block(x, cos, sin, cache, q_len, kv_len, rows, attn, pending)
     cache.advance(q_len)
+    if norm is not None:
+        return norm(x) if pending is None else norm.add_and_norm(pending, residual=x)[0]
     return x if pending is None else x + pending

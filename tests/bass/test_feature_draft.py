@@ -151,3 +151,34 @@ def test_a_reduced_vocabulary_is_one_rule_key_across_requests(tiny_engine):
     first, second = engine.new_drafter("model"), engine.new_drafter("model")
     assert first.subset is not None and first.subset is second.subset
     assert torch.equal(first.subset.ids, engine.draft.model.vocab)
+
+
+@pytest.mark.parametrize("vocab", [None, 64])
+def test_a_folded_head_gives_the_two_gemm_logits_and_the_same_features(tiny_dir, vocab):
+    """`fold_head` reads n through W_head W_out [V', d] instead of f̂ through W_head [V', H]: in float32 the
+    logits agree to rounding, f̂ (what the next step feeds) is the same, and the table is d / H the size."""
+    from bass.models.loader import load_model
+    from bass.synthetic import random_feature_draft
+
+    loaded = load_model(str(tiny_dir("llama", 0)), device="cpu")
+    folded = random_feature_draft(loaded, seed=5, vocab=vocab).model
+    plain = random_feature_draft(loaded, seed=5, vocab=vocab).model
+    plain._tables, plain.folded = (plain._tables[0], loaded.model.head if vocab is None
+                                   else loaded.model.head[plain.vocab]), False  # undo the fold
+    assert folded.folded and folded.head.shape == (plain.head.shape[0], folded.config.hidden_size)
+    assert folded.config.hidden_size < plain.head.shape[1]
+    attn = get_backend("torch", torch.device("cpu"))
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, loaded.config.vocab_size, (2, 5), generator=g)
+    features = torch.randn(2, 5, loaded.config.hidden_size, generator=g)
+    q_len = torch.tensor([5, 3])
+    for last_only in (False, True):
+        outs = []
+        for draft in (folded, plain):
+            logits = draft(tokens, draft.new_cache(2, 5), q_len, attn, features=features, last_only=last_only)
+            outs.append((logits, draft.hidden))
+        (a, fa), (b, fb) = outs
+        assert a.shape == b.shape and fa.shape == fb.shape == (2, 1 if last_only else 5, loaded.config.hidden_size)
+        torch.testing.assert_close(fa, fb, rtol=0, atol=0)
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+        assert not torch.equal(a, torch.zeros_like(a))

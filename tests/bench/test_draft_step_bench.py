@@ -32,7 +32,8 @@ def test_tiny_engine_drafts_from_a_reduced_vocabulary_of_the_targets_own_rows():
     engine = draft_step_bench.build_engine("tiny", "cpu")
     draft, target = engine.draft.model, engine.target.model
     assert len(draft.vocab) < TINY.vocab_size  # proposes from a subset, as the shipped draft does
-    assert torch.equal(draft.head, target.lm_head.weight[draft.vocab])  # the target's own rows, not new weights
+    rows = target.lm_head.weight[draft.vocab].float()  # the target's own rows (folded with W_out), not new weights
+    assert draft.folded and torch.equal(draft.head, (rows @ draft.out_proj.weight.float()).to(draft.head.dtype))
 
 
 def test_kernel_table_sets_the_verify_widths_side_by_side():
