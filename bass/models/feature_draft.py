@@ -101,7 +101,7 @@ class FeatureDraft(nn.Module):
         if last_only:
             n = last_rows(n, q_len)  # [B, 1, d]: the projections are row-wise
         self.hidden = self.out_proj(n)  # f̂ [B, T or 1, H]
-        return linear(n if self.folded else self.hidden, head).float()
+        return linear(n if self.folded else self.hidden, head, out_dtype=torch.float32)
 
     @property
     def head(self) -> torch.Tensor:

@@ -301,7 +301,7 @@ class Decoder(nn.Module):
         self.hidden = f
         if last_only:
             f = last_rows(f, q_len)  # [B, 1, H]
-        return linear(f, self.head).float()  # [B, T, V]
+        return linear(f, self.head, out_dtype=torch.float32)  # [B, T, V]
 
     @property
     def head(self) -> torch.Tensor:

@@ -3,9 +3,10 @@
 At decode time a projection multiplies a few rows (batch × verify width) by a weight it reads once, so its
 time is the weight's bytes over the memory bandwidth plus the kernel's ramp-up; which kernel gets closer
 to that depends on the GPU and the shape. On an H100, timed by `tune` on the models' own weights, the skinny
-kernel (`kernels.skinny_gemm`) read the trained draft's head [32769 × 1536] in 36 µs against cuBLAS's 100
-(an odd row count), was 3-14% faster on the 7B's large projections, and came within 1-4% of cuBLAS on the
-1.5B target's (`bench/results/real_bench_2026-11-24_h100_tuned.log`, `gpu_2026-11-24_h100_tuned.log`).
+kernel (`kernels.skinny_gemm`) read the trained draft's head [32769 × 1536] (as it was before its fold,
+`bass.models.feature_draft`) in 36 µs against cuBLAS's 100 (an odd row count), was 3-14% faster on the 7B's
+large projections, and came within 1-4% of cuBLAS on the 1.5B target's
+(`bench/results/real_bench_2026-11-24_h100_tuned.log`, `gpu_2026-11-24_h100_tuned.log`).
 
 So nothing is assumed: `tune(model)` times, on the device, cuBLAS and each of a few tile configs for every
 distinct projection shape of the model at every row tile (16, 32, 64 rows), cycling through the model's
@@ -44,15 +45,18 @@ def _key(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, tile:
     return (x.device.type, weight.shape[0], weight.shape[1], bias is not None, x.dtype, tile)
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """x [..., K] @ weight [N, K]ᵀ (+ bias [N]) -> [..., N], by the kernel `tune` chose for this shape."""
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+           out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """x [..., K] @ weight [N, K]ᵀ (+ bias [N]) -> [..., N], by the kernel `tune` chose for this shape; with
+    `out_dtype`, the x-dtype result converted to it (an LM head's float32 logits: one launch on the kernel)."""
     if _choices and x.shape[-1]:
         config = _choices.get(_key(x, weight, bias, row_tile(x.numel() // x.shape[-1])))
         if config is not None:
             from kernels.skinny_gemm import skinny_gemm
 
-            return skinny_gemm(x, weight, bias, config)
-    return F.linear(x, weight, bias)
+            return skinny_gemm(x, weight, bias, config, out_dtype)
+    y = F.linear(x, weight, bias)
+    return y if out_dtype is None else y.to(out_dtype)
 
 
 class Linear(nn.Linear):

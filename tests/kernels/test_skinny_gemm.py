@@ -45,6 +45,21 @@ def test_skinny_gemm_keeps_leading_dims_and_rounds_bf16_once(monkeypatch) -> Non
     torch.testing.assert_close(y.double().cpu(), exact.cpu(), rtol=2 ** -7, atol=1e-6)
 
 
+@pytest.mark.parametrize("split", [1, 2])
+def test_float32_out_is_the_bf16_result_widened(monkeypatch, split) -> None:
+    """An LM head's float32 logits straight from the kernel carry the bits of its bf16 output's `.float()`,
+    through both store paths (the GEMM's own and the split-K sum's)."""
+    poison(monkeypatch, mod)
+    gen = fresh_gen()
+    x = randn(5, 256, gen=gen, dtype=torch.bfloat16)
+    w = randn(72, 256, gen=gen, scale=1 / 16, dtype=torch.bfloat16)
+    config = SkinnyConfig(32, 128, split, 2)
+    wide = skinny_gemm(x, w, None, config, out_dtype=torch.float32)
+    assert wide.dtype == torch.float32 and wide.shape == (5, 72)
+    assert torch.equal(wide, skinny_gemm(x, w, None, config).float())
+    assert not torch.equal(wide, skinny_gemm_ref(x.float(), w.float()))  # rounded to bf16, not the raw sum
+
+
 def test_a_rows_result_does_not_depend_on_the_other_rows() -> None:
     """The same row in a 3-row and a 16-row call (one tile) gives bit-identical outputs: a verify of width 2
     and a plain step agree on the rows they share."""
