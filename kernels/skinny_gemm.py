@@ -10,11 +10,11 @@ MMA's long side:
 Program (i, s) owns output columns n ∈ [i·BN, (i+1)·BN) and the K-slice s of SPLIT_K equal slices.
 With SPLIT_K = 1 it adds the bias and writes y in x's dtype; otherwise it writes its float32 partial
 sum to a workspace [SPLIT_K, M, N], and a second launch sums the slices in a fixed order (so the result
-does not depend on which program finished first), adds the bias and casts. An LM head asks for float32
-out (`out_dtype`): y is still rounded to x's dtype, then stored widened, the bits of `y.float()` without
-the launch that widens a [rows, 151,936] y (5.8 µs at 8 rows, 14 at 32 on the H100 in a verify). Split-K exists for the
+does not depend on which program finished first), adds the bias and casts. Split-K exists for the
 projections with few output columns and a long K (a down projection: N 1536, K 8960), which would
-otherwise occupy fewer programs than the GPU has SMs.
+otherwise occupy fewer programs than the GPU has SMs. An LM head asks for float32 out (`out_dtype`): y is
+still rounded to x's dtype, then stored widened, the bits of `y.float()` without the launch that widens a
+[rows, 151,936] y (5.8 µs at 8 rows, 14 at 32 in a verify on the H100).
 
 Three fusions were measured on the H100 and left out. (1) The sum done by each column tile's last program to
 arrive (an atomic counter per tile, the slices still summed in order), instead of the second launch: as the
@@ -130,7 +130,7 @@ def _skinny_gemm_fwd(
 @triton.jit(do_not_specialize=["M"])
 def _split_k_sum(WS, B, Y, X, M, N, stride_ym, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr,
                  PDL: tl.constexpr):
-    enter(PDL)
+    enter(PDL)  # X: read for its dtype only, which y is rounded to
     row = tl.program_id(0)
     n = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = n < N

@@ -241,8 +241,8 @@ def last_rows(x: torch.Tensor, q_len: torch.Tensor) -> torch.Tensor:
     """x[b, q_len[b] - 1] for every b, as [B, 1, H] (a gather: no host sync, fixed shape).
 
     A width-1 x is returned as it is: its row 0 is that row whatever q_len holds (1, or 0 for a padding
-    row, whose index clamps to 0), and every draft step after a proposal's first is that narrow, so the
-    four small launches of the gather would be pure overhead there."""
+    row, whose index clamps to 0), so a draft proposal's first step that feeds one column skips the
+    gather's small launches."""
     if x.shape[1] == 1:
         return x
     idx = (q_len.long() - 1).clamp(min=0)[:, None, None].expand(x.shape[0], 1, x.shape[2])
