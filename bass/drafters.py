@@ -41,6 +41,7 @@ class Proposal:
     tokens: torch.Tensor  # [B, L] long; entries past lengths[b] are padding
     lengths: torch.Tensor  # [B] long, 0 .. L
     probs: torch.Tensor | None  # [B, L, V] processed draft distributions; None = one-hot (deterministic)
+    prob_ids: torch.Tensor | None = None  # [B, L, K]: probs is [B, L, K], q's masses at these ids (a sparse q)
 
     @classmethod
     def empty(cls, batch: int, device: torch.device | str) -> Proposal:
@@ -137,9 +138,10 @@ def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pendin
     tokens one step at a time.
 
     `step(tokens [B, T], q_len [B], last_only, u_i [B])` runs the draft model on its cache and samples
-    from its last column by a `bass.rules.DraftRule`: (d_i [B],) greedy, else (d_i, q_i [B, V]).
-    Sequences whose draft is complete get q_len 0 in later steps. The proposal carries each q_i for the
-    verify; a step's outputs may be a graph's buffers, which the next step overwrites, so they are copied.
+    from its last column by a `bass.rules.DraftRule`: (d_i [B],) greedy, else (d_i, q_i [B, V]), or under
+    top-p (d_i, q_i [B, K], ids_i [B, K]), a sparse q_i. Sequences whose draft is complete get q_len 0 in
+    later steps. The proposal carries each q_i for the verify; a step's outputs may be a graph's buffers,
+    which the next step overwrites, so they are copied.
     """
     first, counts = pending
     (B, _), L, device = first.shape, max(lengths, default=0), first.device
@@ -148,18 +150,18 @@ def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pendin
     # step i + 1's q_len for every i at once (one launch per proposal, not two per step): 1 while b drafts on.
     # Row i is step i + 1's [B], contiguous: the kernels read q_len with unit stride
     active = (torch.arange(1, max(L, 1), device=device)[:, None] < lens).to(torch.int32)  # [L - 1, B]
-    probs = None
+    q = None  # [probs [B, L, V or K], ids [B, L, K] of a sparse q]
     u0 = u[:, 0] if L else torch.zeros(B, device=device)  # L = 0: the pending tokens are fed all the same
     out = step(first, counts, True, u0)
     for i in range(L):
         tokens[:, i] = out[0]
-        if len(out) > 1:
-            if probs is None:
-                probs = out[1].new_empty(B, L, out[1].shape[-1])  # [B, L, V]
-            probs[:, i] = out[1]
+        if q is None and len(out) > 1:
+            q = [o.new_empty(B, L, o.shape[-1]) for o in out[1:]]
+        for buffer, o in zip(q or (), out[1:], strict=True):
+            buffer[:, i] = o
         if i + 1 < L:
             out = step(tokens[:, i:i + 1], active[i], False, u[:, i + 1])
-    return Proposal(tokens, lens, probs)
+    return Proposal(tokens, lens, *(q or [None]))
 
 
 class ModelDrafter(Drafter):

@@ -34,7 +34,8 @@ def processing(params: SamplingParams) -> SamplingParams:
 @dataclass(frozen=True)
 class VerifyRule:
     """logits [B, T, V], drafts [B, T-1], draft_len [B], u_accept [B, T-1], u_sample [B], and for a
-    sampled (not one-hot) draft its distributions [B, T-1, V] -> (accepted [B], next_token [B], decided [B],
+    sampled (not one-hot) draft its distributions: [B, T-1, V], or [B, T-1, K] masses at draft_ids [B, T-1, K]
+    (a sparse q, as draft steps under top-p make) -> (accepted [B], next_token [B], decided [B],
     logits [B, T, V], packed [B, 3 + T], emitted [B, T], rejected [B]):
       - logits are passed through for `exact`;
       - packed = [accepted, next_token, draft_len, decided, drafts...] (int64), all the host reads of a
@@ -54,13 +55,13 @@ class VerifyRule:
     params: SamplingParams
 
     def __call__(self, logits: torch.Tensor, drafts: torch.Tensor, draft_len: torch.Tensor,
-                 u_accept: torch.Tensor, u_sample: torch.Tensor, draft_probs: torch.Tensor | None = None
-                 ) -> tuple[torch.Tensor, ...]:
-        fused = verify_top_p_fused(logits, self.params, drafts, draft_len, draft_probs, u_accept, u_sample)
+                 u_accept: torch.Tensor, u_sample: torch.Tensor, draft_probs: torch.Tensor | None = None,
+                 draft_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+        fused = verify_top_p_fused(logits, self.params, drafts, draft_len, draft_probs, u_accept, u_sample, draft_ids)
         if fused is not None:  # on CUDA under top-p: the same outputs from a few kernels
             accepted, next_token, decided, packed, out, rejected = fused
             return accepted, next_token, decided, logits, packed, out, rejected
-        v, covered = verify_logits(logits, self.params, drafts, draft_len, draft_probs, u_accept, u_sample)
+        v, covered = verify_logits(logits, self.params, drafts, draft_len, draft_probs, u_accept, u_sample, draft_ids)
         if covered is None:
             decided = torch.ones_like(v.accepted, dtype=torch.bool)
         else:
@@ -72,10 +73,11 @@ class VerifyRule:
         return v.accepted, v.next_token, decided, logits, packed, emitted(drafts, v.accepted, v.next_token), rejected
 
     def exact(self, logits: torch.Tensor, drafts: torch.Tensor, draft_len: torch.Tensor, u_accept: torch.Tensor,
-              u_sample: torch.Tensor, draft_probs: torch.Tensor | None = None) -> Verdict:
+              u_sample: torch.Tensor, draft_probs: torch.Tensor | None = None, draft_ids: torch.Tensor | None = None
+              ) -> Verdict:
         """The same verdict with top-p by a full sort of the vocabulary, for every row (the caller uses it
         where `__call__` left rows undecided; on decided rows the two agree)."""
-        return verify_logits(logits, self.params, drafts, draft_len, draft_probs, u_accept, u_sample,
+        return verify_logits(logits, self.params, drafts, draft_len, draft_probs, u_accept, u_sample, draft_ids,
                              full_sort=True)[0]
 
 
@@ -96,18 +98,19 @@ class TokenSubset:
 @dataclass(frozen=True)
 class DraftRule:
     """One draft step's sample: logits [B, T, V'] (the last column is used), u [B] -> (token [B], q [B, V]),
-    q the distribution the token was drawn from; greedy: (argmax [B],) alone. Under top-p that is
-    `draft_proposal`'s q over the draft's most likely tokens, scattered into V zeros (`draft_sample`: on
-    CUDA a few launches of `kernels`); without it, the tempered softmax.
+    q the distribution the token was drawn from; greedy: (argmax [B],) alone. Under top-p, q is sparse:
+    (token, q [B, K], q_ids [B, K]), `draft_proposal`'s q over the draft's K most likely tokens as (mass,
+    target id) pairs (`draft_sample`: on CUDA a few launches of `kernels`); without top-p, the tempered
+    softmax over the vocabulary.
 
     V' may differ from the target's vocabulary V (a family's models pad their embeddings differently):
     extra columns are dropped, missing ones get probability 0, so q is over the target's vocabulary.
 
     With a `subset`, column j of the logits is target token subset.ids[j] (a draft that proposes from the
     V' tokens code uses most: its head and its sampling cost V'/V of the full ones). The token is drawn from
-    q' over those V' columns, and q is q' scattered into V zeros: the target's rule sees exactly the
-    distribution the token came from, so sampling stays lossless; a token outside the subset has q = 0 and
-    is reached only by the verify's residual max(0, p − q).
+    q' over those V' columns, and q is q' in the target's ids (its pairs' ids mapped, or q' scattered into V
+    zeros): the target's rule sees exactly the distribution the token came from, so sampling stays lossless;
+    a token outside the subset has q = 0 and is reached only by the verify's residual max(0, p − q).
     """
 
     params: SamplingParams
@@ -125,7 +128,7 @@ class DraftRule:
             token = logits.argmax(-1)
             return (token if ids is None else ids[token],)
         if self.params.top_p < 1.0:
-            return draft_sample(logits, self.params, u, self.vocab, ids)
+            return draft_sample(logits, self.params, u, ids)
         q = process_logits_deferred(logits, self.params)[0]  # [B, V'] the tempered softmax (no top-p)
         token = sample_from(q, u)
         if ids is None:

@@ -115,10 +115,11 @@ def draft_proposal(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor
     return token, weights / total[..., -1:], ids
 
 
-def draft_sample(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor, vocab: int,
-                 ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """`draft_proposal` in the target's ids: (token [B], q [B, vocab]), column v of logits [B, V'] being
-    target token ids[v] (a draft's reduced vocabulary) or v, every other token q = 0.
+def draft_sample(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor, ids: torch.Tensor | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`draft_proposal` in the target's ids: (token [B], q [B, K], q_ids [B, K]), q sparse (`verify_sampled`:
+    q(q_ids[b, j]) = q[b, j], every other token 0), column v of logits [B, V'] being target token ids[v] (a
+    draft's reduced vocabulary) or v.
 
     On CUDA (without top-k) the candidates are `kernels.top_p`'s (the at most K tokens above a probability
     bin, sorted as the stable order) and one kernel keeps, draws and scatters (`kernels.draft_sample`):
@@ -128,11 +129,11 @@ def draft_sample(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor, 
     if _fused_top_p(logits, params):
         from kernels.draft_sample import draft_sample_fused
 
-        return draft_sample_fused(logits, params.temperature, params.top_p, u, DRAFT_CANDIDATES, vocab, ids)
+        return draft_sample_fused(logits, params.temperature, params.top_p, u, DRAFT_CANDIDATES, ids)
     token, q, cols = draft_proposal(logits, params, u)  # [B], [B, K], [B, K]
     if ids is not None:
         token, cols = ids[token], ids[cols]
-    return token, q.new_zeros(q.shape[0], vocab).scatter_(1, cols, q)
+    return token, q, cols
 
 
 def _stable_descending(values: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -205,7 +206,7 @@ def _kept(vals: torch.Tensor, ids: torch.Tensor, top_p: float, above: torch.Tens
 
 def verify_top_p(logits: torch.Tensor, params: SamplingParams, draft_tokens: torch.Tensor, draft_len: torch.Tensor,
                  draft_probs: torch.Tensor | None, u_accept: torch.Tensor, u_sample: torch.Tensor,
-                 full_sort: bool = False) -> tuple[Verdict, torch.Tensor]:
+                 draft_ids: torch.Tensor | None = None, full_sort: bool = False) -> tuple[Verdict, torch.Tensor]:
     """`verify_sampled` for top-p < 1, computed over each position's sorted candidates: (verdict, covered [B, T]).
 
     Under top-p the processed p is zero outside the kept candidates, so every quantity of the rule lives on
@@ -224,17 +225,20 @@ def verify_top_p(logits: torch.Tensor, params: SamplingParams, draft_tokens: tor
     The shapes are `verify_sampled`'s; logits [B, L+1, V].
     """
     kept, ids, covered = _sorted_top_p(logits, params, full_sort)  # [B, L+1, K]
-    return verify_candidates(kept, ids, draft_tokens, draft_len, draft_probs, u_accept, u_sample), covered
+    return verify_candidates(kept, ids, draft_tokens, draft_len, draft_probs, u_accept, u_sample, draft_ids,
+                             vocab=logits.shape[-1]), covered
 
 
 def verify_candidates(kept: torch.Tensor, ids: torch.Tensor, draft_tokens: torch.Tensor, draft_len: torch.Tensor,
-                      draft_probs: torch.Tensor | None, u_accept: torch.Tensor, u_sample: torch.Tensor) -> Verdict:
+                      draft_probs: torch.Tensor | None, u_accept: torch.Tensor, u_sample: torch.Tensor,
+                      draft_ids: torch.Tensor | None = None, *, vocab: int) -> Verdict:
     """`verify_top_p`'s verdict from the kept masses and ids [B, L+1, K] of each position's sorted candidates
-    (`top_p_candidates`); the torch twin of `kernels.verify_sample`, which also computes `covered`."""
+    (`top_p_candidates`) over a vocabulary of `vocab` tokens; the torch twin of `kernels.verify_sample`, which
+    also computes `covered`."""
     B, L = draft_tokens.shape
     p = kept / torch.cumsum(kept, dim=-1)[..., -1:]  # Z as a prefix sum: the same from K candidates or V
     p_x = (p[:, :L] * (ids[:, :L] == draft_tokens[..., None])).sum(-1)  # [B, L]
-    accepted = _accepted(p_x, draft_tokens, draft_len, draft_probs, u_accept)
+    accepted = _accepted(p_x, draft_tokens, draft_len, draft_probs, u_accept, draft_ids)
     at_a = accepted[:, None, None].expand(B, 1, ids.shape[-1])
     p_next, ids_next = p.gather(1, at_a).squeeze(1), ids.gather(1, at_a).squeeze(1)  # [B, K]
     weights = p_next
@@ -242,7 +246,7 @@ def verify_candidates(kept: torch.Tensor, ids: torch.Tensor, draft_tokens: torch
         if draft_probs is None:
             q_next = (ids_next == _draft_at(draft_tokens, accepted)[:, None]).to(p_next.dtype)
         else:
-            q_next = _draft_at(draft_probs, accepted).gather(-1, ids_next)
+            q_next = _draft_q_at(draft_probs, draft_ids, accepted, vocab).gather(-1, ids_next)
         weights = _resample_weights(p_next, q_next, accepted, draft_len)
     j = sample_from(weights, u_sample)
     return Verdict(accepted, ids_next.gather(-1, j[:, None]).squeeze(-1))
@@ -273,19 +277,22 @@ def _sorted_top_p(logits: torch.Tensor, params: SamplingParams, full_sort: bool
 
 def verify_top_p_fused(logits: torch.Tensor, params: SamplingParams, draft_tokens: torch.Tensor,
                        draft_len: torch.Tensor, draft_probs: torch.Tensor | None, u_accept: torch.Tensor,
-                       u_sample: torch.Tensor) -> tuple[torch.Tensor, ...] | None:
+                       u_sample: torch.Tensor, draft_ids: torch.Tensor | None = None
+                       ) -> tuple[torch.Tensor, ...] | None:
     """`verify_top_p` and the round's glue in a few launches, where `_sorted_top_p` takes the kernels (and
     FUSED_VERIFY): `kernels.verify_sample.verify_candidates`'s outputs (accepted, next_token, decided, packed,
     emitted, rejected) from `kernels.top_p`'s candidates. None where it does not apply (greedy, no top-p, a
-    vocabulary small enough for a full sort, top-k, or not on CUDA): the caller takes the torch path."""
+    vocabulary small enough for a full sort, top-k, a dense q, or not on CUDA): the caller takes the torch
+    path. (A draft step under top-p makes a sparse q, `draft_sample`, the only kind the kernel reads.)"""
     if not (FUSED_VERIFY and not params.greedy and params.top_p < 1.0 and _fused_top_p(logits, params)
-            and not _sort_all(logits.shape[-1])):
+            and not _sort_all(logits.shape[-1]) and (draft_probs is None or draft_ids is not None)):
         return None
     from kernels.top_p import top_p_candidates_fused
     from kernels.verify_sample import verify_candidates as kernel
 
     vals, ids = top_p_candidates_fused(logits, params.temperature, TOP_P_CANDIDATES)  # [B, L+1, K]
-    return kernel(vals, ids, params.top_p, _TOP_P_MARGIN, draft_tokens, draft_len, u_accept, u_sample, draft_probs)
+    return kernel(vals, ids, params.top_p, _TOP_P_MARGIN, draft_tokens, draft_len, u_accept, u_sample, draft_probs,
+                  draft_ids)
 
 
 def _fused_top_p(logits: torch.Tensor, params: SamplingParams) -> bool:
@@ -349,38 +356,53 @@ def verify_greedy(draft_tokens: torch.Tensor, draft_len: torch.Tensor, target_lo
 
 
 def verify_sampled(draft_tokens: torch.Tensor, draft_len: torch.Tensor, draft_probs: torch.Tensor | None,
-                   target_probs: torch.Tensor, u_accept: torch.Tensor, u_sample: torch.Tensor) -> Verdict:
+                   target_probs: torch.Tensor, u_accept: torch.Tensor, u_sample: torch.Tensor,
+                   draft_ids: torch.Tensor | None = None) -> Verdict:
     """Lossless verification (module docstring).
 
-    draft_tokens [B, L]; draft_len [B]; draft_probs [B, L, V] or None for a deterministic draft;
-    target_probs [B, L+1, V] processed; u_accept [B, L] and u_sample [B] uniforms in [0, 1).
+    draft_tokens [B, L]; draft_len [B]; draft_probs [B, L, V], or None for a deterministic draft, or with
+    draft_ids [B, L, K] a sparse q: q(draft_ids[b, i, j]) = draft_probs[b, i, j] and every other token 0
+    (ids may repeat where the mass is 0); target_probs [B, L+1, V] processed; u_accept [B, L] and u_sample [B]
+    uniforms in [0, 1).
     """
     B, L = draft_tokens.shape
     p_x = target_probs[:, :L].gather(-1, draft_tokens[..., None]).squeeze(-1)  # [B, L]
-    accepted = _accepted(p_x, draft_tokens, draft_len, draft_probs, u_accept)
+    accepted = _accepted(p_x, draft_tokens, draft_len, draft_probs, u_accept, draft_ids)
     p_next = target_probs.gather(1, accepted[:, None, None].expand(B, 1, target_probs.shape[-1])).squeeze(1)
     weights = p_next
     if L > 0:
         if draft_probs is None:
             q_next = torch.zeros_like(p_next).scatter_(-1, _draft_at(draft_tokens, accepted)[:, None], 1.0)
         else:
-            q_next = _draft_at(draft_probs, accepted)
+            q_next = _draft_q_at(draft_probs, draft_ids, accepted, target_probs.shape[-1])
         weights = _resample_weights(p_next, q_next, accepted, draft_len)
     return Verdict(accepted, sample_from(weights, u_sample))
 
 
 def _accepted(p_x: torch.Tensor, draft_tokens: torch.Tensor, draft_len: torch.Tensor,
-              draft_probs: torch.Tensor | None, u_accept: torch.Tensor) -> torch.Tensor:
+              draft_probs: torch.Tensor | None, u_accept: torch.Tensor, draft_ids: torch.Tensor | None = None
+              ) -> torch.Tensor:
     """a_b [B]: the leading run of drafts with u < p(x) / q(x) (q = 1 for a deterministic draft), within
     draft_len. p_x, u_accept [B, L]; the test is written without a division, so q(x) = 0 (a token the
     draft never samples) cannot produce NaN."""
     if draft_probs is None:
         q_x = torch.ones_like(p_x)
-    else:
+    elif draft_ids is None:
         q_x = draft_probs.gather(-1, draft_tokens[..., None]).squeeze(-1)
+    else:  # a sparse q: its mass at the id equal to x, if any
+        q_x = (draft_probs * (draft_ids == draft_tokens[..., None])).sum(-1)
     pos = torch.arange(p_x.shape[1], device=p_x.device)
     ok = (u_accept * q_x < p_x) & (pos < draft_len[:, None])
     return torch.cumprod(ok.long(), dim=1).sum(1)
+
+
+def _draft_q_at(draft_probs: torch.Tensor, draft_ids: torch.Tensor | None, accepted: torch.Tensor, vocab: int
+                ) -> torch.Tensor:
+    """q [B, vocab] of the position a rejection resamples (`_draft_at`), scattered out of a sparse q."""
+    q = _draft_at(draft_probs, accepted)
+    if draft_ids is None:
+        return q
+    return q.new_zeros(q.shape[0], vocab).scatter_add_(-1, _draft_at(draft_ids, accepted), q)  # (repeats add 0)
 
 
 def _draft_at(draft: torch.Tensor, accepted: torch.Tensor) -> torch.Tensor:
@@ -402,7 +424,8 @@ def _resample_weights(p_next: torch.Tensor, q_next: torch.Tensor, accepted: torc
 
 def verify_logits(logits: torch.Tensor, params: SamplingParams, draft_tokens: torch.Tensor,
                   draft_len: torch.Tensor, draft_probs: torch.Tensor | None, u_accept: torch.Tensor,
-                  u_sample: torch.Tensor, full_sort: bool = False) -> tuple[Verdict, torch.Tensor | None]:
+                  u_sample: torch.Tensor, draft_ids: torch.Tensor | None = None, full_sort: bool = False
+                  ) -> tuple[Verdict, torch.Tensor | None]:
     """The verdict of target logits [B, L+1, V] under `params`: (verdict, covered [B, L+1] or None).
 
     Greedy: `verify_greedy`. Top-p < 1: `verify_top_p`, over each position's sorted candidates (covered:
@@ -411,7 +434,7 @@ def verify_logits(logits: torch.Tensor, params: SamplingParams, draft_tokens: to
     if params.greedy:
         return verify_greedy(draft_tokens, draft_len, logits), None
     if params.top_p < 1.0:
-        return verify_top_p(logits, params, draft_tokens, draft_len, draft_probs, u_accept, u_sample,
+        return verify_top_p(logits, params, draft_tokens, draft_len, draft_probs, u_accept, u_sample, draft_ids,
                             full_sort=full_sort)
     probs, covered = process_logits_deferred(logits, params, full_sort)
-    return verify_sampled(draft_tokens, draft_len, draft_probs, probs, u_accept, u_sample), covered
+    return verify_sampled(draft_tokens, draft_len, draft_probs, probs, u_accept, u_sample, draft_ids), covered

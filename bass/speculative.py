@@ -120,10 +120,11 @@ class _Round:
         return max(self.lengths, default=0)
 
     def verify_args(self) -> tuple:
-        """(drafts [B, Lp], draft_len [B], u_accept [B, Lp], u_sample [B], draft_probs) of the verify rule."""
+        """(drafts [B, Lp], draft_len [B], u_accept [B, Lp], u_sample [B], draft_probs, draft_ids) of the verify
+        rule."""
         p, L = self.proposal, self.draft_length
         Lp = p.tokens.shape[1]  # a drafter may propose fewer than L tokens (n-gram lookup): width Lp <= L
-        return p.tokens, p.lengths, self.u[:, L:L + Lp], self.u[:, 2 * L], p.probs
+        return p.tokens, p.lengths, self.u[:, L:L + Lp], self.u[:, 2 * L], p.probs, p.prob_ids
 
 
 def _verify(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, cache: KVCache,

@@ -65,9 +65,9 @@ def timed_ms(fn, reps: int) -> float:
 def dense_rule(params: SamplingParams):
     """The verify rule computed over the whole processed vocabulary (`verify_sampled`, the reference that
     `VerifyRule` computed before it moved to the sorted candidates)."""
-    def rule(logits, drafts, draft_len, u_accept, u_sample, draft_probs=None):
+    def rule(logits, drafts, draft_len, u_accept, u_sample, draft_probs=None, draft_ids=None):
         probs = process_logits_deferred(logits, params)[0]
-        return verify_sampled(drafts, draft_len, draft_probs, probs, u_accept, u_sample)
+        return verify_sampled(drafts, draft_len, draft_probs, probs, u_accept, u_sample, draft_ids)
     return rule
 
 

@@ -17,12 +17,13 @@ so this times them alone, each in a CUDA graph (the way the rule runs), on peake
              `kernels.top_p` (one program per row, what the rule runs on CUDA); checked to decide the
              same rows and keep the same masses
   draft rule a draft step's whole sample (`bass.rules.DraftRule`: top-p within DRAFT_CANDIDATES, the draw,
-             q scattered into the target's vocabulary) from a reduced vocabulary of --draft-vocab ids
+             q as (mass, target id) pairs) from a reduced vocabulary of --draft-vocab ids
              (the shipped draft's size), by torch | by `kernels.draft_sample`; checked to draw the same
              tokens
   verify rule  the whole `bass.rules.VerifyRule` at --batch and each of --verify-widths, a model draft's
-             dense q: by torch | the candidates by `kernels.top_p`, the rest by torch | both by kernels
-             (`kernels.verify_sample`); checked to give the torch tail's outputs on the same candidates
+             sparse q (DRAFT_CANDIDATES pairs): by torch | the candidates by `kernels.top_p`, the rest by
+             torch | both by kernels (`kernels.verify_sample`); checked to give the torch tail's outputs on the
+             same candidates
 
 Prints a table (µs per call) and writes vocab_ops.json to --out. On the CPU it runs the same code untimed
 by graphs (the figures then only check the plumbing).
@@ -81,16 +82,19 @@ VERIFY_VARIANTS = {"torch": (False, False), "kernel_candidates": (True, False), 
 
 
 def verify_rule_costs(batch: int, width: int, vocab: int, reps: int, device: torch.device) -> dict:
-    """µs of `VerifyRule` on [batch, width, vocab] logits with a model draft's dense q (L = width − 1), in each
+    """µs of `VerifyRule` on [batch, width, vocab] logits with a model draft's sparse q (L = width − 1), in each
     of VERIFY_VARIANTS, and whether the kernels' verdicts equal the torch tail's on the same candidates."""
     L, params = width - 1, SamplingParams(temperature=0.8, top_p=0.95)
     g = torch.Generator().manual_seed(1000 + width)
     logits = logit_bank(batch * width, vocab, seed=width).view(batch, width, vocab).to(device)
     q = torch.softmax(logits[:, :L] / 0.8 + torch.randn(batch, L, vocab, generator=g).to(device), -1)
-    drafts = torch.multinomial(q.reshape(-1, vocab), 1).view(batch, L) if L else \
-        torch.zeros(batch, 0, dtype=torch.long, device=device)
+    q, q_ids = torch.topk(q, min(sampling.DRAFT_CANDIDATES, vocab), dim=-1)  # the draft step's pairs
+    q = q / q.sum(-1, keepdim=True)
+    drafts = q_ids.gather(-1, torch.multinomial(q.reshape(-1, q.shape[-1]), 1).view(batch, L, 1))[..., 0] if L \
+        else torch.zeros(batch, 0, dtype=torch.long, device=device)
     u = torch.rand(batch, 2 * L + 1, generator=g).to(device)
-    args = (drafts, torch.full((batch,), L, device=device), u[:, L:2 * L], u[:, 2 * L], q if L else None)
+    args = (drafts, torch.full((batch,), L, device=device), u[:, L:2 * L], u[:, 2 * L],
+            *((q, q_ids) if L else (None, None)))
     rule = verify_rule(params)
 
     def run(variant: str):

@@ -12,7 +12,13 @@ probabilities in the stable order (descending, then id ascending; `kernels.top_p
     a = the leading run of passed tests;   r = max(0, p_a − q_a) on the candidates, or p_a if a = l (or r = 0)
     next token = ids_j*,    j* = min(#{j : R_j <= u R_K}, #{j : R_j < R_K})     (R the prefix sums of r)
 
-and the row is decided when covered_t holds at every position t <= a (the positions the verdict read);
+and the row is decided when covered_t holds at every position t <= a (the positions the verdict read).
+A model draft's q comes sparse, as KQ (mass, id) pairs per position (`kernels.draft_sample`), so
+
+    q_t(x) = Σ_k m_k [qid_k = x]    (one [KQ] comparison per position)
+
+and the residual subtracts each nonzero pair from the candidate holding its id: a loop over the pairs up
+to the last nonzero one (the draft's kept set: a few tokens), each a [K] comparison.
 `bass.rules.VerifyRule` redoes the others by a full sort. That is `bass.sampling.verify_top_p` (its torch
 twin, the reference the tests hold this to) plus the round's glue of `VerifyRule`: the packed row the host
 reads, the emitted tokens the feature draft feeds next, and the rejected counts the cache rolls back.
@@ -51,11 +57,13 @@ def _position(VALS, IDS, off, j, top_p, covered_at):
 
 
 @triton.jit
-def _verify_row(VALS, IDS, DRAFTS, DLEN, UA, US, Q, ACC, NEXT, DECIDED, PACKED, EMITTED, REJECTED,
-                L, s_db, s_ub, s_ut, s_us, s_qb, s_qt, top_p, covered_at,
-                K: tl.constexpr, L_BLOCK: tl.constexpr, DRAFTING: tl.constexpr, HAS_Q: tl.constexpr):
+def _verify_row(VALS, IDS, DRAFTS, DLEN, UA, US, Q, QIDS, ACC, NEXT, DECIDED, PACKED, EMITTED, REJECTED,
+                L, KQ, s_db, s_ub, s_ut, s_us, s_qb, s_qt, s_ib, s_it, top_p, covered_at,
+                K: tl.constexpr, KQ_BLOCK: tl.constexpr, L_BLOCK: tl.constexpr, DRAFTING: tl.constexpr,
+                HAS_Q: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     j = tl.arange(0, K)
+    k = tl.arange(0, KQ_BLOCK)
     T = L + 1
     n = tl.load(DLEN + b).to(tl.int32)  # l: this row's draft length
     a = n * 0  # accepted so far
@@ -67,7 +75,9 @@ def _verify_row(VALS, IDS, DRAFTS, DLEN, UA, US, Q, ACC, NEXT, DECIDED, PACKED, 
         p_x = tl.sum(tl.where(ids == x, p, 0.0), axis=0)
         q_x = 1.0
         if HAS_Q:
-            q_x = tl.load(Q + b * s_qb + t * s_qt + x)
+            q_ids = tl.load(QIDS + b * s_ib + t * s_it + k, mask=k < KQ, other=0)
+            q_m = tl.load(Q + b * s_qb + t * s_qt + k, mask=k < KQ, other=0.0)
+            q_x = tl.sum(tl.where(q_ids == x, q_m, 0.0), axis=0)
         ok = (tl.load(UA + b * s_ub + t * s_ut) * q_x < p_x) & (t < n)
         decided = decided & (covered | (1 - alive))
         alive = alive & ok.to(tl.int32)
@@ -78,7 +88,12 @@ def _verify_row(VALS, IDS, DRAFTS, DLEN, UA, US, Q, ACC, NEXT, DECIDED, PACKED, 
     if DRAFTING:  # the residual where the row rejected a draft
         at = tl.minimum(a, L - 1)
         if HAS_Q:
-            q = tl.load(Q + b * s_qb + at * s_qt + ids)
+            q_row, id_row = Q + b * s_qb + at * s_qt, QIDS + b * s_ib + at * s_it
+            m = tl.load(q_row + k, mask=k < KQ, other=0.0)
+            n_q = tl.max(tl.where(m > 0, k + 1, 0), axis=0)  # the pairs through the last nonzero mass
+            q = tl.zeros([K], dtype=tl.float32)
+            for i in range(0, n_q):
+                q += tl.where(ids == tl.load(id_row + i), tl.load(q_row + i), 0.0)
         else:
             q = (ids == tl.load(DRAFTS + b * s_db + at)).to(tl.float32)
         r = tl.maximum(p - q, 0.0)
@@ -106,10 +121,12 @@ def _verify_row(VALS, IDS, DRAFTS, DLEN, UA, US, Q, ACC, NEXT, DECIDED, PACKED, 
 
 def verify_candidates(vals: torch.Tensor, ids: torch.Tensor, top_p: float, margin: float, drafts: torch.Tensor,
                       draft_len: torch.Tensor, u_accept: torch.Tensor, u_sample: torch.Tensor,
-                      draft_probs: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+                      draft_probs: torch.Tensor | None = None, draft_ids: torch.Tensor | None = None
+                      ) -> tuple[torch.Tensor, ...]:
     """The rule (module docstring) on each position's sorted candidates vals, ids [B, L+1, K] (probabilities
     descending, 0 padding, from `kernels.top_p.top_p_candidates_fused`), drafts [B, L], draft_len [B],
-    u_accept [B, L], u_sample [B] and draft_probs [B, L, V] (None: one-hot drafts) ->
+    u_accept [B, L], u_sample [B] and a sparse q: masses draft_probs [B, L, KQ] at draft_ids [B, L, KQ]
+    (None: one-hot drafts; ids may repeat where the mass is 0) ->
     (accepted [B] int64, next_token [B] int64, decided [B] bool, packed [B, L+4] int64 =
     [accepted, next_token, draft_len, decided, drafts...], emitted [B, L+1] int64, rejected [B] int32)."""
     B, T, K = vals.shape
@@ -124,17 +141,21 @@ def verify_candidates(vals: torch.Tensor, ids: torch.Tensor, top_p: float, margi
         u_accept = u_accept.to(torch.float32)
         u_sample = u_sample.to(torch.float32)
         draft_len = draft_len.contiguous()
-        q = vals  # unread without a q: any live pointer will do
+        q, q_ids = vals, ids  # unread without a q: any live pointers will do
         if draft_probs is not None:
-            q = draft_probs if draft_probs.stride(-1) == 1 else draft_probs.contiguous()
+            if draft_ids is None or draft_ids.shape != draft_probs.shape:
+                raise ValueError("the kernel reads a sparse q: draft_probs [B, L, KQ] with draft_ids of that shape")
+            q, q_ids = (t if t.stride(-1) == 1 else t.contiguous() for t in (draft_probs, draft_ids))
         if drafts.stride(-1) != 1:
             drafts = drafts.contiguous()
         d = drafts if L else draft_len  # an empty tensor's pointer is never read: any live one will do
         _verify_row[(B,)](vals.contiguous(), ids.contiguous(), d, draft_len, u_accept if L else u_sample,
-                          u_sample, q, acc, token, decided, packed, emitted, rejected,
-                          L, d.stride(0), u_accept.stride(0), u_accept.stride(-1), u_sample.stride(0),
-                          q.stride(0), q.stride(1), float(top_p), float(top_p + margin),
-                          K=K, L_BLOCK=max(4, triton.next_power_of_2(T)), DRAFTING=L > 0,
+                          u_sample, q, q_ids, acc, token, decided, packed, emitted, rejected,
+                          L, q.shape[-1], d.stride(0), u_accept.stride(0), u_accept.stride(-1), u_sample.stride(0),
+                          q.stride(0), q.stride(1), q_ids.stride(0), q_ids.stride(1), float(top_p),
+                          float(top_p + margin), K=K,
+                          KQ_BLOCK=1 if draft_probs is None else triton.next_power_of_2(q.shape[-1]),
+                          L_BLOCK=max(4, triton.next_power_of_2(T)), DRAFTING=L > 0,
                           HAS_Q=draft_probs is not None, num_warps=4, enable_fp_fusion=False)
     return acc, token, decided, packed, emitted, rejected
 

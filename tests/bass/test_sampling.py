@@ -273,3 +273,26 @@ def test_verify_top_p_from_the_kernels_candidates_gives_the_torch_paths_verdict(
         assert torch.equal(fused.accepted[:5], other.accepted[:5])
         assert torch.equal(fused.next_token[:5], other.next_token[:5])
     assert bool((fused.accepted < args[1]).any())  # some rows reject: the residual is exercised
+
+
+@pytest.mark.parametrize("top_p", [0.9, 1.0], ids=["top-p: over the candidates", "no top-p: over the vocabulary"])
+def test_a_sparse_q_gives_the_verdicts_of_the_dense_q_it_stands_for(top_p):
+    """A draft step under top-p hands the verify q as (mass, id) pairs (`draft_sample`), ids repeating where the
+    mass is 0: the verdicts, accepted counts and resampled tokens alike, are those of the same q scattered
+    over the vocabulary, bit for bit, on both torch rules."""
+    g = torch.Generator().manual_seed(11)
+    B, L, V, K = 64, 3, 300, 16
+    params = SamplingParams(temperature=0.8, top_p=top_p)
+    logits = torch.randn(B, L + 1, V, generator=g) * 3
+    near = process_logits(logits[:, :L] + torch.randn(B, L, V, generator=g), params)
+    m, ids = torch.topk(near, K, dim=-1)
+    m = torch.where(torch.arange(K) < 6, m, 0.0)  # a kept prefix, then zero masses at repeated ids
+    m, ids = m / m.sum(-1, keepdim=True), torch.where(torch.arange(K) < 6, ids, ids[..., :1])
+    dense = torch.zeros(B, L, V).scatter_add_(-1, ids, m)
+    drafts = ids.gather(-1, torch.multinomial(m.view(-1, K), 1, generator=g).view(B, L, 1))[..., 0]
+    args = (drafts, torch.randint(0, L + 1, (B,), generator=g))
+    u = (torch.rand(B, L, generator=g), torch.rand(B, generator=g))
+    sparse_v = sampling.verify_logits(logits, params, *args, m, *u, ids)[0]
+    dense_v = sampling.verify_logits(logits, params, *args, dense, *u)[0]
+    assert torch.equal(sparse_v.accepted, dense_v.accepted) and torch.equal(sparse_v.next_token, dense_v.next_token)
+    assert bool((sparse_v.accepted < args[1]).any()) and bool((sparse_v.accepted > 0).any())  # rejects and accepts

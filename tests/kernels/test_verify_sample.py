@@ -1,6 +1,7 @@
 """The verify rule's tail in one kernel (`kernels.verify_sample`, interpreted on the CPU): the same outputs as
-`bass.rules.VerifyRule`'s torch ops on the same candidates, for model drafts (a dense q), one-hot drafts and
-plain steps, with rows that reject, accept everything, draft nothing and rows the candidates leave undecided."""
+`bass.rules.VerifyRule`'s torch ops on the same candidates, for model drafts (a sparse q: (mass, id) pairs), one-hot
+drafts and plain steps, with rows that reject, accept everything, draft nothing and rows the candidates leave
+undecided."""
 
 from __future__ import annotations
 
@@ -20,31 +21,46 @@ PARAMS = SamplingParams(temperature=0.8, top_p=0.9)
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered in divide", "ignore:All-NaN slice")
 
 
-def _round(L: int, dense_q: bool, gen: torch.Generator, dtype: torch.dtype = torch.float32, B: int = 8,
+def sparse(q: torch.Tensor, pairs: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """A draft's q as `kernels.draft_sample` makes it from dense q [..., V]: its `pairs` likeliest tokens,
+    renormalised, descending, and in every other row a tail of zero masses whose ids repeat id 0."""
+    m, ids = torch.topk(q, pairs, dim=-1)
+    m = m / m.sum(-1, keepdim=True)
+    tail = (torch.arange(pairs) >= pairs // 4) & (torch.rand(*q.shape[:-1], 1, generator=gen) < 0.5)
+    m = torch.where(tail, 0.0, m)
+    return m / m.sum(-1, keepdim=True), torch.where(tail, 0, ids)
+
+
+def _round(L: int, model_q: bool, gen: torch.Generator, dtype: torch.dtype = torch.float32, B: int = 8,
            V: int = 300) -> tuple[torch.Tensor, tuple]:
     """Logits [B, L+1, V] (peaked rows, row 3 flat: no candidate decides it) and the verify's arguments, drafts
-    drawn from q (or from p itself for one-hot drafts, so that some rows accept everything)."""
+    drawn from a sparse q near p (one-hot drafts: the same tokens); row 0's drafts are the target's near-certain
+    tokens (it accepts everything), row 1's first has p = 0 (it rejects)."""
     logits = torch.randn(B, L + 1, V, generator=gen) * 4
     logits[3] = 0.0
-    q = torch.softmax((logits[:, :L] + torch.randn(B, L, V, generator=gen)) / PARAMS.temperature, -1)
-    drafts = torch.stack([torch.multinomial(q[b], 1, generator=gen)[:, 0] for b in range(B)]) if L else \
-        torch.zeros(B, 0, dtype=torch.long)
+    q, q_ids = sparse(torch.softmax((logits[:, :L] + torch.randn(B, L, V, generator=gen) / 2) / PARAMS.temperature, -1),
+                      32, gen)
+    drafts = torch.stack([q_ids[b].gather(1, torch.multinomial(q[b], 1, generator=gen))[:, 0] for b in range(B)]) \
+        if L else torch.zeros(B, 0, dtype=torch.long)
+    if L:
+        logits[0, torch.arange(L), drafts[0]] += 30.0
+        logits[1, 0, drafts[1, 0]] = -30.0
     dlen = torch.tensor([L, L, max(L - 1, 0), L, 0, min(L, 1), L, L])[:B]
     u = torch.rand(B, 2 * L + 1, generator=gen)  # the round's uniforms: its columns are views, as in a round
-    args = (drafts, dlen, u[:, L:2 * L], u[:, 2 * L], q if dense_q else None)
+    args = (drafts, dlen, u[:, L:2 * L], u[:, 2 * L], *((q, q_ids) if model_q else (None, None)))
     return logits.to(DEVICE, dtype), tuple(None if a is None else a.to(DEVICE) for a in args)
 
 
-@pytest.mark.parametrize("L, dense_q", [(0, False), (1, True), (3, True), (3, False), (5, True)],
+@pytest.mark.parametrize("L, model_q", [(0, False), (1, True), (3, True), (3, False), (5, True)],
                          ids=["plain step", "L=1 model draft", "L=3 model draft", "L=3 one-hot drafts", "L=5"])
-def test_the_kernel_gives_the_rules_torch_outputs_on_the_same_candidates(monkeypatch, L, dense_q) -> None:
+def test_the_kernel_gives_the_rules_torch_outputs_on_the_same_candidates(monkeypatch, L, model_q) -> None:
     """Every output of `VerifyRule` (accepted, next token, decided, packed, emitted, rejected) from the kernel
     equals its torch ops' on the candidates of `kernels.top_p` (both paths read them), decided rows and the
     flat undecided one alike."""
     poison(monkeypatch, mod)
     monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 64)  # candidates, not a full sort, of 300 tokens
     monkeypatch.setattr(sampling, "FUSED_TOP_P", "always")
-    logits, args = _round(L, dense_q, fresh_gen())
+    logits, args = _round(L, model_q, fresh_gen())
     rule = verify_rule(PARAMS)
     calls = []
     monkeypatch.setattr(mod, "_verify_row", _counting(mod._verify_row, calls))
@@ -67,7 +83,8 @@ def test_the_kernel_gives_the_rules_torch_outputs_on_the_same_candidates(monkeyp
 
 def test_the_draw_follows_the_residual_over_a_grid_of_uniforms() -> None:
     """One sequence whose draft is rejected (u_accept just under 1), over a grid of u_sample: each token is
-    drawn max(0, p − q)'s share of the time, within a grid step, and never one the residual gives nothing."""
+    drawn max(0, p − q)'s share of the time, within a grid step, and never one the residual gives nothing.
+    q has a pair for every token, 300 of them (not a power of two: the kernel masks its block)."""
     N, V, K = 1000, 300, 64
     gen = fresh_gen()
     logits = (torch.randn(1, 2, V, generator=gen) * 2).to(DEVICE)
@@ -78,8 +95,9 @@ def test_the_draw_follows_the_residual_over_a_grid_of_uniforms() -> None:
     q = q / q.sum(-1, keepdim=True)
     u = ((torch.arange(N) + 0.5) / N).to(DEVICE)
     rows = lambda t: t.expand(N, *t.shape[1:]).contiguous()  # noqa: E731
+    every = torch.arange(V, device=DEVICE).expand(1, 1, V)
     out = verify_candidates(rows(vals), rows(ids), 0.95, 1e-6, rows(x), torch.ones(N, dtype=torch.long, device=DEVICE),
-                            torch.full((N, 1), 0.999, device=DEVICE), u, rows(q))
+                            torch.full((N, 1), 0.999, device=DEVICE), u, rows(q), rows(every))
     assert int(out[0].max()) == 0  # rejected everywhere
     c = torch.cumsum(vals[0, 0], 0)
     kept = torch.where(c - vals[0, 0] < 0.95, vals[0, 0], 0.0)
