@@ -89,9 +89,29 @@ def test_draft_steps_survive_outputs_that_the_next_step_overwrites():
     p = draft_autoregressively(step, pending, [3, 2], torch.rand(2, 3))
     assert widths == [2, 1, 1] and p.tokens.tolist() == [[1, 2, 3], [1, 2, 3]] and p.lengths.tolist() == [3, 2]
     assert [int(p.probs[0, i].argmax()) for i in range(3)] == [0, 1, 2]
+    assert p.prob_ids is None  # a dense q
     widths.clear()
     empty = draft_autoregressively(step, pending, [0, 0], torch.rand(2, 0))
     assert widths == [2] and empty.tokens.shape == (2, 0) and empty.probs is None
+
+
+def test_a_sparse_q_survives_the_next_step_too():
+    """Under top-p a step's q is (token, masses [B, K], ids [B, K]): both parts are copied out of the buffers
+    the next step overwrites, into the proposal's probs and prob_ids [B, L, K]."""
+    from bass.drafters import draft_autoregressively
+
+    token_buf, m_buf, id_buf = torch.zeros(2, dtype=torch.long), torch.zeros(2, 4), torch.zeros(2, 4, dtype=torch.long)
+
+    def step(tokens, q_len, last_only, u_i):
+        i = int(token_buf[0])
+        token_buf.fill_(i + 1)
+        m_buf.fill_(0.0)[:, 0] = 1.0
+        id_buf.fill_(0)[:, 0] = 10 * (i + 1)
+        return token_buf, m_buf, id_buf
+
+    p = draft_autoregressively(step, (torch.tensor([[7], [9]]), torch.tensor([1, 1])), [3, 3], torch.rand(2, 3))
+    assert p.probs.shape == p.prob_ids.shape == (2, 3, 4)
+    assert p.prob_ids[:, :, 0].tolist() == [[10, 20, 30]] * 2 and bool((p.probs[:, :, 0] == 1).all())
 
 
 def test_a_subset_draft_proposes_its_tokens_and_gives_the_rest_q_zero():

@@ -110,6 +110,21 @@ def test_the_draw_follows_the_residual_over_a_grid_of_uniforms() -> None:
     assert int((residual > 0).sum()) > 1  # a draw among several tokens
 
 
+def test_a_dense_q_takes_the_torch_rule(monkeypatch) -> None:
+    """The kernel reads q as pairs only: handed a dense q [B, L, V] (a draft without top-p makes one), the fused
+    path declines and the rule's torch ops decide, and the kernel refuses it outright with a clear error."""
+    monkeypatch.setattr(sampling, "FUSED_TOP_P", "always")
+    logits, args = _round(2, True, fresh_gen())
+    drafts, dlen, u_accept, u_sample, q, q_ids = args
+    dense = torch.zeros(*q.shape[:2], logits.shape[-1], device=DEVICE).scatter_add_(-1, q_ids, q)
+    assert sampling.verify_top_p_fused(logits, PARAMS, drafts, dlen, dense, u_accept, u_sample) is None
+    with pytest.raises(ValueError, match="sparse q"):
+        verify_candidates(*top_p_candidates_fused(logits, 0.8, 64), 0.9, 1e-6, drafts, dlen, u_accept, u_sample, dense)
+    want = verify_rule(PARAMS)(logits, *args)  # the same q as pairs, through the kernel
+    got = verify_rule(PARAMS)(logits, drafts, dlen, u_accept, u_sample, dense)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
 def _counting(kernel, calls: list):
     class Counting:
         def __getitem__(self, grid):
