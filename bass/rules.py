@@ -120,19 +120,17 @@ class DraftRule:
     def __call__(self, logits: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, ...]:
         logits = logits[:, -1]
         ids = None if self.subset is None else self.subset.ids  # column -> target id
-        if ids is None and self.vocab != logits.shape[-1]:
-            V = logits.shape[-1]
-            logits = logits[:, :self.vocab] if self.vocab < V else \
-                torch.nn.functional.pad(logits, (0, self.vocab - V), value=float("-inf"))
+        if ids is None and self.vocab < logits.shape[-1]:
+            logits = logits[:, :self.vocab]  # columns past the target's vocabulary are dropped
         if self.params.greedy:  # the argmax: what sampling its one-hot would give, without the vocabulary scan
             token = logits.argmax(-1)
             return (token if ids is None else ids[token],)
-        if self.params.top_p < 1.0:
+        if self.params.top_p < 1.0:  # pairs of target ids: missing columns need no padding
             return draft_sample(logits, self.params, u, ids)
         q = process_logits_deferred(logits, self.params)[0]  # [B, V'] the tempered softmax (no top-p)
         token = sample_from(q, u)
-        if ids is None:
-            return token, q
+        if ids is None:  # a dense q over the target's vocabulary: missing columns get 0
+            return token, q if q.shape[-1] == self.vocab else torch.nn.functional.pad(q, (0, self.vocab - q.shape[-1]))
         return ids[token], q.new_zeros(q.shape[0], self.vocab).index_copy_(1, ids, q)
 
 

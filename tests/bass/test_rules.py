@@ -56,6 +56,10 @@ def test_draft_rule_fits_the_target_vocabulary():
     assert q.shape == (3, 12) and bool((q[:, 10:] == 0).all())
     (greedy,) = DraftRule(processing(SamplingParams()), 8)(logits, u)
     assert greedy.tolist() == logits[:, -1, :8].argmax(-1).tolist()
+    for vocab in (8, 12):  # under top-p, q's pairs name target tokens only
+        token, masses, ids = DraftRule(processing(SamplingParams(temperature=1.0, top_p=0.9)), vocab)(logits, u)
+        assert bool((ids < min(vocab, 10)).all()) and bool((token < min(vocab, 10)).all())
+        torch.testing.assert_close(masses.sum(-1), torch.ones(3))
 
 
 def test_run_then_applies_the_rule_after_a_plain_forward():
