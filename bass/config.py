@@ -77,6 +77,10 @@ class DraftLengthConfig:
     draft_cost_floor: float = 0.02  # a draft token adds at least this fraction of a plain step to a round
     probe_lengths: tuple[int, ...] = (0, 2)  # the first rounds' lengths: measure plain decoding and a draft
     explore_every: int = 16  # every so many rounds, time a length beside the chosen one or plain decoding (0 = never)
+    # ... only a length that could win: its predicted tokens/s at least (1 - probe_margin) x L*'s (1 = any length)
+    probe_margin: float = 0.25
+    # pseudo-trials of the batch's acceptance prior once it comes from an earlier request's rounds (memory)
+    memory_strength: float = 32.0
     remember: bool = True  # start from the costs and acceptance an engine's earlier requests measured
     # record every round's length, batch and clock time, whatever the policy (`describe()["trace"]`): for
     # benchmarks that compare what the cost policy timed with what a fixed length pays
@@ -98,6 +102,9 @@ class DraftLengthConfig:
         if self.draft_cost_floor < 0 or self.explore_every < 0:
             raise ValueError(f"draft_cost_floor and explore_every must be >= 0, got {self.draft_cost_floor}, "
                              f"{self.explore_every}")
+        if not 0.0 <= self.probe_margin <= 1.0 or self.memory_strength <= 0:
+            raise ValueError(f"need 0 <= probe_margin <= 1 and memory_strength > 0, got {self.probe_margin}, "
+                             f"{self.memory_strength}")
         if not all(isinstance(n, int) and 0 <= n <= self.l_limit for n in self.probe_lengths):
             raise ValueError(f"probe_lengths must be integers in 0 .. l_limit, got {self.probe_lengths!r}")
 

@@ -48,8 +48,14 @@ adding a host synchronisation, and fitted monotone in L.
 
 Memory. The costs are the device's, not the request's: an engine hands each cost-policy request the
 costs its earlier requests of the same kind measured (same drafter, backend, look-ahead, greedy or not,
-`DraftLengthConfig.remember`) and their pooled acceptance as the prior ᾱ (`PolicyMemory`), so a short
-request does not pay the probes again. Every round still updates the shared estimates.
+`DraftLengthConfig.remember`) and the acceptance they ended with as the prior (`PolicyMemory`): the pooled ᾱ
+and the profile ᾱ_i, which the batch's counts then lean on with memory_strength pseudo-trials (prior_strength
+is for a guess). So a short request does not pay the probes again, and one round does not overturn what
+earlier requests measured: a request's first drafting round follows the prompt and accepts less than the
+rounds after it (on the CPU, the shipped draft at L = 3, T 0.8, k = 4 took 4-5 of 12 drafts in the first
+round of three HumanEval prompts), and with 4 pseudo-trials against its 8 trials at k = 8 it pulled ᾱ_1 to
+about 0.5; the H100's traced requests then drafted L = 0, 1 or 2 in their third round
+(`real_bench_2026-11-25_h100_sparseq.json`, `traces`). Every round still updates the shared estimates.
 
 Timing. A round's time is a cost sample only inside a run of rounds of its length: not the first drafting
 round after plain ones, and not a round followed by one of another length decided before it was read.
@@ -80,7 +86,12 @@ a plain step). Plain decoding, the anchor of "never slower than regular", is tim
 met. Afterwards, every explore_every rounds, one round times another length, in turn the next bucket up, the
 next bucket down and plain decoding. So the estimates the argmax compares against L* stay as fresh as its own:
 a cost measured once and never again misled the policy at batch 32 on the H100 (`bass.round_costs`). A probe
-beside L* costs a few per cent of one round in explore_every. While L* = 0 the probe is L = 1 (unless
+beside L* costs a few per cent of one round in explore_every. It times only a length that could win: one whose
+predicted tokens per second is at least (1 − probe_margin) of L*'s. Plain decoding far behind a good draft is
+the dear case: on the H100 at k = 8 each request's plain probe ran two rounds of 1.7 ms for one token each
+where a round at L* = 3 took 2.34 ms for 2.3 (`real_bench_2026-11-25_h100_sparseq.json`, `traces`), to refresh an
+estimate that could not have changed the choice; it is probed again once the draft's predicted lead shrinks
+under the margin. While L* = 0 the probe is L = 1 (unless
 hopeless), so that an early wrong estimate cannot lock in plain decoding for good; such a probe is dear (a
 drafter that cannot follow breaks the look-ahead pipeline: the n-gram's L = 1 rounds cost 2.5x a plain step at
 batch 32 on the H100), so each one that finds plain decoding still best doubles the gap to the next, up to
@@ -157,11 +168,17 @@ def best_length(alphas: Sequence[float] | np.ndarray, round_cost: Sequence[float
 
 # ---- estimators ------------------------------------------------------------------------------------
 class AcceptanceEstimator:
-    """Per-sequence acceptance α_b from discounted (successes, trials), shrunk to the batch's pooled rate."""
+    """Per-sequence acceptance α_b from discounted (successes, trials), shrunk to the batch's pooled rate.
 
-    def __init__(self, cfg: DraftLengthConfig, prior: float | None = None):
+    `prior` / `profile`: the pooled rate and the per-position profile an earlier request of this kind ended
+    with (`PolicyMemory`), which the batch's rates lean on with memory_strength pseudo-trials; without them,
+    alpha_prior with prior_strength (module docstring, Acceptance estimate)."""
+
+    def __init__(self, cfg: DraftLengthConfig, prior: float | None = None, profile: np.ndarray | None = None):
         self.cfg = cfg
         self.prior = cfg.alpha_prior if prior is None else prior  # the pooled prior mean
+        self.prior_profile = None if profile is None else np.asarray(profile, dtype=np.float64)  # [l_limit]
+        self.batch_strength = cfg.prior_strength if profile is None else cfg.memory_strength
         self.succ: dict[int, float] = {}
         self.trials: dict[int, float] = {}
         self.pool_succ = self.pool_trials = 0.0
@@ -191,7 +208,7 @@ class AcceptanceEstimator:
 
     def pooled(self) -> float:
         """ᾱ, the batch's rate under the prior."""
-        m = self.cfg.prior_strength
+        m = self.batch_strength
         return (self.pool_succ + m * self.prior) / (self.pool_trials + m)
 
     def alphas(self, seqs: Sequence[int]) -> np.ndarray:
@@ -200,11 +217,14 @@ class AcceptanceEstimator:
         return np.array([(self.succ.get(q, 0.0) + m * pool) / (self.trials.get(q, 0.0) + m) for q in seqs])
 
     def profile(self) -> np.ndarray:
-        """[l_limit] ᾱ_i, the batch's rate at draft position i = 1 .., each shrunk toward the one before."""
+        """[l_limit] ᾱ_i, the batch's rate at draft position i = 1 .., each shrunk toward the one before (or
+        toward an earlier request's ᾱ_i, from memory)."""
         if self._profile is None:
-            m, out, before = self.cfg.prior_strength, np.empty(len(self.pos_succ)), self.pooled()
+            m, out, before = self.batch_strength, np.empty(len(self.pos_succ)), self.pooled()
+            known = self.prior_profile
             for i, (s, t) in enumerate(zip(self.pos_succ.tolist(), self.pos_trials.tolist(), strict=True)):
-                before = out[i] = (s + m * before) / (t + m)
+                prior = before if known is None or i >= len(known) else known[i]
+                before = out[i] = (s + m * prior) / (t + m)
             out.flags.writeable = False  # shared by every read until the next observation
             self._profile = out
         return self._profile
@@ -218,12 +238,18 @@ class AcceptanceEstimator:
 @dataclass
 class PolicyMemory:
     """What a cost policy learnt that outlives its request: the device's costs (mutated in place by the
-    policies that share it), the drafter's pooled acceptance, the next request's prior, and how many rounds
-    apart its probes of drafting are while plain decoding wins (0: explore_every)."""
+    policies that share it), the drafter's pooled acceptance and per-position profile, the next request's
+    prior (`profile` None until a request has ended), and how many rounds apart its probes of drafting are
+    while plain decoding wins (0: explore_every)."""
 
     costs: CostModel
     alpha: float
     plain_gap: int = 0
+    profile: np.ndarray | None = None
+
+    def learn(self, acceptance: AcceptanceEstimator) -> None:
+        """Keep what a request's rounds ended with as the next request's prior."""
+        self.alpha, self.profile = acceptance.pooled(), acceptance.profile().copy()
 
 
 class DraftLengthPolicy:
@@ -240,7 +266,7 @@ class DraftLengthPolicy:
         self._shared = (cfg.l0, 0)
         self._own = {q: (cfg.l0, 0) for q in seqs}
         # the cost policy's state
-        self.acceptance = AcceptanceEstimator(cfg, None if memory is None else memory.alpha)
+        self.acceptance = AcceptanceEstimator(cfg, *(() if memory is None else (memory.alpha, memory.profile)))
         self.costs = CostModel(cfg) if memory is None else memory.costs
         self.clock = clock or RoundClock()
         self.rounds = 0  # rounds started by `lengths`
@@ -248,6 +274,7 @@ class DraftLengthPolicy:
         self.choice = 0  # the last argmax L*
         self.last = 0  # the length handed out last (a probe or L*)
         self.probes = 0
+        self._turn = 0  # the rotation of probes beside L*: up, down, plain
         self.memory = memory
         self._gap = (memory.plain_gap if memory is not None else 0) or cfg.explore_every  # to the next probe
         self._next_probe = self._gap
@@ -258,7 +285,8 @@ class DraftLengthPolicy:
         self._schedule = deque(list(cfg.probe_lengths[:1]) * START_ROUNDS
                                + [L for L in cfg.probe_lengths for _ in range(4 if L > 0 else 3)])
         self._seqs: list[int] = list(seqs)  # the batch of the last decision
-        # cfg.trace: per ended round (L, B, ms, a cost sample, launched before the round before it ended)
+        # cfg.trace: per ended round (L, B, ms, a cost sample, launched before the round before it ended, drafts
+        # accepted by the whole batch)
         self.trace: list[tuple[int, int, float, bool, bool]] | None = [] if cfg.trace else None
 
     # ---- the cost policy's decision ------------------------------------------------------------------
@@ -305,7 +333,9 @@ class DraftLengthPolicy:
         if self._queue:  # the rest of a probe
             return self._queue.pop()
         if cfg.explore_every and r >= self._next_probe:
-            L = self._probe(seqs)
+            L = self._probe(seqs, rate)
+            if self.choice == L:  # nothing beside L* could win: no probe this time
+                return L
             # its rounds (module docstring, Timing): a warm-up after plain rounds; timed twice if it was timed
             # fewer than twice (its first round may capture a CUDA graph: 20 ms for L = 1 at batch 32 on the
             # H100, and a bucket keeps the lower of its first two samples); then, where the next round is
@@ -315,10 +345,10 @@ class DraftLengthPolicy:
             return L
         return self.choice
 
-    def _probe(self, seqs: Sequence[int]) -> int:
-        """The length an exploring round times (module docstring, Exploration); sets the next one's round."""
+    def _probe(self, seqs: Sequence[int], rate: np.ndarray) -> int:
+        """The length an exploring round times (module docstring, Exploration), L* itself where no length
+        beside it could win at the current estimates; sets the next one's round."""
         cfg, r = self.cfg, self.rounds
-        self.probes += 1
         # a probe of drafting while plain decoding wins is the dearest kind (a look-ahead pipeline broken for a
         # drafter that cannot follow): each one that finds plain decoding still best doubles the gap
         self._gap = min(2 * self._gap, PLAIN_GAP_MAX * cfg.explore_every) if self.choice == 0 else cfg.explore_every
@@ -326,10 +356,18 @@ class DraftLengthPolicy:
         if self.memory is not None:
             self.memory.plain_gap = self._gap
         if self.choice == 0:
+            self.probes += 1
             return 0 if self._hopeless(seqs) else 1
         i = L_BUCKETS.index(bucket(self.choice, L_BUCKETS))
         beside = list(dict.fromkeys((L_BUCKETS[min(i + 1, len(L_BUCKETS) - 1)], L_BUCKETS[i - 1], 0)))
-        return beside[self.probes % len(beside)]
+        floor = (1 - cfg.probe_margin) * rate[self.choice]  # a length this far behind L* is not worth a round
+        for _ in beside:  # in turn, past the ones that could not win
+            self._turn += 1
+            L = beside[self._turn % len(beside)]
+            if rate[min(L, len(rate) - 1)] >= floor:  # (a bucket up may pass l_limit, which caps it)
+                self.probes += 1
+                return L
+        return self.choice
 
     # ---- the interface of the round loop -------------------------------------------------------------
     @property
@@ -400,7 +438,8 @@ class DraftLengthPolicy:
         if sample and self.cfg.policy == "cost":
             self.costs.observe(max(asked), len(seqs), round_s)
         if self.trace is not None:
-            self.trace.append((max(asked), len(seqs), round(round_s * 1e3, 4), sample, self.clock.overlapped))
+            self.trace.append((max(asked), len(seqs), round(round_s * 1e3, 4), sample, self.clock.overlapped,
+                               int(sum(accepted))))
 
     def describe(self, seqs: Sequence[int] | None = None) -> dict:
         """What the policy measured and decided, for logs and benchmarks (times in ms)."""

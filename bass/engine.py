@@ -346,7 +346,7 @@ class Engine:
                                   tuple(report.updates), tuple(s.text for s in seqs), started_s=report.started_s)
         now = time.perf_counter() - t0
         if memory is not None:
-            memory.alpha = policy.acceptance.pooled()  # the next request's prior (the costs are shared already)
+            memory.learn(policy.acceptance)  # the next request's prior (the costs are shared already)
         shown = getattr(drafter_name, "name", drafter_name)
         result = self._result(seqs, method, None if method == "regular" else shown, backend,
                               prefill_s, now, draft_lengths, None if method == "single" else policy.describe())

@@ -17,7 +17,9 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                on CUDA, a round launched before the round before it is read) and without it,
                the four interleaved; with --cublas-pair, regular and BASS with the best drafter with the
                projections the engine tuned at load (`bass.models.linear`) and with cuBLAS throughout (a
-               second engine over the same models), the four interleaved.
+               second engine over the same models), the four interleaved; with --policy-ab, BASS with the best
+               drafter under the cost policy and under POLICY_BEFORE (no probe screen, weak memory prior),
+               interleaved.
 
 Every configuration runs one untimed warm-up pass over the prompts first (CUDA graphs captured, caches
 sized; a BASS cost-policy row first drafts each length of `bass.engine.WARM_LENGTHS` once, whose graphs its
@@ -199,6 +201,11 @@ class Bench:
                     break
 
 
+# --policy-ab's "before": every probe beside L* (plain decoding too, however far behind), and the batch's
+# acceptance leaning on memory with the guess's 4 pseudo-trials, as before 2026-11-26 (`bass.draft_length`)
+POLICY_BEFORE = DraftLengthConfig(probe_margin=1.0, memory_strength=DraftLengthConfig().prior_strength)
+
+
 def row(method: str, k: int, drafter: str | None, policy: str | None, numbers: dict, **extra) -> dict:
     return dict(method=method, k=k, drafter=drafter, policy=policy, **extra, **numbers)
 
@@ -251,6 +258,12 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
             "bass": (b.runner("bass", k, best), {"look_ahead": not other}),
             "regular other": (b.runner("regular", k, look_ahead=other), {"look_ahead": other}),
             "bass other": (b.runner("bass", k, best, look_ahead=other), {"look_ahead": other})})
+        if a.policy_ab:  # the default cost policy against the same without the probe screen or memory's profile
+            t = time.perf_counter()
+            runners = {"now": b.runner("bass", k, best), "before": b.runner("bass", k, best, POLICY_BEFORE)}
+            pair = measure(runners, len(b.prompts), a.repeats)
+            add(row("bass", k, best, "cost", pair["now"], pair="policy"), t)
+            add(row("bass", k, best, "cost, every probe", pair["before"], pair="policy"), t)
         if a.cublas_pair:  # the tuned projections against cuBLAS throughout
             add_pair(k, best, "projections", {
                 "regular": (b.runner("regular", k), {"projections": "tuned"}),
@@ -291,6 +304,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cublas-pair", action="store_true", help="at --policy-k, regular and BASS with the tuned "
                    "projections against cuBLAS throughout (bass.models.linear), interleaved")
+    p.add_argument("--policy-ab", action="store_true", help="at --policy-k, the cost policy against itself with "
+                   "every probe and a weak memory prior (POLICY_BEFORE), interleaved")
     p.add_argument("--no-verdicts", action="store_true", help="skip the with/without verdict-tester pair")
     p.add_argument("--profile", action="store_true", help="also profile regular steps and BASS rounds at --policy-k")
     p.add_argument("--trace", action="store_true", help="time every round of every BASS row with the cost "

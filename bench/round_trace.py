@@ -5,7 +5,8 @@ length pays (`DraftLengthConfig.trace`, written by `real_bench.py --trace`).
 
 The clock (`bass.round_costs.RoundClock`) times a pipelined round from the previous round's end, so over a run
 of rounds its times add up to the run's wall time. A row's trace is one list per generation of
-(L, B, ms, sample, overlapped). Per row and (L, batch bucket) the table gives:
+(L, B, ms, sample, overlapped, accepted); traces written before 2026-11-26 lack the accepted drafts. Per row
+and (L, batch bucket) the table gives:
 
   n         rounds;  mean / median ms  all of them
   sample    median of the rounds the cost policy took as cost samples (a fixed length: all but captures)
@@ -28,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bass.round_costs import B_BUCKETS, bucket  # noqa: E402
 
-Trace = list[list]  # one generation's rounds: [L, B, ms, sample, overlapped]
+Trace = list[list]  # one generation's rounds: [L, B, ms, sample, overlapped, accepted]
 
 
 def split_trace(state: dict | None) -> tuple[dict | None, Trace | None]:
@@ -43,7 +44,7 @@ def summarise(traces: list[Trace]) -> dict[tuple[int, int], dict]:
     groups: dict[tuple[int, int], dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for trace in traces:
         prev = None
-        for L, B, ms, sample, overlapped in trace:
+        for L, B, ms, sample, overlapped, *_ in trace:
             g = groups[(L, bucket(B, B_BUCKETS))]
             g["all"].append(ms)
             g["ahead"].append(bool(overlapped))

@@ -4,7 +4,7 @@ clocks, rounds read in order (as on the CPU) or a round ahead (as on CUDA)."""
 
 import numpy as np
 import pytest
-from policy_clocks import FakeClock, PipelinedClock, geometric, make_policy, rounds, rounds_ahead
+from policy_clocks import FakeClock, PipelinedClock, by_position, geometric, make_policy, rounds, rounds_ahead
 
 from bass.config import DraftLengthConfig
 from bass.draft_length import PLAIN_GAP_MAX, START_ROUNDS, DraftLengthPolicy, PolicyMemory
@@ -41,9 +41,9 @@ def test_exploration_recovers_from_a_wrong_early_estimate():
 
 def test_exploration_times_plain_decoding_and_both_neighbours():
     """Every explore_every rounds one round times, in turn, the next length up, the next down and L = 0, so
-    no estimate the argmax compares with L* goes stale."""
+    no estimate the argmax compares with L* goes stale (here every length is worth a probe: probe_margin 1)."""
     seqs = list(range(8))
-    cfg = DraftLengthConfig(explore_every=4, l_limit=8)
+    cfg = DraftLengthConfig(explore_every=4, l_limit=8, probe_margin=1.0)
     policy = make_policy(cfg, seqs, FakeClock(lambda L: 1.0 + 0.01 * L, 0.1))
     probes, kinds = [], []  # the exploring rounds, and where each probe went against that round's L*
     for r in range(80):
@@ -58,6 +58,29 @@ def test_exploration_times_plain_decoding_and_both_neighbours():
     assert np.diff(probes).tolist() == [cfg.explore_every] * (len(probes) - 1)
     assert kinds[:3] in (["up", "down", "plain"], ["down", "plain", "up"], ["plain", "up", "down"])
     assert kinds == (kinds[:3] * 4)[:len(kinds)]  # in turn
+
+
+def test_probes_skip_lengths_that_could_not_win():
+    """A probe times only a length within probe_margin of L*'s predicted rate. Every sequence takes two
+    drafts: L* = 2 (3 tokens for 1.22), L = 3 is close (3 for 1.33), L = 1 (2 for 1.11) and plain decoding (1
+    for 1) are not, so only L = 3 is probed. When the draft turns poor, drafting's lead shrinks under the
+    margin and plain decoding is timed again."""
+    rng = np.random.default_rng(0)
+    seqs = list(range(8))
+    cfg = DraftLengthConfig(explore_every=4, l_limit=8)
+    policy = make_policy(cfg, seqs, FakeClock(lambda L: 1.0 + 0.01 * L, 0.1))
+    good, poor = [], []
+    for r in range(160):
+        lengths = policy.lengths(seqs)
+        if r < 80:
+            policy.update(seqs, [min(n, 2) for n in lengths], lengths)
+        else:
+            policy.update(seqs, [geometric(rng, 0.15, n) for n in lengths], lengths)
+        (good if 40 <= r < 80 else poor if r >= 120 else []).append((lengths[0], policy.choice))
+    assert {n for n, star in good if n != star} == {3}  # probes, all of the one length that could win
+    assert sum(n != star for n, star in good) >= 40 // cfg.explore_every - 1  # on schedule
+    assert all(star == 2 for _, star in good)
+    assert any(n == 0 and star > 0 for n, star in poor)  # plain decoding is timed again
 
 
 def test_a_probed_length_timed_once_is_timed_again_next_round():
@@ -182,6 +205,35 @@ def test_memory_skips_the_probes_of_measured_batch_sizes():
     assert not first.costs.known(16) and DraftLengthPolicy(cfg, wide, memory=memory).lengths(wide)[0] == 0
 
 
+def test_memory_carries_the_acceptance_profile_through_a_poor_first_round():
+    """An earlier request's profile is the next one's prior, with memory_strength pseudo-trials: a request's
+    first drafting round, after the prompt, accepts less than the rounds after it, and with the guess's
+    prior_strength it pulled the batch's rates down and the H100's requests drafted L = 0 .. 2 in their third
+    round. Here the earlier request's draft took three of four positions (L* = 3); a first round in which
+    six of eight sequences reject the first draft leaves L* at 3 with the memory and drops it without."""
+    rng = np.random.default_rng(1)
+    seqs = list(range(8))
+    cfg = DraftLengthConfig(explore_every=0, l_limit=8)
+    clock = lambda: FakeClock(lambda L: 1.0 + 0.05 * (L > 0), 0.1)  # noqa: E731
+    earlier = make_policy(cfg, seqs, clock())
+    rounds(earlier, seqs, 120, lambda lengths: [by_position(rng, (0.8, 0.75, 0.7, 0.3), n) for n in lengths])
+    assert earlier.choice == 3
+    memory = PolicyMemory(earlier.costs, cfg.alpha_prior)
+    memory.learn(earlier.acceptance)
+    np.testing.assert_allclose(memory.profile, earlier.acceptance.profile())
+
+    def after_a_poor_round(memory):
+        policy = make_policy(cfg, seqs, clock(), memory=memory)
+        lengths = policy.lengths(seqs)
+        policy.update(seqs, [0] * 6 + [3, 3], lengths)
+        policy.lengths(seqs)
+        return policy.choice
+
+    assert after_a_poor_round(memory) == 3
+    guess = PolicyMemory(earlier.costs, memory.alpha)  # the pooled rate alone, leaned on with prior_strength
+    assert after_a_poor_round(guess) < 3
+
+
 @pytest.mark.parametrize("extra,seen", [(2600.0, False), (8.0, True)], ids=["compile", "capture"])
 def test_a_one_off_in_the_first_timed_draft_round_does_not_condemn_drafting(extra, seen):
     """What the H100 showed at batch 8: the first timed L = 2 round paid for a one-off and the policy, judging
@@ -223,23 +275,25 @@ def test_the_policy_counts_the_rounds_that_came_back():
 
 @pytest.mark.parametrize("policy_name", ["fixed", "heuristic", "cost"])
 def test_the_trace_records_every_round_whatever_the_policy(policy_name):
-    """cfg.trace: per round that came back, its length, batch, clock time, whether it was a cost sample and
-    whether it was launched before the round before it ended; a fixed length's rounds are timed by the same
-    clock as the cost policy's, so a benchmark can compare what each pays."""
+    """cfg.trace: per round that came back, its length, batch, clock time, whether it was a cost sample,
+    whether it was launched before the round before it ended and how many drafts the batch accepted; a fixed
+    length's rounds are timed by the same clock as the cost policy's, so a benchmark can compare what each
+    pays."""
     seqs = [0, 1, 2]
     policy = DraftLengthPolicy(DraftLengthConfig(policy=policy_name, l0=2, trace=True, explore_every=0), seqs)
     first = policy.lengths(seqs)
     policy.update(seqs, [0, 0, 0], first)
     second = policy.lengths(seqs)
     third = policy.lengths(seqs)  # launched ahead, before the second round is read
-    policy.update(seqs, [0, 0, 0], second)
-    policy.update(seqs[:2], [0, 0], third[:2])  # a sequence finished in the second round
+    policy.update(seqs, [2, 1, 0], second)
+    policy.update(seqs[:2], [0, 2], third[:2])  # a sequence finished in the second round
     trace = policy.describe()["trace"]
     assert [(L, B) for L, B, *_ in trace] == [(max(first), 3), (max(second), 3), (max(third), 2)]
-    assert [overlapped for *_, overlapped in trace] == [False, False, True]
+    assert [overlapped for _, _, _, _, overlapped, _ in trace] == [False, False, True]
+    assert [accepted for *_, accepted in trace] == [0, 3, 2]
     assert all(ms >= 0 for _, _, ms, *_ in trace) and policy.describe()["policy"] == policy_name
     if policy_name == "fixed":
-        assert all(sample for _, _, _, sample, _ in trace)
+        assert all(sample for _, _, _, sample, *_ in trace)
 
 
 def test_no_trace_and_no_clock_unless_asked():
@@ -294,6 +348,6 @@ def test_with_rounds_launched_ahead_only_runs_of_a_length_are_timed():
     for L, ms in measured.items():
         assert ms == pytest.approx(1e3 * steady[L]), L
     trace = policy.describe()["trace"]
-    assert any(ms > 3 for _, _, ms, sample, _ in trace if not sample)  # the dear rounds were there, untimed
+    assert any(ms > 3 for _, _, ms, sample, *_ in trace if not sample)  # the dear rounds were there, untimed
     # every draft accepted: the longest draft, but for the probes: every 4th round, two rounds each
     assert policy.choice == 8 and chosen[-80:].count(8) >= 40

@@ -85,7 +85,7 @@ def dry_run(tmp_path_factory):
     out = root / "out"
     rb.main(["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "1",
              "--max-new-tokens", "8", "--repeats", "1", "--policy-k", "2", "--fixed-l", "3", "--profile",
-             "--cublas-pair", "--out", str(out)])
+             "--cublas-pair", "--policy-ab", "--out", str(out)])
     return out, json.loads((out / "real_bench.json").read_text())
 
 
@@ -116,6 +116,9 @@ def test_dry_run_rows_and_ratios(dry_run):
     assert pr.row_label(proj[3]) == f"BASS {best} (cuBLAS)"
     for regular_row, bass_row in (proj[0:2], proj[2:4]):
         assert bass_row["x_regular"] == pytest.approx(regular_row["ms_per_token"] / bass_row["ms_per_token"])
+    ab = [r for r in rows if r.get("pair") == "policy"]  # the default cost policy, then POLICY_BEFORE's
+    assert [(r["policy"], r["drafter"]) for r in ab] == [("cost", best), ("cost, every probe", best)]
+    assert pr.row_label(ab[1]) == f"BASS {best} cost, every probe"
     regular = next(r for r in rows if r["method"] == "regular")
     for r in rows:
         assert r["k"] == 2 and r["sequences"] == 2 and 2 <= r["tokens"] <= 16
