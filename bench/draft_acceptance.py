@@ -62,7 +62,7 @@ def measure(engine: Engine, drafter, prompts: list[str], k: int, params: Samplin
             "rounds": rounds, "seconds": round(time.perf_counter() - t0, 1)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="embedded")
     p.add_argument("--drafts", nargs="*", default=["trained=auto"], help="NAME=SPEC pairs of model drafts")
@@ -76,7 +76,7 @@ def main() -> None:
     p.add_argument("--draft-temperatures", default="auto", help="sampled mode: each model draft at these multiples "
                    "of T (EngineConfig.draft_temperature; auto: the draft file's own)")
     p.add_argument("--out", default="bench/results/draft_acceptance.json")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     scales = a.draft_temperatures.split(",")
 
     engine = Engine(EngineConfig(target=a.target, draft=None, drafter="ngram", backend=a.backend))
