@@ -51,11 +51,12 @@ costs its earlier requests of the same kind measured (same drafter, backend, loo
 `DraftLengthConfig.remember`) and the acceptance they ended with as the prior (`PolicyMemory`): the pooled ᾱ
 and the profile ᾱ_i, which the batch's counts then lean on with memory_strength pseudo-trials (prior_strength
 is for a guess). So a short request does not pay the probes again, and one round does not overturn what
-earlier requests measured: a request's first drafting round follows the prompt and accepts less than the
-rounds after it (on the CPU, the shipped draft at L = 3, T 0.8, k = 4 took 4-5 of 12 drafts in the first
-round of three HumanEval prompts), and with 4 pseudo-trials against its 8 trials at k = 8 it pulled ᾱ_1 to
-about 0.5; the H100's traced requests then drafted L = 0, 1 or 2 in their third round
-(`real_bench_2026-11-25_h100_sparseq.json`, `traces`). Every round still updates the shared estimates.
+earlier requests measured: a request's first drafting round follows the prompt, drafts the first line of the
+body, and accepts far less than the rounds after it (on the H100 at k = 8, L = 3: 1 or 2 of 24 drafts in 4 of
+8 requests, about 11 later on, `real_bench_2026-11-25_h100_probes.json`, `traces`). With the guess's 4
+pseudo-trials against its 8 trials such a round pulled ᾱ_1 from about 0.72 to 0.32, and the traced requests
+drafted L = 0, 1 or 2 in their third round, 6 of 8 of them (`real_bench_2026-11-25_h100_sparseq.json`).
+Every round still updates the shared estimates.
 
 Timing. A round's time is a cost sample only inside a run of rounds of its length: not the first drafting
 round after plain ones, and not a round followed by one of another length decided before it was read.
@@ -91,7 +92,9 @@ predicted tokens per second is at least (1 − probe_margin) of L*'s. Plain deco
 the dear case: on the H100 at k = 8 each request's plain probe ran two rounds of 1.7 ms for one token each
 where a round at L* = 3 took 2.34 ms for 2.3 (`real_bench_2026-11-25_h100_sparseq.json`, `traces`), to refresh an
 estimate that could not have changed the choice; it is probed again once the draft's predicted lead shrinks
-under the margin. While L* = 0 the probe is L = 1 (unless
+under the margin. (The screen and memory's profile together, against neither, interleaved in two H100 runs at
+k = 8: 1.011–1.016 ms/token/seq against 1.018–1.040, and 1.006–1.020 against 1.026–1.038, every pass faster,
+`real_bench_2026-11-25_h100_probes*.json`, the rows of pair "policy".) While L* = 0 the probe is L = 1 (unless
 hopeless), so that an early wrong estimate cannot lock in plain decoding for good; such a probe is dear (a
 drafter that cannot follow breaks the look-ahead pipeline: the n-gram's L = 1 rounds cost 2.5x a plain step at
 batch 32 on the H100), so each one that finds plain decoding still best doubles the gap to the next, up to
@@ -287,7 +290,7 @@ class DraftLengthPolicy:
         self._seqs: list[int] = list(seqs)  # the batch of the last decision
         # cfg.trace: per ended round (L, B, ms, a cost sample, launched before the round before it ended, drafts
         # accepted by the whole batch)
-        self.trace: list[tuple[int, int, float, bool, bool]] | None = [] if cfg.trace else None
+        self.trace: list[tuple[int, int, float, bool, bool, int]] | None = [] if cfg.trace else None
 
     # ---- the cost policy's decision ------------------------------------------------------------------
     def rates(self, seqs: Sequence[int], perfect: bool = False) -> np.ndarray | None:

@@ -202,7 +202,8 @@ class Bench:
 
 
 # --policy-ab's "before": every probe beside L* (plain decoding too, however far behind), and the batch's
-# acceptance leaning on memory with the guess's 4 pseudo-trials, as before 2026-11-26 (`bass.draft_length`)
+# acceptance leaning on memory with the guess's 4 pseudo-trials: the policy of the twenty-sixth pass, near enough
+# (its memory held no profile; `bass.draft_length`)
 POLICY_BEFORE = DraftLengthConfig(probe_margin=1.0, memory_strength=DraftLengthConfig().prior_strength)
 
 

@@ -5,7 +5,7 @@ length pays (`DraftLengthConfig.trace`, written by `real_bench.py --trace`).
 
 The clock (`bass.round_costs.RoundClock`) times a pipelined round from the previous round's end, so over a run
 of rounds its times add up to the run's wall time. A row's trace is one list per generation of
-(L, B, ms, sample, overlapped, accepted); traces written before 2026-11-26 lack the accepted drafts. Per row
+(L, B, ms, sample, overlapped, accepted); traces of the twenty-sixth pass and before lack the accepted drafts. Per row
 and (L, batch bucket) the table gives:
 
   n         rounds;  mean / median ms  all of them
