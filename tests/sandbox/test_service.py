@@ -1,5 +1,9 @@
 import os
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from sandbox_cases import ADD, ADD_TESTS
@@ -44,3 +48,33 @@ def test_a_dead_helper_is_reported_then_replaced(service):
     assert service._call(os.getpid) not in (pid, os.getpid())
     [outcome] = service.run_candidates([ADD], ADD_TESTS, entry_point="add")
     assert outcome.status == Status.PASSED
+
+
+def test_the_helper_does_not_outlive_a_killed_caller():
+    """A caller killed without its exit hooks (SIGKILL) leaves no helper behind: it exits within a second or
+    so, where before it idled on for good (found after `make demo` was stopped)."""
+    caller = (
+        "import os, signal\n"
+        "from sandbox import SandboxService\n"
+        "s = SandboxService(concurrent_batches=1)\n"
+        "print(s._call(os.getpid), flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run([sys.executable, "-c", caller], capture_output=True, text=True, timeout=120, cwd=root,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    assert run.returncode == -signal.SIGKILL, run.stderr
+    helper = int(run.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(helper):
+        time.sleep(0.1)
+    assert not _alive(helper)
+
+
+def _alive(pid: int) -> bool:
+    """Whether pid runs (a zombie, dead but not yet reaped by init, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
