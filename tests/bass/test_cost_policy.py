@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from policy_clocks import FakeClock, by_position, geometric, make_policy, rounds
 
+from bass.acceptance import AcceptanceEstimator, best_length, expected_tokens
 from bass.config import DraftLengthConfig
-from bass.draft_length import AcceptanceEstimator, best_length, expected_tokens
 
 # ---- the objective, by hand -------------------------------------------------------------------------
 

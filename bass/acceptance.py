@@ -1,0 +1,147 @@
+"""What a round of draft length L is expected to emit, and the acceptance estimates it is computed from: the
+objective of the cost-aware draft-length policy (`bass.draft_length`, DESIGN.md §7).
+
+Model. Sequence b accepts draft position i, given that it reached it, with probability α_{b,i}, so with L
+draft tokens it emits a_b + 1 tokens where P(a_b >= j) = Π_{i<=j} α_{b,i}, and
+
+    E[tokens_b | L] = 1 + Σ_{j=1..L} Π_{i=1..j} α_{b,i}      (Leviathan et al.'s i.i.d. case, α_{b,i} = α_b:
+                                                               (1 − α_b^(L+1)) / (1 − α_b))
+
+A round with draft length L at batch B costs c(L, B), measured whole (drafting, the verify, the host copy,
+bookkeeping; `bass.round_costs`), so c(0, B) is exactly one step of regular decoding. Each round we pick
+
+    L* = argmax_{L in 0..l_limit}  Σ_b E[tokens_b | L]  /  c(L, B)
+
+ties going to the shorter L. L = 0 is plain decoding, so as long as the estimates are right BASS is never
+slower than regular decoding. One L for the batch: the batched verify is padded to the longest draft, so
+its cost depends on max_b l_b, while E[tokens_b] only grows with l_b; given L, l_b = L for every b is
+optimal, and a per-sequence choice would buy nothing.
+
+Acceptance estimate. We count "asked" positions, not proposed ones: a drafter may return fewer tokens
+than asked (an n-gram match runs out), and a position that was not proposed ends the round exactly like
+a rejection (the target's token is emitted, nothing after it). A round with l_b > 0 asked and a_b
+accepted is a_b successes and, if a_b < l_b, one failure; positions after the first failure are never
+tested, so accepted / proposed would be biased low (it counts them as failures). Per sequence we keep
+discounted counts (S_b, T_b) ← (γ S_b + a_b, γ T_b + a_b + [a_b < l_b]), γ = alpha_decay, and the same
+pooled over the batch, and shrink toward the pool (empirical Bayes, a Beta prior of strength m):
+
+    ᾱ = (S + m · alpha_prior) / (T + m),        α_b = (S_b + m · ᾱ) / (T_b + m)
+
+so a sequence with little evidence borrows the batch's rate. Acceptance is not constant along the draft (a
+model draft drifts: the trained draft's first position is accepted about 0.69 of the time at T 0.8, its
+second 0.55, by fixed L = 1 and L = 2 at k = 32 on the H100), so the batch's counts are also kept per
+position, (S_i, T_i) over the rounds that reached position i, discounted alike, and each position's rate is
+shrunk toward the rate of the position before it (the first toward ᾱ):
+
+    ᾱ_i = (S_i + m · ᾱ_{i-1}) / (T_i + m),        α_{b,i} = min(1, ᾱ_i · α_b / ᾱ)
+
+A position never reached borrows the one before it, so no position is more hopeful than what precedes it (an
+earlier per-position profile chose longer drafts and measured worse on the H100,
+`real_bench_2026-11-23_h100_position_policy.*`). A sequence scales the profile by its own rate against the
+batch's. With one rate for every position, the k = 32 runs estimated α ≈ 0.40 from rounds at L = 2 .. 4, L = 1
+looked no better than plain decoding, and the policy decoded plainly: 0.99x where fixed L = 1 made 1.22x
+(`real_bench_2026-11-24_h100_trace_k32.json`, `policy_state`); the discount lets both follow the text.
+
+A first request starts from the guess alpha_prior; later ones from what earlier requests of their kind ended
+with, ᾱ and the profile ᾱ_i in place of the shrinkage targets above, leaned on with memory_strength
+pseudo-trials instead of m (`bass.draft_length`, Memory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from bass.config import DraftLengthConfig
+
+
+# ---- the objective ---------------------------------------------------------------------------------
+def expected_tokens(alphas: Sequence[float] | np.ndarray, l_max: int) -> np.ndarray:
+    """[l_max + 1]: Σ_b E[tokens_b | L] for L = 0 .. l_max (module docstring, Model).
+
+    alphas: [B] one rate per sequence for every position, or [B, >= l_max] α_{b,i} per position i = 1 ...
+    """
+    a = np.asarray(alphas, dtype=np.float64)
+    a = np.repeat(a.reshape(-1, 1), l_max, 1) if a.ndim == 1 else a[:, :l_max]  # [B, l_max]
+    reach = np.cumprod(a, axis=1)  # [B, l_max] P(a_b >= j), j = 1 .. l_max
+    return np.concatenate([[float(a.shape[0])], a.shape[0] + np.cumsum(reach.sum(0))])
+
+
+def best_length(alphas: Sequence[float] | np.ndarray, round_cost: Sequence[float] | np.ndarray) -> int:
+    """L* = argmax_L expected_tokens(L) / round_cost[L], L = 0 .. len(round_cost) - 1.
+
+    Ties go to the shorter length (np.argmax returns the first maximum).
+    """
+    c = np.asarray(round_cost, dtype=np.float64)
+    rate = expected_tokens(alphas, len(c) - 1) / np.maximum(c, 1e-12)
+    return int(np.argmax(rate))
+
+
+# ---- estimators ------------------------------------------------------------------------------------
+class AcceptanceEstimator:
+    """Per-sequence acceptance α_b from discounted (successes, trials), shrunk to the batch's pooled rate.
+
+    `prior` / `profile`: the pooled rate and the per-position profile an earlier request of this kind ended
+    with (`PolicyMemory`), which the batch's rates lean on with memory_strength pseudo-trials; without them,
+    alpha_prior with prior_strength (module docstring, Acceptance estimate)."""
+
+    def __init__(self, cfg: DraftLengthConfig, prior: float | None = None, profile: np.ndarray | None = None):
+        self.cfg = cfg
+        self.prior = cfg.alpha_prior if prior is None else prior  # the pooled prior mean
+        self.prior_profile = None if profile is None else np.asarray(profile, dtype=np.float64)  # [l_limit]
+        self.batch_strength = cfg.prior_strength if profile is None else cfg.memory_strength
+        self.succ: dict[int, float] = {}
+        self.trials: dict[int, float] = {}
+        self.pool_succ = self.pool_trials = 0.0
+        self.pos_succ = np.zeros(cfg.l_limit)  # [l_limit] per draft position: the batch's discounted counts
+        self.pos_trials = np.zeros(cfg.l_limit)
+        self._profile: np.ndarray | None = None  # `profile()` until the next observation (read on every round)
+
+    def observe(self, seqs: Sequence[int], asked: Sequence[int], accepted: Sequence[int]) -> None:
+        """One round: sequence seqs[i] was asked for asked[i] positions and accepted accepted[i]."""
+        g = self.cfg.alpha_decay
+        drafted = [(q, n, a) for q, n, a in zip(seqs, asked, accepted, strict=True) if n > 0]
+        if not drafted:
+            return
+        self._profile = None
+        self.pool_succ *= g
+        self.pool_trials *= g
+        self.pos_succ *= g
+        self.pos_trials *= g
+        for q, n, a in drafted:
+            t = a + (a < n)  # a successes, then the first failure unless all asked positions were taken
+            self.succ[q] = g * self.succ.get(q, 0.0) + a
+            self.trials[q] = g * self.trials.get(q, 0.0) + t
+            self.pool_succ += a
+            self.pool_trials += t
+            self.pos_succ[:a] += 1  # positions 1 .. a accepted, position a + 1 reached and rejected
+            self.pos_trials[:t] += 1
+
+    def pooled(self) -> float:
+        """ᾱ, the batch's rate under the prior."""
+        m = self.batch_strength
+        return (self.pool_succ + m * self.prior) / (self.pool_trials + m)
+
+    def alphas(self, seqs: Sequence[int]) -> np.ndarray:
+        """α_b for each of `seqs`, over every position."""
+        m, pool = self.cfg.prior_strength, self.pooled()
+        return np.array([(self.succ.get(q, 0.0) + m * pool) / (self.trials.get(q, 0.0) + m) for q in seqs])
+
+    def profile(self) -> np.ndarray:
+        """[l_limit] ᾱ_i, the batch's rate at draft position i = 1 .., each shrunk toward the one before (or
+        toward an earlier request's ᾱ_i, from memory)."""
+        if self._profile is None:
+            m, out, before = self.batch_strength, np.empty(len(self.pos_succ)), self.pooled()
+            known = self.prior_profile
+            for i, (s, t) in enumerate(zip(self.pos_succ.tolist(), self.pos_trials.tolist(), strict=True)):
+                prior = before if known is None or i >= len(known) else known[i]
+                before = out[i] = (s + m * prior) / (t + m)
+            out.flags.writeable = False  # shared by every read until the next observation
+            self._profile = out
+        return self._profile
+
+    def position_alphas(self, seqs: Sequence[int]) -> np.ndarray:
+        """[B, l_limit] α_{b,i}: the batch's profile scaled by each sequence's rate against the batch's."""
+        scale = self.alphas(seqs) / max(self.pooled(), 1e-9)  # [B]
+        return np.minimum(1.0, scale[:, None] * self.profile()[None, :])
