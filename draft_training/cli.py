@@ -92,7 +92,8 @@ def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -
                        num_kv_heads=args.kv_heads or base.num_kv_heads, head_dim=hidden // heads,
                        intermediate_size=args.intermediate or base.intermediate_size)
     cfg = TrainConfig(loss=loss, minutes=minutes, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
-                      seed=args.seed, max_steps=args.max_steps, eval_every=args.eval_every, init=args.init)
+                      seed=args.seed, max_steps=args.max_steps, eval_every=args.eval_every, init=args.init,
+                      unroll_steps=args.unroll, true_context=args.context == "true")
     teacher = teacher_from(loaded.model)
     comp = work / "completions.bin"
     vocab = None  # a feature draft trains over the proposal vocabulary it ships with: (ids, recipe)
@@ -178,6 +179,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-every", type=int, default=t.eval_every)
     p.add_argument("--init", default=None, help="a draft file to continue from (its loss and shape; a fresh "
                    "schedule): a longer training in 10-minute runs")
+    p.add_argument("--unroll", type=int, default=t.unroll_steps,
+                   help="feature loss: the draft steps each window trains (each fed the step before's guesses)")
+    p.add_argument("--context", choices=("true", "predicted"), default="true" if t.true_context else "predicted",
+                   help="feature loss: what later steps attend to before their chain: the target's entries, as "
+                   "drafting has them (true), or their own predictions (predicted: the first three cycles)")
     p.add_argument("--draft-vocab", type=int, default=DEFAULT_SIZE,
                    help="a feature draft proposes from the corpus's N most frequent tokens (0: every token)")
     # the draft's shape: by default the loss's own (config.default_shape)

@@ -91,7 +91,11 @@ class TrainConfig:
     max_steps: int | None = None  # a hard cap (tests, quick runs)
     eval_every: int = 100
     feature_weight: float = 0.5  # loss "feature": weight of the smooth-L1 feature regression beside the KL
-    second_step_weight: float = 0.5  # loss "feature": weight of the loss at draft step 2 (fed its own f̂)
+    second_step_weight: float = 0.5  # loss "feature": the KL of draft step s (fed its own f̂) weighs this^(s-1)
+    unroll_steps: int = 3  # loss "feature": the draft steps each window is trained at (1: the first alone)
+    # loss "feature": later steps attend to the target's entries before their chain, as a draft's cache holds
+    # them (False: to their own stream of predictions alone, as the first three training cycles did)
+    true_context: bool = True
     # loss "feature": after training, the held-out sampled acceptance with the draft at each of these multiples
     # of the target's temperature (train.sampled_acceptance); () skips it
     draft_temperature_scales: tuple[float, ...] = (1.0, 0.85, 0.7, 0.55, 0.4)
@@ -104,5 +108,7 @@ class TrainConfig:
             raise ValueError("minutes must be > 0, batch_size >= 1 and seq_len >= 8")
         if any(not 0.0 < tau <= 2.0 for tau in self.draft_temperature_scales):
             raise ValueError(f"draft_temperature_scales must lie in (0, 2], got {self.draft_temperature_scales}")
+        if not 1 <= self.unroll_steps <= 8:
+            raise ValueError(f"unroll_steps must be in 1 .. 8, got {self.unroll_steps}")
         if not 0.0 <= self.completion_share <= 1.0:
             raise ValueError(f"completion_share must be in [0, 1], got {self.completion_share}")

@@ -35,14 +35,42 @@ class CausalAttention(nn.Module):
         self.qkv_proj = nn.Linear(config.hidden_size, q_size + 2 * kv_size, bias=config.qkv_bias)
         self.o_proj = nn.Linear(q_size, config.hidden_size, bias=config.o_bias)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                streams: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> torch.Tensor:
+        """Causal attention over x [B, T, d]. With `streams` (the keys and values, [B, Hkv, T, D] each, that
+        this layer computed for the earlier streams of an unrolled draft, `unroll_mask`), x is the next stream:
+        it attends to them under that mask, and its own keys and values are appended to the list."""
         B, T, _ = x.shape
         q, k, v = self.qkv_proj(x).split(self.split, dim=-1)
         q = apply_rope(q.view(B, T, self.n_heads, self.head_dim), cos, sin).transpose(1, 2)  # [B, Hq, T, D]
         k = apply_rope(k.view(B, T, self.n_kv_heads, self.head_dim), cos, sin).transpose(1, 2)  # [B, Hkv, T, D]
         v = v.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # [B, Hkv, T, D]
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # [B, Hq, T, D]
+        if not streams:  # the first stream (or no unrolling): plain causal attention
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # [B, Hq, T, D]
+        else:
+            keys = torch.cat([sk for sk, _ in streams] + [k], 2)  # [B, Hkv, S·T, D]
+            values = torch.cat([sv for _, sv in streams] + [v], 2)
+            mask = unroll_mask(T, len(streams), x.device)  # [T, S·T]
+            o = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
+        if streams is not None:
+            streams.append((k, v))
         return self.o_proj(o.transpose(1, 2).reshape(B, T, -1))
+
+
+def unroll_mask(T: int, s: int, device: torch.device) -> torch.Tensor:
+    """Which keys stream s (0-based) of an unrolled draft attends to: [T, (s+1)·T] booleans over the keys of
+    streams 0 .. s laid end to end.
+
+    Stream s is draft step s + 1. Its entry at position t is the last of a chain drafted from the true entry
+    at t − s: while drafting, the cache then holds the target's true entries up to t − s and the draft's own
+    entries t − s + 1 .. t, one from each later step. So query t attends to stream 0's keys j ≤ t − s and to
+    stream r's key at j = t − s + r for r = 1 .. s (EAGLE-3's training-time test). For s = 0 this is the
+    causal mask.
+    """
+    t = torch.arange(T, device=device)[:, None]
+    j = torch.arange(T, device=device)[None, :]
+    blocks = [j <= t - s] + [j == t - s + r for r in range(1, s + 1)]
+    return torch.cat(blocks, 1)
 
 
 class CausalBlock(nn.Module):
@@ -55,8 +83,9 @@ class CausalBlock(nn.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.mlp = GatedMLP(config)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                streams: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, streams)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -69,14 +98,15 @@ class CausalLM(nn.Module):
         self.layers = nn.ModuleList(CausalBlock(config) for _ in range(config.num_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def body(self, x: torch.Tensor) -> torch.Tensor:
-        """Blocks and final norm over input states x [B, T, H] at positions 0 .. T-1."""
+    def body(self, x: torch.Tensor, streams: list[list] | None = None) -> torch.Tensor:
+        """Blocks and final norm over input states x [B, T, H] at positions 0 .. T-1; `streams`: one list per
+        layer of the earlier streams' keys and values (`CausalAttention`), extended with x's."""
         T = x.shape[1]
         inv_freq = rope_inv_freq(self.config, self.config.rope_theta, x.device)
         positions = torch.arange(T, device=x.device)[None]
         cos, sin = rope_cos_sin(positions, inv_freq, x.dtype)  # [1, T, 1, D]
-        for block in self.layers:
-            x = block(x, cos, sin)
+        for i, block in enumerate(self.layers):
+            x = block(x, cos, sin, None if streams is None else streams[i])
         return self.norm(x)
 
 
@@ -153,11 +183,31 @@ class FeatureStudent(CausalLM):
         rows = head if vocab is None else head[self.vocab]  # [V', H]
         self._tables = (embedding, rows)  # frozen and not part of the state dict
 
-    def features(self, f: torch.Tensor, next_tokens: torch.Tensor) -> torch.Tensor:
-        """Predicted features f̂ [B, T, H] of entries (f [B, T, H] at positions 0 .. T-1, next_tokens [B, T])."""
+    def features(self, f: torch.Tensor, next_tokens: torch.Tensor, streams: list[list] | None = None
+                 ) -> torch.Tensor:
+        """Predicted features f̂ [B, T, H] of entries (f [B, T, H] at positions 0 .. T-1, next_tokens [B, T]);
+        `streams` as in `CausalLM.body`."""
         dtype = self.fc.weight.dtype
         x = torch.cat([f.to(dtype), F.embedding(next_tokens, self._tables[0]).to(dtype)], -1)
-        return self.out_proj(self.body(self.fc(x)))
+        return self.out_proj(self.body(self.fc(x), streams))
+
+    def unroll(self, f: torch.Tensor, next_tokens: torch.Tensor, steps: int, true_context: bool = True
+               ) -> list[torch.Tensor]:
+        """The predicted features of draft steps 1 .. `steps` at every position, [B, T, H] each.
+
+        Step 1 reads the target's features f; step s + 1 reads step s's predictions, shifted one position
+        (its entry t holds f̂ˢ_t, predicted at t − 1), as drafting feeds them. With `true_context` each step
+        attends to what a draft's cache holds at that step, the target's entries before the chain and its
+        own entries along it (`unroll_mask`); without it, to its own stream alone (every earlier entry a
+        prediction too, how the first three training cycles unrolled). Predictions fed forward are detached:
+        each step's loss trains the draft to read its own guesses, not to bend them.
+        """
+        streams: list[list] | None = [[] for _ in self.layers] if true_context else None
+        out, fed = [], f
+        for _ in range(steps):
+            out.append(self.features(fed, next_tokens, streams))
+            fed = torch.cat([f[:, :1], out[-1][:, :-1].detach()], 1)
+        return out
 
     def logits(self, f_hat: torch.Tensor) -> torch.Tensor:
         """Logits [..., V'] of predicted features [..., H] through the teacher's head rows of `vocab`."""

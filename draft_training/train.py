@@ -5,11 +5,14 @@ target's own completions). The two losses, per position t of a window:
 
     next-token   L = −log q(x_{t+1} | x_≤t)
     distill      L = KL(p_target(· | x_≤t) ‖ q(· | x_≤t)) = Σ_v p(v) (log p(v) − log q(v))
-    feature      L = KL(p_{t+1} ‖ q(f̂¹_{t+1})) + λ_f SmoothL1(f̂¹_{t+1}, f_{t+1}) + λ_2 KL(p_{t+1} ‖ q(f̂²_{t+1}))
+    feature      L = Σ_{s=1..S} λ_2^(s−1) KL(p_{t+1} ‖ q(f̂ˢ_{t+1})) + λ_f SmoothL1(f̂¹_{t+1}, f_{t+1})
 
 For the feature draft (EAGLE-style), f̂¹ is predicted from the target's true features (draft step 1) and
-f̂² from the draft's own f̂¹ in their place (draft step 2 onwards, as while drafting); the feature
-regression keeps f̂ usable as the next step's input.
+f̂ˢ from the draft's own f̂ˢ⁻¹ in their place (draft step s, as while drafting), S = `unroll_steps`. Each
+step attends to what the draft's cache would hold at that step: the target's entries before the chain and
+its own along it (`FeatureStudent.unroll`, EAGLE-3's training-time test). Step s's weight decays as λ_2^(s−1)
+because a draft reaches step s only if the steps before it were accepted; the feature regression keeps f̂
+usable as the next step's input.
 
 over the target's whole vocabulary, p computed on the fly by the frozen target (the teacher). Forward KL
 teaches q the teacher's full distribution: greedy acceptance needs its argmax, sampled acceptance
@@ -129,42 +132,43 @@ def _kl(t_logp: torch.Tensor, s_logp: torch.Tensor) -> torch.Tensor:
     return (t_logp.exp() * (t_logp - s_logp)).sum(-1).mean()
 
 
-def feature_logits(student: FeatureStudent, teacher: Teacher, window: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """The feature draft's two steps over `window` [B, T+1]: (f, f̂¹, t_logits, s1, s2) with f [B, T, H] the
-    target's features, f̂¹ [B, T-1, H], the target's logits [B, T-1, V] (bf16 on CUDA) over its whole
-    vocabulary, and the draft's at steps 1 and 2 [B, T-1, V'] over its proposal vocabulary (`student.vocab`)."""
+def feature_logits(student: FeatureStudent, teacher: Teacher, window: torch.Tensor, cfg: TrainConfig
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    """The feature draft's unrolled steps over `window` [B, T+1]: (f, f̂¹, t_logits, [s¹, s², ...]) with f
+    [B, T, H] the target's features, f̂¹ [B, T-1, H], the target's logits [B, T-1, V] (bf16 on CUDA) over its
+    whole vocabulary, and the draft's at steps 1 .. `cfg.unroll_steps` [B, T-1, V'] over its proposal
+    vocabulary (`student.vocab`)."""
     x = window[:, :-1]
     autocast = torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=x.device.type == "cuda")
     with torch.no_grad(), autocast:
         f = teacher.hidden(x)  # [B, T, H]: f_t at position t
         t_logits = f[:, 1:] @ teacher.head.T  # [B, T-1, V]: p of the token after x_{t+1}
     with autocast:
-        f1 = student.features(f[:, :-1], x[:, 1:])  # entries (f_t, x_{t+1}) -> f̂_{t+1}
-        s1 = student.logits(f1).float()
-        # step 2: every entry but the first fed the draft's own prediction of its feature
-        f2 = student.features(torch.cat([f[:, :1], f1[:, :-1].detach()], 1), x[:, 1:])
-        s2 = student.logits(f2).float()
-    return f, f1, t_logits, s1, s2
+        # entries (f_t, x_{t+1}) -> f̂_{t+1}; later steps read the draft's own predictions
+        steps = student.unroll(f[:, :-1], x[:, 1:], cfg.unroll_steps, cfg.true_context)
+        logits = [student.logits(fs).float() for fs in steps]
+    return f, steps[0], t_logits, logits
 
 
 def feature_loss(student: FeatureStudent, teacher: Teacher, window: torch.Tensor, cfg: TrainConfig
                  ) -> tuple[torch.Tensor, dict]:
-    """The "feature" loss (module docstring) over `window` [B, T+1]; agreement at draft steps 1 and 2 with the
+    """The "feature" loss (module docstring) over `window` [B, T+1]; agreement at each draft step with the
     target's most likely token over its whole vocabulary (a draft with a proposal vocabulary S never agrees
     where that token lies outside S). With S the target's p in the KL is p restricted to S and renormalised,
     the q that accepts most among those that propose from S."""
-    f, f1, t_logits, s1, s2 = feature_logits(student, teacher, window)
+    f, f1, t_logits, steps = feature_logits(student, teacher, window, cfg)
     vocab = student.vocab
     t_logp = F.log_softmax((t_logits if vocab is None else t_logits[..., vocab]).float(), -1)
-    value = _kl(t_logp, F.log_softmax(s1, -1)) + cfg.feature_weight * F.smooth_l1_loss(f1.float(), f[:, 1:].float()) \
-        + cfg.second_step_weight * _kl(t_logp, F.log_softmax(s2, -1))
+    value = cfg.feature_weight * F.smooth_l1_loss(f1.float(), f[:, 1:].float())
+    for i, s in enumerate(steps):
+        value = value + cfg.second_step_weight ** i * _kl(t_logp, F.log_softmax(s, -1))
     best = t_logits.argmax(-1)
 
     def ids(s: torch.Tensor) -> torch.Tensor:
         return s.argmax(-1) if vocab is None else vocab[s.argmax(-1)]
 
-    return value, {"agree": float((ids(s1) == best).float().mean()),
-                   "agree_step2": float((ids(s2) == best).float().mean())}
+    return value, {("agree" if i == 0 else f"agree_step{i + 1}"): float((ids(s) == best).float().mean())
+                   for i, s in enumerate(steps)}
 
 
 def window_loss(student: Student | FeatureStudent, teacher: Teacher, window: torch.Tensor, loss: str,
@@ -214,7 +218,7 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
         report.history.append({**evaluate(student, teacher, eval_windows, cfg), "step": 0})
         if measure_acceptance:
             report.acceptance["init"] = sampled_acceptance(student, teacher, eval_windows,
-                                                           cfg.draft_temperature_scales)
+                                                           cfg.draft_temperature_scales, cfg=cfg)
         log(f"[train {cfg.loss}] from {cfg.init}: {report.history[0]}")
     total = cfg.max_steps or 10**9
     t0, timed_from = time.perf_counter(), None
@@ -251,7 +255,8 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
             log(f"[train {cfg.loss}] step {step}/{total} {row}")
     report.steps, report.tokens = step, step * cfg.batch_size * cfg.seq_len
     if measure_acceptance:
-        report.acceptance["final"] = sampled_acceptance(student, teacher, eval_windows, cfg.draft_temperature_scales)
+        report.acceptance["final"] = sampled_acceptance(student, teacher, eval_windows, cfg.draft_temperature_scales,
+                                                        cfg=cfg)
         log(f"[train {cfg.loss}] held-out sampled acceptance (T {SAMPLED.temperature}, top-p {SAMPLED.top_p}) by "
             f"draft temperature scale: {report.acceptance}")
     report.seconds = round(time.perf_counter() - t0, 1)
@@ -291,9 +296,11 @@ def expected_acceptance(p: torch.Tensor, s_logits: torch.Tensor, params: Samplin
 
 @torch.no_grad()
 def sampled_acceptance(student: FeatureStudent, teacher: Teacher, windows: list[torch.Tensor],
-                       scales: tuple[float, ...], params: SamplingParams = SAMPLED) -> list[dict]:
+                       scales: tuple[float, ...], params: SamplingParams = SAMPLED,
+                       cfg: TrainConfig | None = None) -> list[dict]:
     """`expected_acceptance` of the feature draft on `windows`, per draft temperature scale τ: one row per τ,
-    averaged over the positions at draft steps 1 and 2 (step 2 fed the draft's own f̂, as while drafting).
+    averaged over the positions at each unrolled draft step (`cfg.unroll_steps`; step s fed the draft's own
+    f̂, as while drafting).
 
     Why scales: a draft trained with forward KL is mass-covering, flatter than the target where it agrees
     with it, and a lower τ puts more of q where p is. q here is over the draft's proposal vocabulary with exact
@@ -301,21 +308,23 @@ def sampled_acceptance(student: FeatureStudent, teacher: Teacher, windows: list[
     """
     from bass.sampling import process_logits
 
-    sums = {tau: [0.0, 0.0] for tau in scales}
+    cfg = cfg or TrainConfig(loss="feature")
+    sums = {tau: [0.0] * cfg.unroll_steps for tau in scales}
     n = 0
     for part in (w for ws in windows for w in ws.split(4)):
-        _, _, t_logits, s1, s2 = feature_logits(student, teacher, part)
+        _, _, t_logits, steps = feature_logits(student, teacher, part, cfg)
         p = process_logits(t_logits.float(), params)  # [b, T-1, V], once for every scale and step
         for tau in scales:
-            for i, s in enumerate((s1, s2)):
+            for i, s in enumerate(steps):
                 sums[tau][i] += float(expected_acceptance(p, s, params, tau, student.vocab).sum())
         n += t_logits.shape[0] * t_logits.shape[1]
-    return [{"scale": tau, "step1": round(a / n, 4), "step2": round(b / n, 4)} for tau, (a, b) in sums.items()]
+    return [{"scale": tau, **{f"step{i + 1}": round(a / n, 4) for i, a in enumerate(row)}}
+            for tau, row in sums.items()]
 
 
 def best_scale(rows: list[dict]) -> float:
-    """The draft temperature scale of `sampled_acceptance`'s rows that accepts most over draft steps 1 and 2."""
-    return max(rows, key=lambda r: r["step1"] + r["step2"])["scale"]
+    """The draft temperature scale of `sampled_acceptance`'s rows that accepts most over the draft steps."""
+    return max(rows, key=lambda r: sum(v for k, v in r.items() if k.startswith("step")))["scale"]
 
 
 def _schedule(step: int, total: int, cfg: TrainConfig) -> float:

@@ -12,6 +12,7 @@
 #                convert the GGUF for the loader once (about 100 s), so later stages start fast
 #   completions  the target's own completions of the corpus prompts
 #   train        the drafts of --losses (default all), the best one kept; results to $OUT
+#   adopt        the trained draft as the shipped file, for the stages after it in the same call
 #   accept       bench/draft_acceptance.py (--drafts NAME=SPEC ...)
 #   profile      bench/step_costs.py (what a step and a round cost, piece by piece)
 #   host         bench/host_costs.py (graph launch costs, the round's Python profile)
@@ -46,6 +47,12 @@ case "$1" in
     cp $WORK/draft-*.json $OUT/
     # files come back at most 16 MiB each: both drafts in 15 MB pieces (cat them back in order)
     for f in $WORK/draft-*.safetensors; do split -b 15000000 "$f" "$OUT/$(basename "$f")."; done ;;
+  adopt)  # this call only: the draft the train stage wrote becomes the shipped file (its sha256 patched into
+          # bass/models/draft.py), so that the stages run after it in the same call test and time it as shipped
+    cp $WORK/draft.safetensors bass/models/drafts/qwen2.5-coder-1.5b.draft.safetensors
+    sha=$(sha256sum $WORK/draft.safetensors | cut -d' ' -f1)
+    sed -i "s/^DRAFT_SHA256 = \".*\"/DRAFT_SHA256 = \"$sha\"/" bass/models/draft.py
+    grep -n "^DRAFT_SHA256" bass/models/draft.py ;;
   accept)
     # args after the stage, e.g. --drafts cycle2=/var/tmp/draft/draft.safetensors shipped=auto --baselines ""
     python3 bench/draft_acceptance.py --target $GGUF --out $OUT/draft_acceptance.json "${@:2}" 2>&1 \
@@ -66,5 +73,5 @@ case "$1" in
     BASS_TARGET=$GGUF python3 -m pytest tests/bass/test_look_ahead.py tests/bass/test_feature_draft.py tests/bass/test_transfer.py tests/bass/test_sampling.py \
       tests/bass/test_lossless_shipped.py tests/bass/test_cost_policy_engine.py tests/kernels -q -p no:cacheprovider -o addopts="" "${@:2}" \
       2>&1 | grep -v Warning | tee $OUT/gpu_tests.log ;;
-  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | accept | bench | profile | host | eval | tests" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | adopt | accept | bench | profile | host | eval | tests" >&2; exit 2 ;;
 esac
