@@ -41,6 +41,7 @@ from draft_training.corpus import load_tokens
 from draft_training.model import FeatureStudent, Student, Teacher, use_autograd_kernels
 
 SAMPLED = SamplingParams(temperature=0.8, top_p=0.95)  # the issue's sampled setting (T 0.8, top-p 0.95)
+HELDOUT_SEED = 1  # the held-out windows of every run (those the first two cycles were measured on)
 
 
 @dataclass
@@ -77,6 +78,14 @@ class Windows:
             start = int(self.rng.integers(0, src.size - T - 1))
             rows.append(np.asarray(src[start:start + T + 1], dtype=np.int64))
         return torch.from_numpy(np.stack(rows)).to(device)  # [B, T+1]
+
+
+def heldout_windows(heldout: Path, cfg: TrainConfig, device: torch.device) -> list[torch.Tensor]:
+    """The windows [B, T+1] (two batches) every evaluation of a run is made on: from the held-out corpus files
+    only, and the same whatever the run's seed, so that runs and the cycles that continue them compare. (The
+    first five cycles drew them with seed + 1: the third to fifth cycles' figures are each on its own windows.)"""
+    held = Windows(load_tokens(heldout), None, 0.0, HELDOUT_SEED)
+    return [held.batch(cfg.batch_size, cfg.seq_len, device) for _ in range(2)]
 
 
 def teacher_from(target: torch.nn.Module) -> Teacher:
@@ -206,8 +215,7 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
         load_weights(student, Path(cfg.init))
     comp = load_tokens(completions) if completions is not None and completions.exists() else None
     data = Windows(load_tokens(corpus), comp, cfg.completion_share, cfg.seed)
-    held = Windows(load_tokens(heldout), None, 0.0, cfg.seed + 1)  # held-out corpus files only: comparable runs
-    eval_windows = [held.batch(cfg.batch_size, cfg.seq_len, device) for _ in range(2)]
+    eval_windows = heldout_windows(heldout, cfg, device)
     decay = [p for n, p in student.named_parameters() if p.ndim == 2]
     keep = [p for n, p in student.named_parameters() if p.ndim < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay}, {"params": keep, "weight_decay": 0}],

@@ -23,7 +23,7 @@ from draft_training.config import CorpusConfig, DraftShape, TrainConfig  # noqa:
 from draft_training.corpus import build_corpus, humaneval_signatures, load_tokens  # noqa: E402
 from draft_training.export import export_draft  # noqa: E402
 from draft_training.model import FeatureStudent, Student  # noqa: E402
-from draft_training.train import expected_acceptance, teacher_from, train  # noqa: E402
+from draft_training.train import expected_acceptance, heldout_windows, teacher_from, train  # noqa: E402
 from draft_training.vocab import add_vocab  # noqa: E402
 from sandbox.humaneval import load_humaneval  # noqa: E402
 
@@ -90,6 +90,17 @@ def test_corpus_excludes_humaneval_by_construction(corpus, target_dir):
     prompts = [json.loads(line) for line in (corpus / "prompts.jsonl").read_text().splitlines()]
     assert {p["style"] for p in prompts} == {"completion", "chat"}
     assert all("human_eval" not in p["source"] and "copied" not in p["source"] for p in prompts)
+
+
+def test_every_run_evaluates_on_the_same_heldout_windows(corpus):
+    """Cycles continue each other with new seeds; their held-out figures compare only on the same windows."""
+    cpu = torch.device("cpu")
+    first = heldout_windows(corpus / "heldout.bin", TrainConfig(seed=0, batch_size=2, seq_len=16), cpu)
+    later = heldout_windows(corpus / "heldout.bin", TrainConfig(seed=3, batch_size=2, seq_len=16), cpu)
+    assert len(first) == 2 and first[0].shape == (2, 17)
+    assert all(torch.equal(a, b) for a, b in zip(first, later))
+    heldout = set(load_tokens(corpus / "heldout.bin").tolist())
+    assert set(first[0].flatten().tolist()) <= heldout
 
 
 def test_pipeline_loss_falls_and_export_loads_as_drafter(corpus, target_dir, tmp_path):
