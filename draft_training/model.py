@@ -15,6 +15,8 @@ E_target and W_target stay frozen (they are the teacher's own tensors); in_proj 
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -57,6 +59,7 @@ class CausalAttention(nn.Module):
         return self.o_proj(o.transpose(1, 2).reshape(B, T, -1))
 
 
+@functools.lru_cache(maxsize=16)
 def unroll_mask(T: int, s: int, device: torch.device) -> torch.Tensor:
     """Which keys stream s (0-based) of an unrolled draft attends to: [T, (s+1)·T] booleans over the keys of
     streams 0 .. s laid end to end.
@@ -65,7 +68,7 @@ def unroll_mask(T: int, s: int, device: torch.device) -> torch.Tensor:
     at t − s: while drafting, the cache then holds the target's true entries up to t − s and the draft's own
     entries t − s + 1 .. t, one from each later step. So query t attends to stream 0's keys j ≤ t − s and to
     stream r's key at j = t − s + r for r = 1 .. s (EAGLE-3's training-time test). For s = 0 this is the
-    causal mask.
+    causal mask. Cached: every layer of every micro-batch asks for the same few.
     """
     t = torch.arange(T, device=device)[:, None]
     j = torch.arange(T, device=device)[None, :]

@@ -159,18 +159,20 @@ def feature_logits(student: FeatureStudent, teacher: Teacher, window: torch.Tens
     return f, steps[0], t_logits, logits
 
 
-def feature_loss(student: FeatureStudent, teacher: Teacher, window: torch.Tensor, cfg: TrainConfig
-                 ) -> tuple[torch.Tensor, dict]:
-    """The "feature" loss (module docstring) over `window` [B, T+1]; agreement at each draft step with the
-    target's most likely token over its whole vocabulary (a draft with a proposal vocabulary S never agrees
-    where that token lies outside S). With S the target's p in the KL is p restricted to S and renormalised,
-    the q that accepts most among those that propose from S."""
+def feature_loss(student: FeatureStudent, teacher: Teacher, window: torch.Tensor, cfg: TrainConfig,
+                 metrics: bool = True) -> tuple[torch.Tensor, dict]:
+    """The "feature" loss (module docstring) over `window` [B, T+1]; with `metrics`, agreement at each draft
+    step with the target's most likely token over its whole vocabulary (a draft with a proposal vocabulary S
+    never agrees where that token lies outside S). With S the target's p in the KL is p restricted to S and
+    renormalised, the q that accepts most among those that propose from S."""
     f, f1, t_logits, steps = feature_logits(student, teacher, window, cfg)
     vocab = student.vocab
     t_logp = F.log_softmax((t_logits if vocab is None else t_logits[..., vocab]).float(), -1)
     value = cfg.feature_weight * F.smooth_l1_loss(f1.float(), f[:, 1:].float())
     for i, s in enumerate(steps):
         value = value + cfg.second_step_weight ** i * _kl(t_logp, F.log_softmax(s, -1))
+    if not metrics:
+        return value, {}
     best = t_logits.argmax(-1)
 
     def ids(s: torch.Tensor) -> torch.Tensor:
@@ -181,10 +183,11 @@ def feature_loss(student: FeatureStudent, teacher: Teacher, window: torch.Tensor
 
 
 def window_loss(student: Student | FeatureStudent, teacher: Teacher, window: torch.Tensor, loss: str,
-                cfg: TrainConfig | None = None) -> tuple[torch.Tensor, dict]:
-    """Mean loss over the positions of `window` [B, T+1], and its top-1 agreement with the target."""
+                cfg: TrainConfig | None = None, metrics: bool = True) -> tuple[torch.Tensor, dict]:
+    """Mean loss over the positions of `window` [B, T+1], and with `metrics` its top-1 agreement with the
+    target. A training step asks for none: each would be an argmax over the vocabulary and a host sync."""
     if loss == "feature":
-        return feature_loss(student, teacher, window, cfg or TrainConfig(loss="feature"))
+        return feature_loss(student, teacher, window, cfg or TrainConfig(loss="feature"), metrics)
     x, y = window[:, :-1], window[:, 1:]
     autocast = torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=x.device.type == "cuda")
     with autocast:
@@ -197,6 +200,8 @@ def window_loss(student: Student | FeatureStudent, teacher: Teacher, window: tor
         value = _kl(t_logp, s_logp)
     else:
         value = F.nll_loss(s_logp.flatten(0, 1), y.flatten())
+    if not metrics:
+        return value, {}
     agree = (s_logits.argmax(-1) == t_logits.argmax(-1)).float().mean()
     next_acc = (s_logits.argmax(-1) == y).float().mean()
     return value, {"agree": float(agree), "next_token_acc": float(next_acc)}
@@ -250,7 +255,7 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
         batch = data.batch(cfg.batch_size, cfg.seq_len, device)
         # micro-batches bound the [rows, T, V] logits the full-vocabulary losses materialise
         for part in batch.split(cfg.micro_batch):
-            value, _ = window_loss(student, teacher, part, cfg.loss, cfg)
+            value, _ = window_loss(student, teacher, part, cfg.loss, cfg, metrics=False)
             (value * part.shape[0] / batch.shape[0]).backward()
         torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
         opt.step()
