@@ -135,17 +135,24 @@ class NgramDrafter(Drafter):
 def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pending: tuple[torch.Tensor, torch.Tensor],
                            lengths: Sequence[int], u: torch.Tensor) -> Proposal:
     """Feed each sequence's pending tokens (tokens [B, T], counts [B], device), then sample up to lengths[b]
-    tokens one step at a time.
+    tokens one step at a time (`draft_chain`, with the lengths moved to the device)."""
+    first, counts = pending
+    return draft_chain(step, first, counts, ints_to_device(lengths, first.device), u[:, :max(lengths, default=0)])
+
+
+def draft_chain(step: Callable[..., tuple[torch.Tensor, ...]], first: torch.Tensor, counts: torch.Tensor,
+                lens: torch.Tensor, u: torch.Tensor) -> Proposal:
+    """Feed each sequence's pending tokens (first [B, T], counts [B]), then sample up to lens[b] ([B], device)
+    tokens one step at a time, L = u.shape[1] steps in all.
 
     `step(tokens [B, T], q_len [B], last_only, u_i [B])` runs the draft model on its cache and samples
     from its last column by a `bass.rules.DraftRule`: (d_i [B],) greedy, else (d_i, q_i [B, V]), or under
     top-p (d_i, q_i [B, K], ids_i [B, K]), a sparse q_i. Sequences whose draft is complete get q_len 0 in
     later steps. The proposal carries each q_i for the verify; a step's outputs may be a graph's buffers,
-    which the next step overwrites, so they are copied.
+    which the next step overwrites, so they are copied. It reads nothing from the host and makes no host
+    synchronisation, so one CUDA graph can capture the whole of it (`bass.graphs.GraphedModel.chain`).
     """
-    first, counts = pending
-    (B, _), L, device = first.shape, max(lengths, default=0), first.device
-    lens = ints_to_device(lengths, device)
+    (B, _), L, device = first.shape, u.shape[1], first.device
     tokens = torch.empty(B, L, dtype=torch.long, device=device)
     # step i + 1's q_len for every i at once (one launch per proposal, not two per step): 1 while b drafts on.
     # Row i is step i + 1's [B], contiguous: the kernels read q_len with unit stride
@@ -246,20 +253,22 @@ class LayerSkipDrafter(Drafter):
 def build_drafter(name: str, target: torch.nn.Module, draft: torch.nn.Module | None, attn: Callable, *,
                   ngram_max: int = 3, ngram_min: int = 1, layer_skip_layers: int | None = None,
                   draft_forward: Callable | None = None, draft_arena: CacheArena | None = None,
-                  temperature_scale: float = 1.0) -> Drafter:
+                  temperature_scale: float = 1.0, chained: bool = True) -> Drafter:
     """The drafter called `name` ("none", "ngram", "model", "layer-skip").
 
     `target` is what the loop calls for the target (the model, or its `GraphedModel`);
     `draft_forward` / `draft_arena` do the same for the draft model; a drafter that samples draws at
-    `temperature_scale` times the request's temperature (`Drafter.proposal_params`).
+    `temperature_scale` times the request's temperature (`Drafter.proposal_params`); `chained`: a feature
+    draft makes each proposal as one CUDA graph where it can (`FeatureDrafter._chained`).
     """
-    drafter = _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, draft_forward, draft_arena)
+    drafter = _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, draft_forward, draft_arena,
+                     chained)
     drafter.temperature_scale = temperature_scale
     return drafter
 
 
-def _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, draft_forward, draft_arena
-           ) -> Drafter:
+def _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, draft_forward, draft_arena,
+           chained) -> Drafter:
     if name == "none":
         return NoDrafter()
     if name == "ngram":
@@ -271,7 +280,7 @@ def _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, d
         if isinstance(draft, FeatureDraft):
             from bass.feature_drafter import FeatureDrafter  # it builds on this module
 
-            return FeatureDrafter(draft, target, attn, forward=draft_forward, arena=draft_arena)
+            return FeatureDrafter(draft, target, attn, forward=draft_forward, arena=draft_arena, chained=chained)
         return ModelDrafter(draft, attn, target.config.vocab_size, forward=draft_forward, arena=draft_arena)
     if name == "layer-skip":
         n = layer_skip_layers or max(1, target.config.num_layers // 2)

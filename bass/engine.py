@@ -280,7 +280,7 @@ class Engine:
         return build_drafter(name, self._target_fwd, self.draft.model if self.draft else None, attn,
                              ngram_max=c.ngram_max, ngram_min=c.ngram_min, layer_skip_layers=c.layer_skip_layers,
                              draft_forward=self._draft_fwd, draft_arena=self._draft_arena,
-                             temperature_scale=scale)
+                             temperature_scale=scale, chained=c.proposal_graphs)
 
     def _capture_queued(self) -> None:
         """Capture the CUDA graphs of the shapes that ran in wider graphs (`bass.graphs`): between requests,

@@ -8,6 +8,7 @@ lets the round loop launch drafting rounds ahead (`bass.speculative`, look-ahead
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -16,8 +17,9 @@ from dataclasses import dataclass
 import torch
 
 from bass.cache import CacheArena, KVCache
-from bass.drafters import Drafter, draft_autoregressively
-from bass.rules import TokenSubset, draft_rule, run_then
+from bass.drafters import Drafter, Proposal, draft_autoregressively, draft_chain
+from bass.graphs import WIDTH_BUCKETS, bucket
+from bass.rules import DraftRule, TokenSubset, draft_rule, run_then
 from bass.transfer import ints_to_device, padded_ids
 
 CATCH_UP = 16  # backlog entries that make a round without drafts feed them (FeatureDrafter._catch_up)
@@ -32,6 +34,21 @@ def _subset(draft: torch.nn.Module) -> TokenSubset | None:
     if draft not in _SUBSETS:
         _SUBSETS[draft] = TokenSubset(draft.vocab)
     return _SUBSETS[draft]
+
+
+def _proposal(draft: torch.nn.Module, rule: DraftRule, attn: Callable, cache: KVCache, tokens: torch.Tensor,
+              counts: torch.Tensor, features: torch.Tensor, lens: torch.Tensor, u: torch.Tensor) -> Proposal:
+    """A whole proposal of the feature draft (`draft_chain`: the pending entries, then L steps on its own
+    predictions) on the model itself, each step followed by its rule: what `FeatureDrafter._chained` captures.
+    tokens [B, T], counts [B], features [B, T, H], lens [B], u [B, L]."""
+    fed = {"features": features}
+
+    def step(tok, q_len, last_only, u_i):
+        out = rule(draft(tok, cache, q_len, attn, features=fed["features"], last_only=last_only), u_i)
+        fed["features"] = draft.hidden  # [B, 1, H]: the next step's input
+        return out
+
+    return draft_chain(step, tokens, counts, lens, u)
 
 
 @dataclass
@@ -78,9 +95,12 @@ class FeatureDrafter(Drafter):
     reads_verify = True  # the next proposal feeds the last verify's emitted tokens from the device
 
     def __init__(self, draft: torch.nn.Module, target: torch.nn.Module, attn: Callable, *,
-                 forward: Callable | None = None, arena: CacheArena | None = None):
+                 forward: Callable | None = None, arena: CacheArena | None = None, chained: bool = True):
+        """`chained`: make a proposal as one graph where `forward` can (`_chained`)."""
         self.draft, self.target, self.attn = draft, target, attn  # target: what the loop calls (reads .hidden)
         self.forward = forward or draft  # a GraphedModel on CUDA
+        self.chained = chained
+        self._pool = 0  # the chain pool of the last chained proposal (`_chained`)
         self.subset = _subset(draft)  # a reduced proposal vocabulary, or None
         self.arena = arena or CacheArena(persistent=False)
         self.cache: KVCache | None = None
@@ -179,8 +199,12 @@ class FeatureDrafter(Drafter):
             self.fed = self._entries(self.known)
         if prev is not None:  # its entries are fed now; if it is unread, its commit counts them
             prev.followed = True
-        fed = {"features": features}
         rule = draft_rule(self.proposal_params(params), self.target.config.vocab_size, self.subset)
+        self._proposed = True
+        chained = self._chained(rule, tokens, counts, features, lengths, u[:, :max(lengths)])
+        if chained is not None:
+            return chained
+        fed = {"features": features}
 
         def step(tok, q_len, last_only, u_i):
             out = run_then(self.forward, rule, (u_i,), tok, self.cache, q_len, self.attn, features=fed["features"],
@@ -190,8 +214,31 @@ class FeatureDrafter(Drafter):
             fed["features"] = self.forward.hidden
             return out
 
-        self._proposed = True
         return draft_autoregressively(step, (tokens, counts), lengths, u)
+
+    def _chained(self, rule: DraftRule, tokens: torch.Tensor, counts: torch.Tensor, features: torch.Tensor,
+                 lengths: Sequence[int], u: torch.Tensor) -> Proposal | None:
+        """The proposal as one CUDA graph (`GraphedModel.chain`), or None where the draft's forward has none
+        for it yet (it runs step by step, and the graph is captured after the request).
+
+        Step by step, each of the L steps is a graph replay plus a handful of small copies around it (the
+        step's inputs into the graph's buffers, its token and q into the proposal's): host work and launches
+        that a round pays L times. The chain is keyed by the first step's width bucket and L, and its
+        outputs are static buffers. The loop may read a round's proposal after it launched the next one
+        (`bass.speculative._redo`), so consecutive proposals alternate two pools, never overwriting the one
+        before."""
+        chain = getattr(self.forward, "chain", None)
+        Tb = bucket(tokens.shape[1], WIDTH_BUCKETS)
+        if chain is None or not self.chained or Tb is None:
+            return None
+        B, L, H = tokens.shape[0], u.shape[1], features.shape[-1]
+        self._pool = 1 - self._pool  # on every call, chained or not: a request queues the chains of both pools
+        out = chain(functools.partial(_proposal, self.draft, rule, self.attn), (rule, self.attn, Tb, L), self.cache,
+                    (tokens, counts, features, ints_to_device(lengths, tokens.device), u),
+                    ((Tb,), (), (Tb, H), (), (L,)), pool=("proposal", self._pool))
+        if out is None:
+            return None
+        return Proposal(*(None if t is None else t[:B] for t in (out.tokens, out.lengths, out.probs, out.prob_ids)))
 
     @torch.inference_mode()  # a catch-up runs the draft, as `propose` and `commit` may
     def verified(self, emitted, accepted):

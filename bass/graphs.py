@@ -25,7 +25,8 @@ per prompt: 8, 9 and 8 per pass at k = 32, 11, 2 and 4 at k = 8 (`real_bench_202
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -106,6 +107,24 @@ class _Graph:
     args: tuple = ()  # static inputs of the `then` rule: [Bb] or [Bb, Tb-1, ...] (None stays None)
 
 
+class ChainKey(NamedTuple):
+    """What one captured chain (`GraphedModel.chain`) is specific to."""
+
+    batch: int  # the batch bucket
+    groups: int  # prompt groups of the cache's shared prefix
+    name: object  # the caller's: what the chain computes (its rule, its lengths ...)
+    inputs: tuple  # (shape past the batch, dtype) of each static input
+    pool: object  # the memory pool its graph shares with chains of the same pool only
+
+
+@dataclass
+class _Chain:
+    graph: torch.cuda.CUDAGraph | None
+    inputs: tuple[torch.Tensor, ...]  # static [Bb, ...] inputs
+    cache: KVCache  # the arena's first Bb rows
+    out: object = None  # the captured call's outputs
+
+
 class GraphedModel:
     """Drop-in for `model(tokens, cache, q_len, attn, num_layers=, last_only=, features=)` that replays CUDA
     graphs. `features` is a feature draft's second input; `hidden` is the model's `hidden` of the last call.
@@ -117,9 +136,10 @@ class GraphedModel:
     def __init__(self, model: torch.nn.Module, arena: CacheArena, use_graphs: bool = True):
         self.model, self.arena, self.use_graphs = model, arena, use_graphs
         self.config = model.config
-        self._graphs: dict[GraphKey, _Graph] = {}
-        # shapes that ran in a wider graph -> `_capture`'s arguments from the call that queued them
-        self._queue: dict[GraphKey, tuple] = {}
+        self._graphs: dict[GraphKey | ChainKey, _Graph | _Chain] = {}
+        # shapes that ran in a wider graph (or, for a chain, eagerly) -> what captures them, from the call that
+        # queued them
+        self._queue: dict[GraphKey | ChainKey, Callable[[], _Graph | _Chain]] = {}
         self._version = arena.version
         self._pools: dict[int, object] = {}  # slot -> the memory pool its graphs share
         self.hidden: torch.Tensor | None = None
@@ -146,11 +166,7 @@ class GraphedModel:
             out = self.model(tokens, cache, q_len, attn, num_layers=num_layers, last_only=last_only, **extra)
             self.hidden = self.model.hidden
             return out if then is None else then(out, *args)
-        if self._version != self.arena.version:  # the storage moved: every captured pointer is stale
-            self._graphs.clear()
-            self._queue.clear()
-            self._pools = {}  # graphs of a new storage must not capture into the released pools
-            self._version = self.arena.version
+        self._check_storage()
         G = cache.prefix_k.shape[1]
         arg_kinds = tuple(None if a is None else (a.dim(), a.dtype) for a in args)
         key = GraphKey(Bb, Tb, G, num_layers, last_only, attn, features is not None, then, arg_kinds, slot)
@@ -158,8 +174,8 @@ class GraphedModel:
         wider = None if g is not None else self._wider(key, base.batch)
         if wider is not None:  # run in it (every round of this request); this shape's own comes between requests
             if key not in self._queue:
-                self._queue[key] = (_padded(cache, base, Bb), Bb, Tb, attn, num_layers, last_only, features, then,
-                                    args, slot)
+                self._queue[key] = functools.partial(self._capture, _padded(cache, base, Bb), Bb, Tb, attn, num_layers,
+                                                     last_only, features, then, args, slot)
             g, Bb = self._graphs[wider], wider.batch
         padded = _padded(cache, base, Bb)
         if g is None:  # nothing to run in: the request waits for this capture
@@ -194,6 +210,59 @@ class GraphedModel:
             return tuple(o[:B] for o in g.out)
         return g.out[:B] if last_only else g.out[:B, :T]
 
+    def _check_storage(self) -> None:
+        """Drop every graph and queued shape if the arena's storage moved: their captured pointers are stale."""
+        if self._version != self.arena.version:
+            self._graphs.clear()
+            self._queue.clear()
+            self._pools = {}  # graphs of a new storage must not capture into the released pools
+            self._version = self.arena.version
+
+    def chain(self, run: Callable[..., object], name: object, cache: KVCache, inputs: Sequence[torch.Tensor],
+              shapes: Sequence[tuple[int, ...]], pool: object = "chain") -> object | None:
+        """run(cache, *inputs): several forwards of the model and the glue between them, replayed as one CUDA
+        graph (a feature draft's whole proposal: `bass.feature_drafter`), or None where it has no graph yet.
+        Then the caller runs its steps one by one, and the call is queued: `capture_queued` captures it
+        between requests, as it does a shape that ran in a wider graph.
+
+        `run` must read nothing from the host, and must take an input row of zeros for a row that does
+        nothing (q_len 0): inputs [B, ...] go into static [Bb, *shapes[i]] buffers (a shorter dimension
+        fills their leading part, the rest keeps stale values), and padding rows past B are zeroed.
+        `name` is what the computation depends on besides the batch and the inputs' shapes, and must not
+        hold a request's state (a queued chain is captured after its request). The outputs are the graph's
+        static buffers, valid until the next replay of a chain of the same `pool`, which no other graph
+        shares: a caller that keeps one chain's outputs while it runs another alternates two pools."""
+        B = inputs[0].shape[0]
+        base = self.arena.base
+        Bb = bucket(B, BATCH_BUCKETS)
+        if base is None or Bb is None or Bb > base.batch or cache.suffix_k.data_ptr() != base.suffix_k.data_ptr():
+            return None
+        self._check_storage()
+        key = ChainKey(Bb, cache.prefix_k.shape[1], name, tuple((tuple(s), x.dtype) for s, x in
+                                                                zip(shapes, inputs, strict=True)), pool)
+        g = self._graphs.get(key)
+        if g is None:
+            if key not in self._queue:
+                self._queue[key] = functools.partial(self._capture_chain, run, key, _padded(cache, base, Bb), inputs)
+            return None
+        for static, x in zip(g.inputs, inputs, strict=True):
+            static[(slice(0, B), *(slice(0, n) for n in x.shape[1:]))] = x
+            if Bb > B:
+                static[B:] = 0
+        if g.graph is None:  # the CPU twin: the same static inputs, run eagerly
+            return run(g.cache, *g.inputs)
+        g.graph.replay()
+        return g.out
+
+    def _capture_chain(self, run: Callable[..., object], key: ChainKey, cache: KVCache,
+                       inputs: Sequence[torch.Tensor]) -> _Chain:
+        static = tuple(x.new_zeros(key.batch, *shape) for x, (shape, _) in zip(inputs, key.inputs, strict=True))
+        g = _Chain(None, static, cache)
+        if self.use_graphs:
+            g.graph, g.out = capture(lambda: run(cache, *static), device=cache.suffix_k.device,
+                                     pool=self._pools.setdefault(key.pool, torch.cuda.graph_pool_handle()))
+        return g
+
     def _wider(self, key: GraphKey, capacity: int) -> GraphKey | None:
         """The key of the nearest larger batch bucket (up to `capacity`) of the same width and kind that has a
         graph, for a shape without one to run in (module docstring); None when there is none."""
@@ -214,9 +283,9 @@ class GraphedModel:
             return 0
         built = 0
         with torch.inference_mode():  # as a request's captures run: the arena was made in inference mode
-            for key, capture_args in queued.items():
+            for key, build in queued.items():
                 if key not in self._graphs:
-                    self._graphs[key] = self._capture(*capture_args)
+                    self._graphs[key] = build()
                     built += 1
                     _deferred += self.use_graphs
         return built

@@ -13,13 +13,15 @@ import json
 import sys
 from pathlib import Path
 
+SETTINGS = {"projections": "projections", "proposals": "proposals"}  # a pair's kind -> its rows' setting field
+
 
 def row_label(r: dict) -> str:
     """'regular', 'BASS model', 'BASS model heuristic', 'BASS model +verdicts (service)', 'single model',
     'regular (look-ahead off)'."""
     ahead = "" if r.get("pair") != "look-ahead" else f" (look-ahead {'on' if r['look_ahead'] else 'off'})"
-    if r.get("pair") == "projections":
-        ahead = f" ({r['projections']})"
+    if r.get("pair") in SETTINGS:
+        ahead = f" ({r[SETTINGS[r['pair']]]})"
     if r["method"] == "regular":
         return "regular" + ahead
     name = f"{'BASS' if r['method'] == 'bass' else 'single'} {r['drafter']}"
@@ -31,15 +33,15 @@ def row_label(r: dict) -> str:
 def add_ratios(rows: list[dict]) -> None:
     """x_regular = regular's ms/token/seq / the row's at the same k (> 1: faster than regular decoding);
     x_throughput = the row's tokens/s / regular's. None where no regular row has that k. A row of the
-    look-ahead or projections pair is divided by the regular row of its own pair with its own setting (measured
-    beside it)."""
+    look-ahead, projections or proposals pair is divided by the regular row of its own pair with its own
+    setting (measured beside it)."""
     def key(r: dict) -> tuple:
-        if r.get("pair") == "projections":
-            return r["k"], r["projections"]
+        if r.get("pair") in SETTINGS:
+            return r["k"], r["pair"], r[SETTINGS[r["pair"]]]
         return r["k"], r["look_ahead"] if r.get("pair") == "look-ahead" else None
 
     regular = {key(r): r for r in rows if r["method"] == "regular"
-               and r.get("pair") in (None, "look-ahead", "projections")}
+               and r.get("pair") in (None, "look-ahead", *SETTINGS)}
     for r in rows:
         base = regular.get(key(r)) or regular.get((r["k"], None))
         r["x_regular"] = base["ms_per_token"] / r["ms_per_token"] if base and r["ms_per_token"] > 0 else None

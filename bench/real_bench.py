@@ -17,9 +17,10 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                on CUDA, a round launched before the round before it is read) and without it,
                the four interleaved; with --cublas-pair, regular and BASS with the best drafter with the
                projections the engine tuned at load (`bass.models.linear`) and with cuBLAS throughout (a
-               second engine over the same models), the four interleaved; with --policy-ab, BASS with the best
-               drafter under the cost policy and under POLICY_BEFORE (no probe screen, weak memory prior),
-               interleaved.
+               second engine over the same models), the four interleaved; with --chain-pair, the same with
+               each of the feature draft's proposals as one graph (the engine's default) and step by step
+               (`EngineConfig.proposal_graphs`); with --policy-ab, BASS with the best drafter under the cost
+               policy and under POLICY_BEFORE (no probe screen, weak memory prior), interleaved.
 
 Every configuration runs one untimed warm-up pass over the prompts first (CUDA graphs captured, caches
 sized; a BASS cost-policy row first drafts each length of `bass.engine.WARM_LENGTHS` once, whose graphs its
@@ -43,6 +44,7 @@ a few BASS rounds at --policy-k) plus a per-round split (drafter / verify / host
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -136,7 +138,7 @@ class Bench:
         self.a = a
         self.engine = Engine(EngineConfig(target=a.target, draft=None if a.draft == "none" else a.draft,
                                           drafter="auto", backend=a.backend, device=a.device))
-        self.cublas_engine: Engine | None = None  # made on first use (`cublas_runner`)
+        self.second: dict[str, Engine] = {}  # engines over the same models, made on first use (`_second_runner`)
         self.problems = load_humaneval()[:a.prompts]
         self.prompts = [p.prompt for p in self.problems]
         self.params = SamplingParams(temperature=0.0 if a.greedy else a.temperature,
@@ -156,17 +158,29 @@ class Bench:
     def cublas_runner(self, method: str, k: int, drafter: str | None = None) -> Runner:
         """A runner on a second engine over the same models whose projections are all cuBLAS: its own CUDA
         graphs, captured under `bass.models.linear.cublas_only` (the first engine's keep the tuned kernels)."""
-        if self.cublas_engine is None:
+        return self._second_runner("cublas", dict(tune_projections=False), linear.cublas_only, method, k, drafter)
+
+    def stepwise_runner(self, method: str, k: int, drafter: str | None = None) -> Runner:
+        """A runner on a second engine over the same models that makes each proposal step by step, one graph per
+        draft step (`EngineConfig.proposal_graphs=False`), where the first chains them in one graph."""
+        return self._second_runner("stepwise", dict(proposal_graphs=False), contextlib.nullcontext, method, k,
+                                   drafter)
+
+    def _second_runner(self, name: str, change: dict, context: Callable, method: str, k: int,
+                       drafter: str | None) -> Runner:
+        """A runner on the second engine `name`: the bench's config with `change`, over the same models, each
+        of its generations (and its priming) inside `context()`; made and primed on first use."""
+        if name not in self.second:
             eng = self.engine
-            self.cublas_engine = Engine(dataclasses.replace(eng.config, tune_projections=False),
-                                        target=eng.target, draft=eng.draft)
-            with linear.cublas_only():
-                self.prime(k, [drafter or eng.default_drafter], self.cublas_engine)
+            self.second[name] = Engine(dataclasses.replace(eng.config, **change), target=eng.target, draft=eng.draft)
+            with context():
+                self.prime(k, [drafter or eng.default_drafter], self.second[name])
+        engine = self.second[name]
         kw = dict(k=k, params=self.params, method=method) | ({} if drafter is None else {"drafter": drafter})
 
         def run(i: int) -> GenerationResult:
-            with linear.cublas_only():
-                return self.cublas_engine.generate(self.prompts[i], **kw)
+            with context():
+                return engine.generate(self.prompts[i], **kw)
         return run
 
     def verdict_runner(self, k: int, drafter: str, where: str) -> Runner:
@@ -271,6 +285,12 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
                 "bass": (b.runner("bass", k, best), {"projections": "tuned"}),
                 "regular cublas": (b.cublas_runner("regular", k), {"projections": "cuBLAS"}),
                 "bass cublas": (b.cublas_runner("bass", k, best), {"projections": "cuBLAS"})})
+        if a.chain_pair:  # each proposal as one graph against one graph per draft step
+            add_pair(k, best, "proposals", {
+                "regular": (b.runner("regular", k), {"proposals": "chained"}),
+                "bass": (b.runner("bass", k, best), {"proposals": "chained"}),
+                "regular stepwise": (b.stepwise_runner("regular", k), {"proposals": "step by step"}),
+                "bass stepwise": (b.stepwise_runner("bass", k, best), {"proposals": "step by step"})})
         if not a.no_verdicts:
             t = time.perf_counter()
             where = ("service", "in-process")
@@ -305,6 +325,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cublas-pair", action="store_true", help="at --policy-k, regular and BASS with the tuned "
                    "projections against cuBLAS throughout (bass.models.linear), interleaved")
+    p.add_argument("--chain-pair", action="store_true", help="at --policy-k, regular and BASS with each proposal "
+                   "replayed as one graph (the default) and step by step (a second engine), interleaved")
     p.add_argument("--policy-ab", action="store_true", help="at --policy-k, the cost policy against itself with "
                    "every probe and a weak memory prior (POLICY_BEFORE), interleaved")
     p.add_argument("--no-verdicts", action="store_true", help="skip the with/without verdict-tester pair")

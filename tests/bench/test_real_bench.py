@@ -85,7 +85,7 @@ def dry_run(tmp_path_factory):
     out = root / "out"
     rb.main(["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "1",
              "--max-new-tokens", "8", "--repeats", "1", "--policy-k", "2", "--fixed-l", "3", "--profile",
-             "--cublas-pair", "--policy-ab", "--out", str(out)])
+             "--cublas-pair", "--chain-pair", "--policy-ab", "--out", str(out)])
     return out, json.loads((out / "real_bench.json").read_text())
 
 
@@ -116,13 +116,19 @@ def test_dry_run_rows_and_ratios(dry_run):
     assert pr.row_label(proj[3]) == f"BASS {best} (cuBLAS)"
     for regular_row, bass_row in (proj[0:2], proj[2:4]):
         assert bass_row["x_regular"] == pytest.approx(regular_row["ms_per_token"] / bass_row["ms_per_token"])
+    chain = [r for r in rows if r.get("pair") == "proposals"]  # proposals as one graph (default), then step by step
+    assert [(r["method"], r["proposals"]) for r in chain] == [("regular", "chained"), ("bass", "chained"),
+                                                              ("regular", "step by step"), ("bass", "step by step")]
+    assert pr.row_label(chain[3]) == f"BASS {best} (step by step)"
+    for regular_row, bass_row in (chain[0:2], chain[2:4]):
+        assert bass_row["x_regular"] == pytest.approx(regular_row["ms_per_token"] / bass_row["ms_per_token"])
     ab = [r for r in rows if r.get("pair") == "policy"]  # the default cost policy, then POLICY_BEFORE's
     assert [(r["policy"], r["drafter"]) for r in ab] == [("cost", best), ("cost, every probe", best)]
     assert pr.row_label(ab[1]) == f"BASS {best} cost, every probe"
     regular = next(r for r in rows if r["method"] == "regular")
     for r in rows:
         assert r["k"] == 2 and r["sequences"] == 2 and 2 <= r["tokens"] <= 16
-        if r not in ahead and r not in proj:
+        if r not in ahead and r not in proj and r not in chain:
             assert r["x_regular"] == pytest.approx(regular["ms_per_token"] / r["ms_per_token"])
         assert r["ms_per_token"] == r["ms_per_token_passes"][0]  # one pass: the row is that pass
     assert regular["acceptance"] is None and regular["mean_draft_length"] == 0.0

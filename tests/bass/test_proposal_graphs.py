@@ -1,0 +1,141 @@
+"""A feature draft's proposal replayed as one graph (`GraphedModel.chain`, `FeatureDrafter._chained`): the CPU
+twin runs the same static buffers, padding and queue eagerly, so these check its logic; the CUDA tests of the
+engine (greedy BASS equals regular, the chi-square test with the shipped draft) check its graphs."""
+
+import dataclasses
+
+import pytest
+import torch
+
+import bass.graphs
+from bass.config import DraftLengthConfig, SamplingParams
+from bass.engine import Engine
+from bass.feature_drafter import FeatureDrafter
+from bass.graphs import ChainKey
+
+PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print("]
+
+
+def _ids(result) -> list[list[int]]:
+    return [c.token_ids for c in result.candidates]
+
+
+def _twins(tiny_engine, seed: int, graphs: bool = False) -> tuple[Engine, Engine]:
+    """Two engines over the same models on the CUDA-graph path, proposals chained and step by step: CPU twins
+    (the same buffers and padding, run eagerly), or with `graphs` on CUDA, captured graphs."""
+    engine = tiny_engine("llama", feature_seed=seed, **({"device": "cuda"} if graphs else {}))
+    chained = Engine(engine.config, target=engine.target, draft=engine.draft)
+    stepwise = Engine(dataclasses.replace(engine.config, proposal_graphs=False), target=engine.target,
+                      draft=engine.draft)
+    for e in (chained, stepwise):
+        e.use_static_shapes(capture=graphs)
+    return chained, stepwise
+
+
+GRAPHS = [False, pytest.param(True, marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                             reason="CUDA graphs; the CPU twin is graphs=False"))]
+
+
+@pytest.fixture
+def chained_calls(monkeypatch) -> list[bool]:
+    """Per proposal, whether it ran as one chain."""
+    calls: list[bool] = []
+    inner = FeatureDrafter._chained
+
+    def spy(self, *args):
+        out = inner(self, *args)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(FeatureDrafter, "_chained", spy)
+    return calls
+
+
+@pytest.mark.parametrize("params", [SamplingParams(temperature=0.0, max_new_tokens=20),
+                                    SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=20, seed=3),
+                                    SamplingParams(temperature=0.8, max_new_tokens=20, seed=4)],
+                         ids=["greedy", "top-p", "dense-q"])
+@pytest.mark.parametrize("graphs", GRAPHS, ids=["twin", "cuda"])
+def test_a_chained_proposal_gives_the_tokens_of_one_made_step_by_step(tiny_engine, chained_calls, params, graphs):
+    """6 sequences in a batch bucket of 8 (padding rows), drafts of 3 under a fixed length and of varying length
+    under the paper's heuristic: once a request has queued its chains and they were built between requests,
+    the same request again runs every proposal as a chain, token for token what step by step gives."""
+    chained, stepwise = _twins(tiny_engine, seed=7, graphs=graphs)
+    for policy in (DraftLengthConfig(policy="fixed", l0=3), DraftLengthConfig(policy="heuristic")):
+        kw = dict(k=3, params=params, method="bass", drafter="model", draft_length=policy)
+        chained.generate(PROMPTS, **kw)  # queues its chains; the next request's start builds them
+        chained_calls.clear()
+        got = chained.generate(PROMPTS, **kw)
+        assert chained_calls and all(chained_calls)
+        want = stepwise.generate(PROMPTS, **kw)
+        assert _ids(got) == _ids(want)
+        assert got.stats.proposed > 0
+
+
+def test_chains_are_queued_then_built_between_requests(tiny_engine, chained_calls):
+    """A request's chains run step by step and are queued; the engine builds them once the request is done
+    (`capture_queued`), for both pools, and the same request then runs chained; the arena's storage moving
+    drops them with the other graphs."""
+    chained, _ = _twins(tiny_engine, seed=8)
+    kw = dict(k=2, params=SamplingParams(temperature=0.0, max_new_tokens=12), method="bass", drafter="model",
+              draft_length=DraftLengthConfig(policy="fixed", l0=2))
+    fwd = chained._draft_fwd
+    chained.generate(PROMPTS, **kw)
+    assert chained_calls and not any(chained_calls)
+    built = [key for key in fwd._graphs if isinstance(key, ChainKey)]
+    assert not fwd._queue and {key.pool for key in built} == {("proposal", 0), ("proposal", 1)}
+    assert all(key.batch == 4 for key in built)  # 2 prompts x 2 samples
+    chained_calls.clear()
+    chained.generate(PROMPTS, **kw)
+    assert chained_calls and all(chained_calls)
+    fwd.arena.version += 1  # as when the arena's storage is reallocated: every captured pointer is stale
+    chained_calls.clear()
+    chained.generate(PROMPTS, **kw)
+    assert not any(chained_calls)
+
+
+@pytest.mark.parametrize("graphs", GRAPHS, ids=["twin", "cuda"])
+def test_consecutive_chained_proposals_alternate_pools(tiny_engine, chained_calls, monkeypatch, graphs):
+    """The loop may read a round's proposal after launching the next (`bass.speculative._redo`): two chained
+    proposals in a row never share a pool, so the second cannot overwrite the first's outputs."""
+    chained, _ = _twins(tiny_engine, seed=9, graphs=graphs)
+    pools: list[object] = []
+    chain = bass.graphs.GraphedModel.chain
+
+    def spy(self, *args, pool="chain", **kw):
+        out = chain(self, *args, pool=pool, **kw)
+        if out is not None:
+            pools.append(pool)
+        return out
+
+    monkeypatch.setattr(bass.graphs.GraphedModel, "chain", spy)
+    kw = dict(k=2, params=SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=16, seed=1), method="bass",
+              drafter="model", draft_length=DraftLengthConfig(policy="fixed", l0=2))
+    for _ in range(2):
+        chained.generate(PROMPTS, **kw)
+    assert len(pools) > 2
+    assert all(a != b for a, b in zip(pools, pools[1:]))
+
+
+def test_chain_zeroes_padding_rows_and_fills_shorter_inputs_in_front(tiny_engine):
+    """The static inputs of a chain: a batch of 3 in a bucket of 4 (row 3 zeroed on every call, whatever an
+    earlier call left there), inputs narrower than their buffer filled from the front."""
+    chained, _ = _twins(tiny_engine, seed=10)
+    chained.generate(PROMPTS, k=2, params=SamplingParams(temperature=0.0, max_new_tokens=4), method="bass",
+                     drafter="model")  # the draft's arena: 4 rows
+    fwd, cache = chained._draft_fwd, chained._draft_arena.base
+    seen = []
+
+    def run(padded, a, b):
+        seen.append((a.clone(), b.clone()))
+        return a
+
+    args = ("probe", cache, (torch.full((4, 2), 5), torch.ones(4)), ((3,), ()))
+    with torch.inference_mode():  # as the drafter calls it (the arena was made in inference mode)
+        assert fwd.chain(run, *args) is None  # queued
+        fwd.capture_queued()
+        fwd.chain(run, *args)  # every row live
+        fwd.chain(run, "probe", cache, (torch.full((3, 2), 7), torch.ones(3)), ((3,), ()))
+    a, b = seen[-1]
+    assert a[:3, :2].eq(7).all() and a[:3, 2].eq(0).all() and a[3].eq(0).all()
+    assert b.tolist() == [1, 1, 1, 0]
