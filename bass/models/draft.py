@@ -35,7 +35,7 @@ from bass.models.feature_draft import FeatureDraft
 from bass.models.llama import Transformer
 
 DRAFT_FILE = Path(__file__).parent / "drafts" / "qwen2.5-coder-1.5b.draft.safetensors"
-DRAFT_SHA256 = "6f5cff43f6877e54d24b7425b2ada759099c939041e1ada37db2c3340453318c"
+DRAFT_SHA256 = "d6ffd6506773184dd00315cf8bb5b244a835b0dd0ee0c3f1dd34f6041b5c9e50"
 REBUILD_HINT = ("restore it with `git checkout -- bass/models/drafts` or rebuild it with the training pipeline "
                 "(`python -m draft_training all`, README 'Training the draft')")
 FINGERPRINT_ROWS = (0, 13, 220, 1000, 30000, 151643)  # token rows whose statistics identify the target
