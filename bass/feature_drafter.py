@@ -100,7 +100,7 @@ class FeatureDrafter(Drafter):
         self.draft, self.target, self.attn = draft, target, attn  # target: what the loop calls (reads .hidden)
         self.forward = forward or draft  # a GraphedModel on CUDA
         self.chained = chained
-        self._pool = 0  # the chain pool of the last chained proposal (`_chained`)
+        self._pool = 0  # the chain pool the last proposal asked for (`_chained`)
         self.subset = _subset(draft)  # a reduced proposal vocabulary, or None
         self.arena = arena or CacheArena(persistent=False)
         self.cache: KVCache | None = None

@@ -21,6 +21,10 @@ time (`gpu_2026-11-24_h100_captures.json`, `traces`). Capturing a borrowed shape
 left captures inside every timed pass of the cost-policy rows with the trained draft, whose draft lengths vary
 per prompt: 8, 9 and 8 per pass at k = 32, 11, 2 and 4 at k = 8 (`real_bench_2026-11-24_h100_countcaptures.json`,
 `captures_passes`); a user's request stalls the same way.
+
+A chain (`GraphedModel.chain`) is several forwards and the glue between them in one graph: a feature draft's
+whole proposal, L draft steps and their sampling rules, which step by step paid a replay and a handful of small
+copies per step. A chain without a graph runs step by step (the caller's own path) and is queued the same way.
 """
 
 from __future__ import annotations
@@ -141,7 +145,7 @@ class GraphedModel:
         # queued them
         self._queue: dict[GraphKey | ChainKey, Callable[[], _Graph | _Chain]] = {}
         self._version = arena.version
-        self._pools: dict[int, object] = {}  # slot -> the memory pool its graphs share
+        self._pools: dict[object, object] = {}  # slot, or a chain's pool -> the memory pool its graphs share
         self.hidden: torch.Tensor | None = None
 
     captures_then = True  # `bass.rules.run_then`: a rule after the forward joins its graph
