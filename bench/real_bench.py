@@ -169,12 +169,15 @@ class Bench:
     def _second_runner(self, name: str, change: dict, context: Callable, method: str, k: int,
                        drafter: str | None) -> Runner:
         """A runner on the second engine `name`: the bench's config with `change`, over the same models, each
-        of its generations (and its priming) inside `context()`; made and primed on first use."""
+        of its generations (and its priming) inside `context()`; made, primed and its draft lengths warmed
+        (`Engine.warm_draft_lengths`) on first use."""
         if name not in self.second:
             eng = self.engine
             self.second[name] = Engine(dataclasses.replace(eng.config, **change), target=eng.target, draft=eng.draft)
-            with context():
+            with context():  # primed and warmed as the first engine's drafting rows are (`run_all`)
                 self.prime(k, [drafter or eng.default_drafter], self.second[name])
+                self.second[name].warm_draft_lengths(self.prompts[0], self.params, k=k, method="bass",
+                                                     drafter=drafter or eng.default_drafter)
         engine = self.second[name]
         kw = dict(k=k, params=self.params, method=method) | ({} if drafter is None else {"drafter": drafter})
 
