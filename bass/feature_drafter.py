@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from bass.cache import CacheArena, KVCache
-from bass.drafters import Drafter, Proposal, draft_autoregressively, draft_chain
+from bass.drafters import Drafter, Proposal, draft_chain
 from bass.graphs import WIDTH_BUCKETS, bucket
 from bass.rules import DraftRule, TokenSubset, draft_rule, run_then
 from bass.transfer import ints_to_device, padded_ids
@@ -201,7 +201,8 @@ class FeatureDrafter(Drafter):
             prev.followed = True
         rule = draft_rule(self.proposal_params(params), self.target.config.vocab_size, self.subset)
         self._proposed = True
-        chained = self._chained(rule, tokens, counts, features, lengths, u[:, :max(lengths)])
+        lens = ints_to_device(lengths, tokens.device)  # [B]: one host copy, for the chain or the steps
+        chained = self._chained(rule, tokens, counts, features, lens, u)
         if chained is not None:
             return chained
         fed = {"features": features}
@@ -214,10 +215,10 @@ class FeatureDrafter(Drafter):
             fed["features"] = self.forward.hidden
             return out
 
-        return draft_autoregressively(step, (tokens, counts), lengths, u)
+        return draft_chain(step, tokens, counts, lens, u)
 
     def _chained(self, rule: DraftRule, tokens: torch.Tensor, counts: torch.Tensor, features: torch.Tensor,
-                 lengths: Sequence[int], u: torch.Tensor) -> Proposal | None:
+                 lens: torch.Tensor, u: torch.Tensor) -> Proposal | None:
         """The proposal as one CUDA graph (`GraphedModel.chain`), or None where the draft's forward has none
         for it yet (it runs step by step, and the graph is captured after the request).
 
@@ -234,7 +235,7 @@ class FeatureDrafter(Drafter):
         B, L, H = tokens.shape[0], u.shape[1], features.shape[-1]
         self._pool = 1 - self._pool  # on every call, chained or not: a request queues the chains of both pools
         out = chain(functools.partial(_proposal, self.draft, rule, self.attn), (rule, self.attn, Tb, L), self.cache,
-                    (tokens, counts, features, ints_to_device(lengths, tokens.device), u),
+                    (tokens, counts, features, lens, u),
                     ((Tb,), (), (Tb, H), (), (L,)), pool=("proposal", self._pool))
         if out is None:
             return None

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-SETTINGS = {"projections": "projections", "proposals": "proposals"}  # a pair's kind -> its rows' setting field
+SETTINGS = ("projections", "proposals")  # pairs whose rows hold their setting in the field named like the pair
 
 
 def row_label(r: dict) -> str:
@@ -21,7 +21,7 @@ def row_label(r: dict) -> str:
     'regular (look-ahead off)'."""
     ahead = "" if r.get("pair") != "look-ahead" else f" (look-ahead {'on' if r['look_ahead'] else 'off'})"
     if r.get("pair") in SETTINGS:
-        ahead = f" ({r[SETTINGS[r['pair']]]})"
+        ahead = f" ({r[r['pair']]})"
     if r["method"] == "regular":
         return "regular" + ahead
     name = f"{'BASS' if r['method'] == 'bass' else 'single'} {r['drafter']}"
@@ -37,7 +37,7 @@ def add_ratios(rows: list[dict]) -> None:
     setting (measured beside it)."""
     def key(r: dict) -> tuple:
         if r.get("pair") in SETTINGS:
-            return r["k"], r["pair"], r[SETTINGS[r["pair"]]]
+            return r["k"], r["pair"], r[r["pair"]]
         return r["k"], r["look_ahead"] if r.get("pair") == "look-ahead" else None
 
     regular = {key(r): r for r in rows if r["method"] == "regular"
