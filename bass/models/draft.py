@@ -35,7 +35,7 @@ from bass.models.feature_draft import FeatureDraft
 from bass.models.llama import Transformer
 
 DRAFT_FILE = Path(__file__).parent / "drafts" / "qwen2.5-coder-1.5b.draft.safetensors"
-DRAFT_SHA256 = "d6ffd6506773184dd00315cf8bb5b244a835b0dd0ee0c3f1dd34f6041b5c9e50"
+DRAFT_SHA256 = "94db70fa6ddb58d58826981ead7d3272f7b5bfc3a2b18554d35c03a344a9656d"
 REBUILD_HINT = ("restore it with `git checkout -- bass/models/drafts` or rebuild it with the training pipeline "
                 "(`python -m draft_training all`, README 'Training the draft')")
 FINGERPRINT_ROWS = (0, 13, 220, 1000, 30000, 151643)  # token rows whose statistics identify the target
