@@ -5,6 +5,7 @@ in the result, and the costs an engine remembers across requests."""
 import json
 import time
 
+import pytest
 import torch
 
 from bass.config import DraftLengthConfig, SamplingParams
@@ -58,8 +59,23 @@ def test_cost_policy_greedy_equals_regular_and_regular_is_untouched(tiny_engine)
         assert bass.stats.policy["rounds"] == len(bass.stats.draft_lengths)
 
 
-def test_useless_costly_drafter_settles_at_plain_decoding(tiny_engine):
+def _engine(tiny_engine, static: bool):
+    """The tiny engine; with `static`, one over the same models on the CUDA-graph path's persistent arena and padded
+    shapes, run eagerly (`use_static_shapes(capture=False)`): the CPU twin of how `bass.graphs` builds a request's
+    shapes, which decides which rounds the policy may time (on CUDA the tiny engine is on that path already)."""
+    from bass.engine import Engine
+
     engine = tiny_engine("llama")
+    if not static or engine.captures_graphs:
+        return engine
+    twin = Engine(engine.config, target=engine.target, draft=engine.draft)
+    twin.use_static_shapes(capture=False)
+    return twin
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["plain", "static-shapes"])
+def test_useless_costly_drafter_settles_at_plain_decoding(tiny_engine, static):
+    engine = _engine(tiny_engine, static)
     params = SamplingParams(max_new_tokens=120)
     regular = engine.generate(PROMPTS[:2], k=2, params=params, method="regular")
     scripts = [list(c.token_ids) + [0] * 40 for c in regular.candidates]
@@ -87,9 +103,10 @@ class _Ticks:
         return self.now
 
 
-def test_good_free_drafter_drafts_long(tiny_engine, monkeypatch):
+@pytest.mark.parametrize("static", [False, True], ids=["plain", "static-shapes"])
+def test_good_free_drafter_drafts_long(tiny_engine, monkeypatch, static):
     monkeypatch.setattr("bass.round_costs.time", _Ticks())
-    engine = tiny_engine("llama")
+    engine = _engine(tiny_engine, static)
     params = SamplingParams(max_new_tokens=120)
     regular = engine.generate(PROMPTS[:2], k=2, params=params, method="regular")
     scripts = [list(c.token_ids) for c in regular.candidates]
