@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bass.config import EngineConfig
+from app.settings import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, MAX_K
+from bass.config import EngineConfig, SamplingParams
 
 if TYPE_CHECKING:
     from bass import Engine
@@ -83,6 +84,7 @@ class LoadState:
 
 
 EngineFactory = Callable[..., "Engine"]
+WARM_PROMPT = 'def running_mean(xs: list[float]) -> list[float]:\n    """The mean of xs[:i + 1] for each i."""\n'
 
 
 def _load_engine(config: EngineConfig, progress: Callable[[str, float], None]) -> Engine:
@@ -140,9 +142,20 @@ class EngineSession:
             self._fraction = None if fraction is None else max(0.0, min(1.0, float(fraction)))
         log.info("model: %s%s", message, "" if fraction is None else f" ({fraction:.0%})")
 
+    def _warm(self, engine: Engine) -> None:
+        """On a GPU, build the decode graphs of every draft length at the largest k the page offers, with its
+        default sampling (`Engine.warm_draft_lengths`; a smaller batch runs in a wider batch's graphs), so that
+        a visitor's first runs do not: a graph captured inside a request stalls its round for tens of ms, and
+        one with a kernel to compile for up to a second."""
+        if getattr(engine, "captures_graphs", False):
+            self._progress("building the CUDA graphs of each draft length", None)
+            engine.warm_draft_lengths(WARM_PROMPT, SamplingParams(temperature=DEFAULT_TEMPERATURE, top_p=DEFAULT_TOP_P),
+                                      k=MAX_K, method="bass")
+
     def _load(self, pair: ModelPair) -> None:
         try:
             engine = self._factory(self.config_for(pair), progress=self._progress)
+            self._warm(engine)
         except Exception as exc:  # shown to the user in the status box; the app stays up
             log.exception("loading %s failed", pair.label)
             with self._lock:

@@ -13,6 +13,7 @@ from app.programs import resolve_style
 from bass.config import HUMANEVAL_STOPS, SamplingParams
 
 MAX_K = 16
+DEFAULT_K, DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 4, 0.8, 0.95  # what the page's controls start at
 METHOD_LABELS = {
     "bass": "BASS (batched speculative)",
     "regular": "Regular batched decoding",

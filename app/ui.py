@@ -16,7 +16,7 @@ from app.generate import GenerateView, error_view, generate_views
 from app.problems import Problem, find_problem, load_problems
 from app.programs import STYLES
 from app.session import EngineSession, hub_reachable, model_pairs
-from app.settings import METHOD_LABELS, UserError, parse_settings
+from app.settings import DEFAULT_K, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, MAX_K, METHOD_LABELS, UserError, parse_settings
 
 log = logging.getLogger("bass.app")
 
@@ -73,12 +73,12 @@ def build_demo(session: EngineSession) -> gr.Blocks:
                     compare_btn = gr.Button("Compare methods", elem_id="bass-compare")
                     stop_btn = gr.Button("Stop", variant="stop", elem_id="bass-stop")
             with gr.Column(scale=2):
-                k = gr.Slider(1, 16, value=4, step=1, label="k · candidates", elem_id="bass-k")
+                k = gr.Slider(1, MAX_K, value=DEFAULT_K, step=1, label="k · candidates", elem_id="bass-k")
                 method = gr.Radio(list(METHOD_LABELS.values()), value=METHOD_LABELS["bass"], label="Method")
                 with gr.Row():
-                    temperature = gr.Slider(0.0, 2.0, value=0.8, step=0.05, label="Temperature (0 = greedy)",
-                                            elem_id="bass-temperature")
-                    top_p = gr.Slider(0.05, 1.0, value=0.95, step=0.01, label="Top-p")
+                    temperature = gr.Slider(0.0, 2.0, value=DEFAULT_TEMPERATURE, step=0.05,
+                                            label="Temperature (0 = greedy)", elem_id="bass-temperature")
+                    top_p = gr.Slider(0.05, 1.0, value=DEFAULT_TOP_P, step=0.01, label="Top-p")
                 # The slider gets its own row: squeezed beside two number boxes its value box showed "102"
                 # of "1024" with a scroll bar.
                 max_new = gr.Slider(16, 1024, value=128, step=16, label="Max new tokens", elem_id="bass-max-new")

@@ -141,8 +141,8 @@ class EngineConfig:
     # value, since the verify uses the q each token was drawn from. None: the draft file's own (what the
     # pipeline measured to accept most: 0.7 for the shipped draft), else 1 (processed as the target's)
     draft_temperature: float | None = None
-    # on CUDA, replay a feature draft's whole proposal (its L steps and their rules) as one CUDA graph instead
-    # of one per step (`bass.feature_drafter.FeatureDrafter._chained`); False: one graph per draft step
+    # on CUDA, replay a draft model's whole proposal (its L steps and their rules) as one CUDA graph instead
+    # of one per step (`bass.drafters.chained_proposal`); False: one graph per draft step
     proposal_graphs: bool = True
 
     def __post_init__(self) -> None:

@@ -23,6 +23,7 @@ first round is committed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -31,8 +32,9 @@ import torch
 
 from bass.cache import CacheArena, KVCache
 from bass.config import SamplingParams
+from bass.graphs import WIDTH_BUCKETS, bucket
 from bass.models.feature_draft import FeatureDraft
-from bass.rules import draft_rule, run_then
+from bass.rules import DraftRule, draft_rule, run_then
 from bass.transfer import ints_to_device, padded_ids
 
 
@@ -135,9 +137,9 @@ class NgramDrafter(Drafter):
 def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pending: tuple[torch.Tensor, torch.Tensor],
                            lengths: Sequence[int], u: torch.Tensor) -> Proposal:
     """Feed each sequence's pending tokens (tokens [B, T], counts [B], device), then sample up to lengths[b]
-    tokens one step at a time (`draft_chain`, with the lengths moved to the device)."""
+    tokens one step at a time (`draft_chain`, with the lengths moved to the device). u [B, max(lengths)]."""
     first, counts = pending
-    return draft_chain(step, first, counts, ints_to_device(lengths, first.device), u[:, :max(lengths, default=0)])
+    return draft_chain(step, first, counts, ints_to_device(lengths, first.device), u)
 
 
 def draft_chain(step: Callable[..., tuple[torch.Tensor, ...]], first: torch.Tensor, counts: torch.Tensor,
@@ -171,12 +173,45 @@ def draft_chain(step: Callable[..., tuple[torch.Tensor, ...]], first: torch.Tens
     return Proposal(tokens, lens, *(q or [None]))
 
 
+def chained_proposal(forward: Callable, run: Callable[..., Proposal], name: tuple, cache: KVCache,
+                     inputs: tuple[torch.Tensor, ...], shapes: tuple[tuple[int, ...], ...], pool: object
+                     ) -> Proposal | None:
+    """`run(cache, *inputs)`, a whole proposal, as one CUDA graph of the draft's `forward`
+    (`GraphedModel.chain`), or None where it has none for this shape yet: the caller drafts step by step,
+    and the chain is captured after the request.
+
+    Step by step, each of the L steps is a graph replay plus a handful of small copies around it (the step's
+    inputs into the graph's buffers, its token and q into the proposal's): host work and launches that a
+    round pays L times. `name` keys the chain besides the batch (the rule, the attention, the first step's
+    width bucket, L); `pool` names the memory its outputs live in, static buffers valid until the next
+    replay of a chain of the same pool."""
+    chain = getattr(forward, "chain", None)
+    if chain is None:
+        return None
+    out = chain(run, name, cache, inputs, shapes, pool=("proposal", pool))
+    if out is None:
+        return None
+    B = inputs[0].shape[0]
+    return Proposal(*(None if t is None else t[:B] for t in (out.tokens, out.lengths, out.probs, out.prob_ids)))
+
+
+def _model_proposal(draft: torch.nn.Module, rule: DraftRule, attn: Callable, cache: KVCache, tokens: torch.Tensor,
+                    counts: torch.Tensor, lens: torch.Tensor, u: torch.Tensor) -> Proposal:
+    """A whole proposal of a draft model (`draft_chain` on the model itself, each step followed by its rule):
+    what `ModelDrafter` captures as one graph. tokens [B, T], counts [B], lens [B], u [B, L]."""
+    return draft_chain(lambda tok, q_len, last_only, u_i: rule(draft(tok, cache, q_len, attn, last_only=last_only),
+                                                               u_i), tokens, counts, lens, u)
+
+
 class ModelDrafter(Drafter):
+    """A draft model of the target's vocabulary: each proposal feeds the tokens it has not seen (the last
+    round's accepted ones), then samples L more, as one graph where its forward has one (`chained_proposal`)."""
+
     name = "model"
 
     def __init__(self, model: torch.nn.Module, attn: Callable, target_vocab: int, *,
-                 forward: Callable | None = None, arena: CacheArena | None = None):
-        self.model, self.attn, self.target_vocab = model, attn, target_vocab
+                 forward: Callable | None = None, arena: CacheArena | None = None, chained: bool = True):
+        self.model, self.attn, self.target_vocab, self.chained = model, attn, target_vocab, chained
         self.forward = forward or model  # a GraphedModel on CUDA
         self.arena = arena or CacheArena(persistent=False)
         self.cache: KVCache | None = None
@@ -205,8 +240,14 @@ class ModelDrafter(Drafter):
         def step(tokens, q_len, last_only, u_i):
             return run_then(self.forward, rule, (u_i,), tokens, self.cache, q_len, self.attn, last_only=last_only)
 
-        ids = padded_ids(pending, device=device), ints_to_device([len(p) for p in pending], device)
-        proposal = draft_autoregressively(step, ids, lengths, u)
+        tokens, counts = padded_ids(pending, device=device), ints_to_device([len(p) for p in pending], device)
+        lens, L, Tb = ints_to_device(lengths, device), u.shape[1], bucket(tokens.shape[1], WIDTH_BUCKETS)
+        chained = None
+        if self.chained and Tb is not None:  # one pool: the loop reads a proposal before this drafter's next
+            chained = chained_proposal(self.forward, functools.partial(_model_proposal, self.model, rule, self.attn),
+                                       (rule, self.attn, Tb, L), self.cache, (tokens, counts, lens, u),
+                                       ((Tb,), (), (), (L,)), pool=0)
+        proposal = chained if chained is not None else draft_chain(step, tokens, counts, lens, u)
         # the cache now holds the pending tokens and d_1 .. d_{l-1}
         self.in_cache = [len(h) + max(0, n - 1) for h, n in zip(histories, lengths, strict=True)]
         return proposal
@@ -258,8 +299,8 @@ def build_drafter(name: str, target: torch.nn.Module, draft: torch.nn.Module | N
 
     `target` is what the loop calls for the target (the model, or its `GraphedModel`);
     `draft_forward` / `draft_arena` do the same for the draft model; a drafter that samples draws at
-    `temperature_scale` times the request's temperature (`Drafter.proposal_params`); `chained`: a feature
-    draft makes each proposal as one CUDA graph where it can (`FeatureDrafter._chained`).
+    `temperature_scale` times the request's temperature (`Drafter.proposal_params`); `chained`: a draft model
+    makes each proposal as one CUDA graph where it can (`chained_proposal`).
     """
     drafter = _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, draft_forward, draft_arena,
                      chained)
@@ -281,7 +322,8 @@ def _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, d
             from bass.feature_drafter import FeatureDrafter  # it builds on this module
 
             return FeatureDrafter(draft, target, attn, forward=draft_forward, arena=draft_arena, chained=chained)
-        return ModelDrafter(draft, attn, target.config.vocab_size, forward=draft_forward, arena=draft_arena)
+        return ModelDrafter(draft, attn, target.config.vocab_size, forward=draft_forward, arena=draft_arena,
+                            chained=chained)
     if name == "layer-skip":
         n = layer_skip_layers or max(1, target.config.num_layers // 2)
         return LayerSkipDrafter(target, attn, n)

@@ -27,7 +27,7 @@ from bass.config import METHODS, DraftLengthConfig, EngineConfig, SamplingParams
 from bass.draft_length import DraftLengthPolicy, PolicyMemory
 from bass.drafters import Drafter, build_drafter
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceUpdate
-from bass.graphs import GraphedModel
+from bass.graphs import WIDTH_BUCKETS, GraphedModel
 from bass.metrics import mean_ms_per_token
 from bass.models import linear
 from bass.models.draft import DRAFT_FILE, DRAFT_SHA256, shipped_draft
@@ -41,9 +41,12 @@ from bass.streams import SequenceRNG
 from bass.transfer import padded_ids
 
 MAX_K = 64
-# what `Engine.warm_draft_lengths` drafts: the lengths the cost policy has been seen to choose on the H100 (1..8;
-# it may choose up to l_limit). With only 1..4, its early rounds tried 6..8 inside timed passes.
-WARM_LENGTHS = range(1, 9)
+# what `Engine.warm_draft_lengths` drafts: 1..8, the lengths the cost policy has been seen to choose on the H100
+# (with only 1..4 warmed, its early rounds tried 6..8 inside timed passes), then one length per verify width
+# bucket up to 16 (L = w - 1): the policy's probes reach a length bucket past the longest timed
+# (`bass.round_costs.L_BUCKETS`): at k = 32 its first round of L = 10 (width 12, never warmed) came in a timed
+# pass, 60 ms, after one of 788 ms against ~4 for its neighbours (`real_bench_2026-11-26_h100f_cycle8.json`).
+WARM_LENGTHS = tuple(sorted(set(range(1, 9)) | {w - 1 for w in WIDTH_BUCKETS if 10 < w <= 16}))
 
 
 def resolve_device(device: str) -> torch.device:
@@ -371,8 +374,11 @@ class Engine:
         0.2 s budget after 0.15–1.1 s with 5–22 tokens. So the benchmarks and the eval draft every length once,
         at their batch, before anything is timed. A warm-up's rounds carry the captures and are no measure of
         the engine's costs, so the policy's memory is dropped after them. (A plain step, L = 0, is none of
-        these: the cost policy times it first in the first request at each batch.)
+        these: the cost policy times it first in the first request at each batch.) An engine without static
+        shapes (the CPU's default) has no graph to build: there it does nothing.
         """
+        if not isinstance(self._target_fwd, GraphedModel):
+            return
         short = replace(params, max_new_tokens=min(params.max_new_tokens, 32), time_budget_s=None)
         for n in lengths:
             self.generate([prompt], params=short, draft_length=DraftLengthConfig("fixed", l0=n), **kw)

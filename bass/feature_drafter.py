@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from bass.cache import CacheArena, KVCache
-from bass.drafters import Drafter, Proposal, draft_chain
+from bass.drafters import Drafter, Proposal, chained_proposal, draft_chain
 from bass.graphs import WIDTH_BUCKETS, bucket
 from bass.rules import DraftRule, TokenSubset, draft_rule, run_then
 from bass.transfer import ints_to_device, padded_ids
@@ -219,27 +219,18 @@ class FeatureDrafter(Drafter):
 
     def _chained(self, rule: DraftRule, tokens: torch.Tensor, counts: torch.Tensor, features: torch.Tensor,
                  lens: torch.Tensor, u: torch.Tensor) -> Proposal | None:
-        """The proposal as one CUDA graph (`GraphedModel.chain`), or None where the draft's forward has none
-        for it yet (it runs step by step, and the graph is captured after the request).
-
-        Step by step, each of the L steps is a graph replay plus a handful of small copies around it (the
-        step's inputs into the graph's buffers, its token and q into the proposal's): host work and launches
-        that a round pays L times. The chain is keyed by the first step's width bucket and L, and its
-        outputs are static buffers. The loop may read a round's proposal after it launched the next one
-        (`bass.speculative._redo`), so consecutive proposals alternate two pools, never overwriting the one
-        before."""
-        chain = getattr(self.forward, "chain", None)
+        """The proposal as one CUDA graph (`chained_proposal`), or None where the draft's forward has none for it
+        yet (it runs step by step, and the graph is captured after the request). The loop may read a round's
+        proposal after it launched the next one (`bass.speculative._redo`), so consecutive proposals
+        alternate two pools, never overwriting the one before."""
         Tb = bucket(tokens.shape[1], WIDTH_BUCKETS)
-        if chain is None or not self.chained or Tb is None:
+        if not self.chained or Tb is None:
             return None
-        B, L, H = tokens.shape[0], u.shape[1], features.shape[-1]
+        L, H = u.shape[1], features.shape[-1]
         self._pool = 1 - self._pool  # on every call, chained or not: a request queues the chains of both pools
-        out = chain(functools.partial(_proposal, self.draft, rule, self.attn), (rule, self.attn, Tb, L), self.cache,
-                    (tokens, counts, features, lens, u),
-                    ((Tb,), (), (Tb, H), (), (L,)), pool=("proposal", self._pool))
-        if out is None:
-            return None
-        return Proposal(*(None if t is None else t[:B] for t in (out.tokens, out.lengths, out.probs, out.prob_ids)))
+        return chained_proposal(self.forward, functools.partial(_proposal, self.draft, rule, self.attn),
+                                (rule, self.attn, Tb, L), self.cache, (tokens, counts, features, lens, u),
+                                ((Tb,), (), (Tb, H), (), (L,)), pool=self._pool)
 
     @torch.inference_mode()  # a catch-up runs the draft, as `propose` and `commit` may
     def verified(self, emitted, accepted):

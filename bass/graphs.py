@@ -22,9 +22,10 @@ left captures inside every timed pass of the cost-policy rows with the trained d
 per prompt: 8, 9 and 8 per pass at k = 32, 11, 2 and 4 at k = 8 (`real_bench_2026-11-24_h100_countcaptures.json`,
 `captures_passes`); a user's request stalls the same way.
 
-A chain (`GraphedModel.chain`) is several forwards and the glue between them in one graph: a feature draft's
-whole proposal, L draft steps and their sampling rules, which step by step paid a replay and a handful of small
-copies per step. A chain without a graph runs step by step (the caller's own path) and is queued the same way.
+A chain (`GraphedModel.chain`) is several forwards and the glue between them in one graph: a draft's whole
+proposal (`bass.drafters.chained_proposal`), L draft steps and their sampling rules, which step by step paid a
+replay and a handful of small copies per step. A chain without a graph runs step by step (the caller's own
+path) and is queued the same way.
 """
 
 from __future__ import annotations
@@ -225,7 +226,7 @@ class GraphedModel:
     def chain(self, run: Callable[..., object], name: object, cache: KVCache, inputs: Sequence[torch.Tensor],
               shapes: Sequence[tuple[int, ...]], pool: object = "chain") -> object | None:
         """run(cache, *inputs): several forwards of the model and the glue between them, replayed as one CUDA
-        graph (a feature draft's whole proposal: `bass.feature_drafter`), or None where it has no graph yet.
+        graph (a draft's whole proposal: `bass.drafters.chained_proposal`), or None where it has no graph yet.
         Then the caller runs its steps one by one, and the call is queued: `capture_queued` captures it
         between requests, as it does a shape that ran in a wider graph.
 

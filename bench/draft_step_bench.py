@@ -7,7 +7,8 @@ A round's cost depends on the shapes, not on the weights' values: a target of Qw
 shapes with random weights (its head scaled so that top-p sees peaked distributions, `bass.synthetic`)
 and the shipped trained draft (its file, read around that target's tables) launch the same kernels and
 read the same bytes as the real pair. So this runs where the 1.1 GB GGUF is not: on a bare GPU machine,
-in a minute. (`--shape tiny`: a tiny target and `bass.synthetic.random_feature_draft`, for CI.) Acceptance is not
+in a minute. (`--shape tiny`: a tiny target and `bass.synthetic.random_feature_draft`, for CI; `--shape llama-7b`: the
+synthetic 7B benchmark's pair, `bench/gpu_bench.py`, its draft a separate 2-block model.) Acceptance is not
 measured: with random weights nearly nothing is accepted, and fixed L drafts L all the same.
 
 Three views, one engine:
@@ -42,6 +43,7 @@ from bass.models.loader import LoadedModel, build_random  # noqa: E402
 from bass.synthetic import (  # noqa: E402
     TARGETS,
     SyntheticTokenizer,
+    build_pair,
     head_scale,
     random_feature_draft,
     random_prompt,
@@ -49,9 +51,15 @@ from bass.synthetic import (  # noqa: E402
 
 
 def build_engine(shape: str, device: str) -> Engine:
-    """The random-weight target of `shape` and its draft (module docstring) in an engine."""
+    """The random-weight target of `shape` and its draft (module docstring) in an engine; "llama-7b": the
+    synthetic benchmark's pair (`bass.synthetic.build_pair`: a 2-block draft model of the target's width)."""
     cfg = TARGETS[shape].with_(tie_word_embeddings=False)
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    if shape == "llama-7b":
+        pair = build_pair(cfg, 2, device=device, dtype=dtype, seed=0)
+        return Engine(EngineConfig(target="synthetic", draft="synthetic-draft", drafter="model", device=device,
+                                   backend="ragged" if device == "cuda" else "torch"), target=pair.target,
+                      draft=pair.draft)
     target = build_random(cfg, device=device, dtype=dtype, seed=0)
     with torch.no_grad():
         target.lm_head.weight.mul_(head_scale(cfg, 8.0))
@@ -87,7 +95,11 @@ def kernel_sequence(replay) -> list[tuple[float, float, str]]:
 def kernel_table(graphs: list[dict], top: int = 14) -> list[str]:
     """The target's graphs of batch k (slot 0) side by side, one line per kernel name (the `top` dearest in the
     widest graph): launches and device µs per replay, so what each verify width adds shows kernel by kernel.
-    Under PDL a kernel's span includes its wait for the one before it: BASS_PDL=0 attributes time cleanly."""
+    Under PDL a kernel's span includes its wait for the one before it: BASS_PDL=0 attributes time cleanly.
+    Every replay advances the cache as a forward does, so each graph timed later sees longer contexts than the
+    one before: attention's column grows in the order the graphs were timed, not with the width alone
+    (`draft_step_2026-11-26_h100_7b_pdl0.txt`: 287 µs per replay at width 1, timed first, against 804 at width 2
+    and 1993 at width 5)."""
     cols = sorted((g for g in graphs if "kernels" in g), key=lambda g: int(g["graph"].split()[2][1:]))  # by width
     if not cols:
         return []
@@ -100,7 +112,7 @@ def kernel_table(graphs: list[dict], top: int = 14) -> list[str]:
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--shape", default="qwen2.5-1.5b", choices=["qwen2.5-1.5b", "tiny"])
+    p.add_argument("--shape", default="qwen2.5-1.5b", choices=["qwen2.5-1.5b", "llama-7b", "tiny"])
     p.add_argument("--k", type=int, default=8)
     p.add_argument("--ls", default="1,2,3,4", help="fixed draft lengths of the BASS rows")
     p.add_argument("--max-new-tokens", type=int, default=96)
@@ -122,7 +134,7 @@ def main(argv: list[str] | None = None) -> dict:
             graphs.append({key: row[key] for key in ("graph", "nodes", "device_ms", "idle_us")})
             if name.startswith("target") and "slot0" in name:
                 graphs[-1]["kernels"] = row["kernels"]
-            if name.startswith("draft") and name.endswith("DraftRule"):
+            if name.startswith("draft") and (name.endswith("DraftRule") or " chain " in name):
                 lines = [f"{s:8.1f} {d:6.1f} {n}" for s, d, n in kernel_sequence(replay)]
                 file = "draft_step_" + name.replace(" + ", "_").replace(" ", "_") + ".txt"
                 (out / file).write_text("\n".join(lines) + "\n")

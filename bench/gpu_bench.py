@@ -127,6 +127,8 @@ class Bench:
 
         def engine(backend: str, graphs: bool) -> Engine:
             extra = {"cuda_graphs": graphs, "tune_projections": graphs} if has_graph_flag else {}
+            if args.stepwise_proposals:  # one graph per draft step, as before proposals were chained
+                extra["proposal_graphs"] = False
             return Engine(EngineConfig(target="synthetic", draft="synthetic-draft", drafter="model", device=dev,
                                        dtype="bfloat16", backend=backend, **extra),
                           target=self.pair.target, draft=self.pair.draft)
@@ -234,7 +236,8 @@ def device_line(device: str) -> str:
             f"transformers {transformers.__version__}")
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (sys.argv's when `argv` is None)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=os.environ.get("OUT", "bench/results/tmp"))
     p.add_argument("--device", default="cuda", help="cpu: a dry run of the plumbing with --target tiny")
@@ -245,6 +248,8 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--greedy", action="store_true")
     p.add_argument("--no-graphs", action="store_true")
+    p.add_argument("--stepwise-proposals", action="store_true", help="each draft step its own graph, not each "
+                   "proposal one (`EngineConfig.proposal_graphs`)")
     p.add_argument("--ks", default=",".join(map(str, KS)), help="batch sizes of the main sweep")
     p.add_argument("--side-ks", default="1,8", help="batch sizes for pad/split/single/HF")
     p.add_argument("--alphas", default=",".join(map(str, ALPHAS)))
@@ -258,9 +263,14 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="k=8 only, 64 tokens: a smoke test")
     p.add_argument("--trace", action="store_true", help="time every round of every BASS row with the cost "
                    "policy's clock; per (L, batch) a table of what each row paid (round_trace.py)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.quick:
         args.ks, args.side_ks, args.new_tokens, args.calib_grid = "8", "8", 64, "1e-4,5e-4,2e-3"
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     t_start = time.perf_counter()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -41,6 +41,7 @@ from profile_round import is_device_work, sync  # noqa: E402
 
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import Engine, device_line  # noqa: E402
+from bass.graphs import ChainKey  # noqa: E402
 
 CHAIN_NODES = 256
 
@@ -129,11 +130,16 @@ def chain(kind: str, device: torch.device) -> Callable[[], None]:
 
 
 def engine_graphs(engine: Engine) -> list[tuple[str, Callable[[], None]]]:
-    """(name, replay) of every graph the engine's target and draft forwards hold."""
+    """(name, replay) of every graph the engine's target and draft forwards hold: forwards, and the draft's
+    chains (a whole proposal, `bass.drafters.chained_proposal`: "draft B8 chain T2 L3 pool0")."""
     out = []
     for role, fwd in (("target", engine.target_forward), ("draft", engine._draft_fwd)):
         for key, g in getattr(fwd, "_graphs", {}).items():
             if g.graph is None:
+                continue
+            if isinstance(key, ChainKey):  # name: (rule, attention, first step's width bucket, L)
+                out.append((f"{role} B{key.batch} chain T{key.name[-2]} L{key.name[-1]} pool{key.pool[-1]}",
+                            g.graph.replay))
                 continue
             rule = "" if key.then is None else f" + {type(key.then).__name__}"
             out.append((f"{role} B{key.batch} T{key.width} slot{key.slot}{' last' if key.last_only else ''}{rule}",

@@ -85,3 +85,46 @@ def test_find_pair_defaults():
     session = EngineSession(env={"BASS_TARGET": "gemma3-270m"})
     assert session.find_pair(None) == SMALL and session.find_pair(EMBEDDED.label) == EMBEDDED
     assert session.find_pair("nonsense") == SMALL
+
+
+class GraphedFake(FakeEngine):
+    """A fake engine that says it replays CUDA graphs, and records what it was asked to warm."""
+
+    captures_graphs = True
+
+    def __init__(self, config=None, progress=None):
+        super().__init__(config, progress)
+        self.warmed: list[tuple] = []
+
+    def warm_draft_lengths(self, prompt, params, **kw):
+        self.warmed.append((prompt, params, kw))
+
+
+def test_a_gpu_engine_builds_its_graphs_at_the_largest_k_before_it_is_ready():
+    """On a GPU the load warms every draft length at the page's largest k (smaller batches run in its graphs)
+    with the page's default sampling, before the engine is handed out; a CPU engine is not warmed."""
+    from app.settings import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, MAX_K
+
+    messages = []
+    session = EngineSession(env={}, factory=GraphedFake)
+    session._progress = lambda message, fraction: messages.append(message)
+    session.ensure()
+    wait_ready(session)
+    [(prompt, params, kw)] = session.engine.warmed
+    assert kw == {"k": MAX_K, "method": "bass"} and prompt.startswith("def ")
+    assert (params.temperature, params.top_p) == (DEFAULT_TEMPERATURE, DEFAULT_TOP_P)
+    assert any("CUDA graphs" in m for m in messages)
+    cpu = EngineSession(env={}, factory=FakeEngine)
+    cpu.ensure()
+    assert wait_ready(cpu).ready and not hasattr(cpu.engine, "warmed")
+
+
+def test_a_failed_warm_up_is_reported_like_a_failed_load():
+    class Broken(GraphedFake):
+        def warm_draft_lengths(self, prompt, params, **kw):
+            raise RuntimeError("out of memory while capturing")
+
+    session = EngineSession(env={}, factory=Broken)
+    session.ensure()
+    state = wait_ready(session)
+    assert not state.ready and "out of memory while capturing" in state.error

@@ -205,7 +205,9 @@ def test_static_shape_path_gives_the_same_tokens(tiny_dir, drafter):
 
 
 def _graphed(tiny_dir, monkeypatch):
-    """(eager engine, CPU-twin static engine, request settings, shapes built by each `capture_queued` call)."""
+    """(eager engine, CPU-twin static engine, request settings, shapes built by each `capture_queued` call).
+    Proposals run step by step (`proposal_graphs=False`): these tests follow each forward's shapes; the chains
+    of whole proposals have theirs (`test_proposal_graphs.py`)."""
     from bass.config import EngineConfig
     from bass.engine import Engine
     from bass.graphs import GraphedModel
@@ -213,7 +215,7 @@ def _graphed(tiny_dir, monkeypatch):
     built: list[int] = []
     capture_queued = GraphedModel.capture_queued
     monkeypatch.setattr(GraphedModel, "capture_queued", lambda self: built.append(capture_queued(self)) or built[-1])
-    cfg = EngineConfig(target=str(tiny_dir("llama")), draft=str(tiny_dir("llama", 1)))
+    cfg = EngineConfig(target=str(tiny_dir("llama")), draft=str(tiny_dir("llama", 1)), proposal_graphs=False)
     eager, static = Engine(cfg), Engine(cfg)
     static.use_static_shapes(capture=False)
     kw = dict(params=GREEDY, method="bass", drafter="model", draft_length=DraftLengthConfig("fixed", l0=2))
@@ -391,17 +393,31 @@ def test_top_p_from_few_candidates_samples_what_the_full_sort_samples(tiny_engin
     assert any(redone) and not all(redone)  # some rounds were decided by the candidates, some redone
 
 
+def test_warm_lengths_give_every_verify_width_bucket_up_to_16():
+    """`WARM_LENGTHS` drafts 1..8 and then a length into each width bucket the cost policy's probes reach next
+    (a verify of L drafts is L + 1 wide), so no width up to 16 meets its first graph inside a request."""
+    from bass.engine import WARM_LENGTHS
+    from bass.graphs import WIDTH_BUCKETS, bucket
+
+    assert set(range(1, 9)) <= set(WARM_LENGTHS)
+    assert {bucket(L + 1, WIDTH_BUCKETS) for L in WARM_LENGTHS} == {w for w in WIDTH_BUCKETS if 2 <= w <= 16}
+
+
 def test_warming_the_draft_lengths_leaves_no_width_to_build_inside_a_request(tiny_dir, monkeypatch):
     """CPU twin of `Engine.warm_draft_lengths`: it drafts each length once at fixed L (32 tokens at most, no
     budget) and drops the cost policy's memory; after it, at k = 8, a k = 2 request drafting L = 3 builds no
-    draft width's shape before "done": each of those calls runs in a batch-8 shape of its width."""
+    draft width's shape before "done": each of those calls runs in a batch-8 shape of its width. An engine
+    without static shapes warms nothing."""
     from dataclasses import replace
 
-    _, static, kw, built = _graphed(tiny_dir, monkeypatch)
+    eager, static, kw, built = _graphed(tiny_dir, monkeypatch)
     static.generate(PROMPTS[0], k=1, params=GREEDY, method="bass", drafter="model")  # the cost policy learns
     assert static._policy_memory
     calls, generate = [], static.generate
     monkeypatch.setattr(static, "generate", lambda prompts, **k: calls.append(k) or generate(prompts, **k))
+    monkeypatch.setattr(eager, "generate", lambda prompts, **k: calls.append(k) or generate(prompts, **k))
+    eager.warm_draft_lengths(PROMPTS[0], GREEDY, k=8, method="bass", drafter="model")
+    assert calls == []  # no static shapes, no graph to build: nothing to warm
     static.warm_draft_lengths(PROMPTS[0], replace(GREEDY, max_new_tokens=100, time_budget_s=9.0),
                               lengths=range(1, 4), k=8, method="bass", drafter="model")
     assert [(c["draft_length"].policy, c["draft_length"].l0) for c in calls] == [("fixed", 1), ("fixed", 2),

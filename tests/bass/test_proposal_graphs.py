@@ -1,4 +1,4 @@
-"""A feature draft's proposal replayed as one graph (`GraphedModel.chain`, `FeatureDrafter._chained`): the CPU
+"""A draft's proposal replayed as one graph (`GraphedModel.chain`, `bass.drafters.chained_proposal`): the CPU
 twin runs the same static buffers, padding and queue eagerly, so these check its logic; the CUDA tests of the
 engine (greedy BASS equals regular, the chi-square test with the shipped draft) check its graphs."""
 
@@ -20,10 +20,12 @@ def _ids(result) -> list[list[int]]:
     return [c.token_ids for c in result.candidates]
 
 
-def _twins(tiny_engine, seed: int, graphs: bool = False) -> tuple[Engine, Engine]:
+def _twins(tiny_engine, seed: int, graphs: bool = False, feature: bool = True) -> tuple[Engine, Engine]:
     """Two engines over the same models on the CUDA-graph path, proposals chained and step by step: CPU twins
-    (the same buffers and padding, run eagerly), or with `graphs` on CUDA, captured graphs."""
-    engine = tiny_engine("llama", feature_seed=seed, **({"device": "cuda"} if graphs else {}))
+    (the same buffers and padding, run eagerly), or with `graphs` on CUDA, captured graphs. The draft is a
+    feature draft, or with feature=False a separate tiny model (`ModelDrafter`)."""
+    device = {"device": "cuda"} if graphs else {}
+    engine = tiny_engine("llama", **({"feature_seed": seed} if feature else {"draft_seed": seed}), **device)
     chained = Engine(engine.config, target=engine.target, draft=engine.draft)
     stepwise = Engine(dataclasses.replace(engine.config, proposal_graphs=False), target=engine.target,
                       draft=engine.draft)
@@ -70,6 +72,33 @@ def test_a_chained_proposal_gives_the_tokens_of_one_made_step_by_step(tiny_engin
         want = stepwise.generate(PROMPTS, **kw)
         assert _ids(got) == _ids(want)
         assert got.stats.proposed > 0
+
+
+@pytest.mark.parametrize("params", [SamplingParams(temperature=0.0, max_new_tokens=20),
+                                    SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=20, seed=3)],
+                         ids=["greedy", "top-p"])
+@pytest.mark.parametrize("graphs", GRAPHS, ids=["twin", "cuda"])
+def test_a_draft_models_chained_proposal_gives_the_tokens_of_one_made_step_by_step(tiny_engine, monkeypatch,
+                                                                                   params, graphs):
+    """The same for a separate draft model (`ModelDrafter`, the paper's setting, whose steps each replayed a
+    graph of their own before): once its chains are built, every proposal of the same request runs as one,
+    token for token what step by step gives."""
+    chained, stepwise = _twins(tiny_engine, seed=1, graphs=graphs, feature=False)
+    ran: list[bool] = []
+    chain = bass.graphs.GraphedModel.chain
+    monkeypatch.setattr(bass.graphs.GraphedModel, "chain",
+                        lambda self, *a, **kw: (out := chain(self, *a, **kw), ran.append(out is not None))[0])
+    for policy in (DraftLengthConfig(policy="fixed", l0=3), DraftLengthConfig(policy="heuristic")):
+        kw = dict(k=3, params=params, method="bass", drafter="model", draft_length=policy)
+        chained.generate(PROMPTS, **kw)
+        ran.clear()
+        got = chained.generate(PROMPTS, **kw)
+        assert ran and all(ran)
+        assert _ids(got) == _ids(stepwise.generate(PROMPTS, **kw))
+        assert got.stats.proposed > 0
+    ran.clear()
+    stepwise.generate(PROMPTS, **kw)
+    assert not ran  # proposal_graphs=False: never asked for a chain
 
 
 def test_chains_are_queued_then_built_between_requests(tiny_engine, chained_calls):

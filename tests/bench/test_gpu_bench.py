@@ -93,3 +93,11 @@ def test_cpu_dry_run_trace(tmp_path, monkeypatch):
     assert fixed[0] == 2 and set(fixed) <= {0, 2}  # L = 0 only where a sequence has one token left
     assert rows["BASS-ragged"]["policy_state"]["policy"] == "cost"
     assert "median" in (tmp_path / "gpu_bench.txt").read_text()
+
+
+def test_stepwise_proposals_reach_both_engines():
+    """--stepwise-proposals, the A/B of chained proposals: both engines of the run draft step by step; by
+    default both chain."""
+    for flag, chained in (([], True), (["--stepwise-proposals"], False)):
+        bench = gb.Bench(gb.parse_args(["--device", "cpu", "--target", "tiny", *flag]))
+        assert bench.graphed.config.proposal_graphs is chained and bench.eager.config.proposal_graphs is chained

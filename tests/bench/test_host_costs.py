@@ -29,3 +29,25 @@ def test_host_costs_dry_run(tmp_path):
         assert any("speculative_decode" in n for n in names)  # the decode loop itself is profiled
     assert json.loads((out / "host_costs.json").read_text())["k"] == 2
     assert "by own time" in (out / "host_costs.txt").read_text()
+
+
+def test_engine_graphs_names_forwards_and_chains():
+    """Every captured graph gets a name: a forward by batch, width, slot and rule, a draft's chain (a whole
+    proposal) by batch, first step's width, L and pool; graphs not captured (the CPU twin's) are left out."""
+    from types import SimpleNamespace
+
+    from host_costs import engine_graphs
+
+    from bass.graphs import ChainKey, GraphKey
+
+    captured = SimpleNamespace(graph=SimpleNamespace(replay=lambda: None))
+    class VerifyRule:  # a rule is named by its type
+        pass
+
+    forward = GraphKey(8, 4, 1, None, False, None, False, VerifyRule(), (), 1)
+    chain = ChainKey(8, 1, ("rule", "attn", 2, 3), (), ("proposal", 0))
+    engine = SimpleNamespace(target_forward=SimpleNamespace(_graphs={forward: captured}),
+                             _draft_fwd=SimpleNamespace(_graphs={chain: captured,
+                                                                 chain._replace(batch=4): SimpleNamespace(graph=None)}))
+    assert [name for name, _ in engine_graphs(engine)] == ["target B8 T4 slot1 + VerifyRule",
+                                                           "draft B8 chain T2 L3 pool0"]
