@@ -161,8 +161,9 @@ class DraftLengthPolicy:
                                + [L for L in cfg.probe_lengths for _ in range(4 if L > 0 else 3)])
         self._seqs: list[int] = list(seqs)  # the batch of the last decision
         # cfg.trace: per ended round (L, B, ms, a cost sample, launched before the round before it ended, drafts
-        # accepted by the whole batch)
-        self.trace: list[tuple[int, int, float, bool, bool, int]] | None = [] if cfg.trace else None
+        # accepted by the whole batch, and the cost policy's prediction of that number: `_predicted`; None for
+        # the other policies)
+        self.trace: list[tuple[int, int, float, bool, bool, int, float | None]] | None = [] if cfg.trace else None
 
     # ---- the cost policy's decision ------------------------------------------------------------------
     def rates(self, seqs: Sequence[int], perfect: bool = False) -> np.ndarray | None:
@@ -291,6 +292,7 @@ class DraftLengthPolicy:
         if not seqs or (self.cfg.policy == "fixed" and self.trace is None):
             return
         asked = list(asked) if asked is not None else [self.last] * len(seqs)
+        predicted = self._predicted(seqs, asked) if self.trace is not None and self.cfg.policy == "cost" else None
         if self.cfg.policy == "cost":
             self.acceptance.observe(seqs, asked, accepted)
         elif self.cfg.policy == "per-sequence":
@@ -314,7 +316,14 @@ class DraftLengthPolicy:
             self.costs.observe(max(asked), len(seqs), round_s)
         if self.trace is not None:
             self.trace.append((max(asked), len(seqs), round(round_s * 1e3, 4), sample, self.clock.overlapped,
-                               int(sum(accepted))))
+                               int(sum(accepted)), None if predicted is None else round(predicted, 3)))
+
+    def _predicted(self, seqs: Sequence[int], asked: Sequence[int]) -> float:
+        """Σ_b E[a_b | l_b] = Σ_b Σ_{j <= l_b} Π_{i <= j} α_{b,i}: the drafts the estimates before this round's
+        outcome expect the batch to accept of what it was asked (`bass.acceptance`, Model), so that a trace
+        holds the objective's numerator against what the round did (`bench/round_trace.py`, calibration)."""
+        reach = np.cumprod(self.acceptance.position_alphas(seqs), axis=1)  # [B, l_limit] P(a_b >= j)
+        return float(sum(reach[b, :n].sum() for b, n in enumerate(asked)))
 
     def describe(self, seqs: Sequence[int] | None = None) -> dict:
         """What the policy measured and decided, for logs and benchmarks (times in ms)."""

@@ -5,14 +5,17 @@ length pays (`DraftLengthConfig.trace`, written by `real_bench.py --trace`).
 
 The clock (`bass.round_costs.RoundClock`) times a pipelined round from the previous round's end, so over a run
 of rounds its times add up to the run's wall time. A row's trace is one list per generation of
-(L, B, ms, sample, overlapped, accepted); traces of the twenty-sixth pass and before lack the accepted drafts. Per row
-and (L, batch bucket) the table gives:
+(L, B, ms, sample, overlapped, accepted, predicted); traces of the twenty-sixth pass and before lack the accepted
+drafts, and those before the thirty-first the prediction. Per row and (L, batch bucket) the table gives:
 
   n         rounds;  mean / median ms  all of them
   sample    median of the rounds the cost policy took as cost samples (a fixed length: all but captures)
   same      median of the rounds that followed a round of the same L (in its generation)
   switch    median of the rounds that followed a round of another L
   ahead     share of rounds launched before the round before them ended (the look-ahead pipeline full)
+  acc       drafts accepted per sequence, the mean over the rounds (of those that carry a prediction, if any do)
+  pred      what the cost policy's estimates expected of those same rounds, per sequence (its calibration: an
+            estimate above `acc` makes long drafts look better than they are)
 
 A cost policy whose "sample" for L sits above a fixed-L row's "mean" misjudges drafting: the question this
 table was written to answer (the k = 32 runs of 2026-11-24, `README.md`).
@@ -29,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bass.round_costs import B_BUCKETS, bucket  # noqa: E402
 
-Trace = list[list]  # one generation's rounds: [L, B, ms, sample, overlapped, accepted]
+Trace = list[list]  # one generation's rounds: [L, B, ms, sample, overlapped, accepted, predicted]
 
 
 def split_trace(state: dict | None) -> tuple[dict | None, Trace | None]:
@@ -44,9 +47,14 @@ def summarise(traces: list[Trace]) -> dict[tuple[int, int], dict]:
     groups: dict[tuple[int, int], dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for trace in traces:
         prev = None
-        for L, B, ms, sample, overlapped, *_ in trace:
+        for L, B, ms, sample, overlapped, *counts in trace:
             g = groups[(L, bucket(B, B_BUCKETS))]
             g["all"].append(ms)
+            if len(counts) > 1 and counts[1] is not None:  # accepted and predicted, per sequence
+                g["acc_pred"].append(counts[0] / B)
+                g["pred"].append(counts[1] / B)
+            elif counts:
+                g["acc"].append(counts[0] / B)
             g["ahead"].append(bool(overlapped))
             if sample:
                 g["sample"].append(ms)
@@ -57,9 +65,13 @@ def summarise(traces: list[Trace]) -> dict[tuple[int, int], dict]:
     def med(xs: list[float]) -> float | None:
         return statistics.median(xs) if xs else None
 
+    def mean(xs: list[float]) -> float | None:
+        return statistics.fmean(xs) if xs else None
+
     return {key: dict(n=len(g["all"]), mean=statistics.fmean(g["all"]), median=med(g["all"]),
                       sample=med(g["sample"]), same=med(g["same"]), switch=med(g["switch"]),
-                      ahead=sum(g["ahead"]) / len(g["ahead"]))
+                      ahead=sum(g["ahead"]) / len(g["ahead"]), acc=mean(g["acc_pred"] or g["acc"]),
+                      pred=mean(g["pred"]))
             for key, g in sorted(groups.items())}
 
 
@@ -69,7 +81,7 @@ def format_summary(rows: list[dict], min_rounds: int = 5) -> str:
         return "-" if x is None else f"{x:.2f}"
 
     lines = [f"{'row':<28} {'L':>3} {'B':>3} {'n':>5} {'mean':>6} {'median':>6} {'sample':>6} {'same':>6} "
-             f"{'switch':>6} {'ahead':>5}"]
+             f"{'switch':>6} {'ahead':>5} {'acc':>5} {'pred':>5}"]
     for r in rows:
         if not r.get("traces"):
             continue
@@ -77,7 +89,8 @@ def format_summary(rows: list[dict], min_rounds: int = 5) -> str:
         for (L, B), s in summarise(r["traces"]).items():
             if s["n"] >= min_rounds:
                 lines.append(f"{label:<28} {L:>3} {B:>3} {s['n']:>5} {f(s['mean']):>6} {f(s['median']):>6} "
-                             f"{f(s['sample']):>6} {f(s['same']):>6} {f(s['switch']):>6} {s['ahead']:>5.2f}")
+                             f"{f(s['sample']):>6} {f(s['same']):>6} {f(s['switch']):>6} {s['ahead']:>5.2f} "
+                             f"{f(s['acc']):>5} {f(s['pred']):>5}")
     return "\n".join(lines)
 
 

@@ -276,9 +276,9 @@ def test_the_policy_counts_the_rounds_that_came_back():
 @pytest.mark.parametrize("policy_name", ["fixed", "heuristic", "cost"])
 def test_the_trace_records_every_round_whatever_the_policy(policy_name):
     """cfg.trace: per round that came back, its length, batch, clock time, whether it was a cost sample,
-    whether it was launched before the round before it ended and how many drafts the batch accepted; a fixed
-    length's rounds are timed by the same clock as the cost policy's, so a benchmark can compare what each
-    pays."""
+    whether it was launched before the round before it ended, how many drafts the batch accepted and, for the
+    cost policy, how many its estimates expected; a fixed length's rounds are timed by the same clock as the
+    cost policy's, so a benchmark can compare what each pays."""
     seqs = [0, 1, 2]
     policy = DraftLengthPolicy(DraftLengthConfig(policy=policy_name, l0=2, trace=True, explore_every=0), seqs)
     first = policy.lengths(seqs)
@@ -289,11 +289,18 @@ def test_the_trace_records_every_round_whatever_the_policy(policy_name):
     policy.update(seqs[:2], [0, 2], third[:2])  # a sequence finished in the second round
     trace = policy.describe()["trace"]
     assert [(L, B) for L, B, *_ in trace] == [(max(first), 3), (max(second), 3), (max(third), 2)]
-    assert [overlapped for _, _, _, _, overlapped, _ in trace] == [False, False, True]
-    assert [accepted for *_, accepted in trace] == [0, 3, 2]
+    assert [rnd[4] for rnd in trace] == [False, False, True]  # launched ahead
+    assert [rnd[5] for rnd in trace] == [0, 3, 2]  # accepted by the batch
     assert all(ms >= 0 for _, _, ms, *_ in trace) and policy.describe()["policy"] == policy_name
     if policy_name == "fixed":
         assert all(sample for _, _, _, sample, *_ in trace)
+    if policy_name != "cost":
+        assert all(rnd[6] is None for rnd in trace)
+        return
+    # the first round, before any outcome: every position at the prior, 3 sequences asked max(first) each
+    p, L = policy.cfg.alpha_prior, max(first)
+    assert trace[0][6] == pytest.approx(3 * sum(p ** j for j in range(1, L + 1)), abs=1e-3)
+    assert all(0 <= rnd[6] <= rnd[0] * rnd[1] for rnd in trace)
 
 
 def test_no_trace_and_no_clock_unless_asked():

@@ -30,6 +30,23 @@ def test_summary_by_hand():
     assert table.splitlines()[1].split()[:6] == ["bass", "model", "cost", "k=8", "0", "8"]
 
 
+def test_calibration_columns_by_hand():
+    """acc: drafts accepted per sequence; pred: what the cost policy expected of the same rounds. Rounds with a
+    prediction are compared among themselves; a trace without predictions still shows what was accepted."""
+    cost = [[3, 8, 2.3, True, True, 12, 16.0], [3, 8, 2.3, True, True, 14, 15.2], [3, 4, 2.2, True, True, 4, 6.0]]
+    got = rt.summarise([cost])
+    assert got[(3, 8)]["acc"] == pytest.approx((12 + 14) / 16) and got[(3, 8)]["pred"] == pytest.approx(31.2 / 16)
+    assert got[(3, 4)]["acc"] == pytest.approx(1.0) and got[(3, 4)]["pred"] == pytest.approx(1.5)
+    fixed = rt.summarise([[[3, 8, 2.3, True, True, 12, None], [3, 8, 2.3, True, True, 10, None]]])[(3, 8)]
+    assert fixed["acc"] == pytest.approx(22 / 16) and fixed["pred"] is None
+    old = rt.summarise([[[3, 8, 2.3, True, True]]])[(3, 8)]  # a trace from before the accepted drafts
+    assert old["acc"] is None and old["pred"] is None
+    table = rt.format_summary([{"method": "bass", "drafter": "model", "policy": "cost", "k": 8, "traces": [cost]}],
+                              min_rounds=2)
+    assert table.splitlines()[0].split()[-2:] == ["acc", "pred"] and table.splitlines()[1].split()[-2:] == ["1.62",
+                                                                                                        "1.95"]
+
+
 def test_real_bench_trace_dry_run(tmp_path):
     import real_bench as rb
 
@@ -46,5 +63,9 @@ def test_real_bench_trace_dry_run(tmp_path):
         assert "trace" not in r["policy_state"]
     fixed = next(r for r in traced if r["policy"] == "fixed L=1")
     assert {L for t in fixed["traces"] for L, *_ in t} <= {0, 1}  # (the token limit may cut a draft to 0)
+    assert all(rnd[6] is None for t in fixed["traces"] for rnd in t)  # only the cost policy predicts
+    cost = next(r for r in traced if r["policy"] == "cost")
+    drafting = [rnd for t in cost["traces"] for rnd in t if rnd[0] > 0]
+    assert drafting and all(0 <= rnd[6] <= rnd[0] * rnd[1] for rnd in drafting)  # at most every draft accepted
     assert "regular" not in {r["method"] for r in rows if "traces" in r}
     assert "sample" in (out / "real_bench.txt").read_text()  # the summary table is in the report
