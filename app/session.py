@@ -81,6 +81,7 @@ class LoadState:
     message: str
     fraction: float | None
     error: str | None
+    note: str = ""  # a ready engine's caveat for the banner (its CUDA graphs could not be built at load)
 
 
 EngineFactory = Callable[..., "Engine"]
@@ -108,7 +109,7 @@ class EngineSession:
         self._engine: Engine | None = None
         self._pair: ModelPair | None = None
         self._loading: ModelPair | None = None
-        self._message, self._fraction, self._error = "model not loaded yet", 0.0, None
+        self._message, self._fraction, self._error, self._note = "model not loaded yet", 0.0, None, ""
         self._cancels: dict[str, threading.Event] = {}
 
     # ---- loading ---------------------------------------------------------------------------------
@@ -132,7 +133,7 @@ class EngineSession:
                 raise RuntimeError(f"{self._loading.label} is still loading; wait for it, then switch models")
             if self._engine is not None and self._pair == pair:
                 return
-            self._engine, self._pair, self._error = None, None, None  # free the old models first
+            self._engine, self._pair, self._error, self._note = None, None, None, ""  # free the old models first
             self._loading, self._message, self._fraction = pair, f"loading {pair.label}", 0.0
         threading.Thread(target=self._load, args=(pair,), name="bass-engine-load", daemon=True).start()
 
@@ -142,36 +143,47 @@ class EngineSession:
             self._fraction = None if fraction is None else max(0.0, min(1.0, float(fraction)))
         log.info("model: %s%s", message, "" if fraction is None else f" ({fraction:.0%})")
 
-    def _warm(self, engine: Engine) -> None:
+    def _warm(self, engine: Engine) -> str:
         """On a GPU, build the decode graphs of every draft length at the largest k the page offers, with its
         default sampling (`Engine.warm_draft_lengths`; a smaller batch runs in a wider batch's graphs), so that
         a visitor's first runs do not: a graph captured inside a request stalls its round for tens of ms, and
         one with a kernel to compile for up to a second. The KV arena this sizes (`bass.cache.CacheArena`,
         rounded up to 256 positions) holds prompts of up to 256 tokens and up to 254 new ones, the page's
-        default 128 among them; a larger request grows it, and the graphs are built again then."""
-        if getattr(engine, "captures_graphs", False):
-            self._progress("building the CUDA graphs of each draft length", None)
+        default 128 among them; a larger request grows it, and the graphs are built again then.
+
+        Returns the banner's note: "" when warmed (or nothing to warm), else why not. A warm-up that fails
+        (out of memory at the largest k, say) costs the visitors nothing but the first runs' captures: the
+        engine is kept and serves, building its graphs as requests need them."""
+        if not getattr(engine, "captures_graphs", False):
+            return ""
+        self._progress("building the CUDA graphs of each draft length", None)
+        try:
             engine.warm_draft_lengths(WARM_PROMPT, SamplingParams(temperature=DEFAULT_TEMPERATURE, top_p=DEFAULT_TOP_P),
                                       k=MAX_K, method="bass")
+        except Exception as exc:  # the model is loaded and works: say so, and why its first runs may stall
+            log.exception("warming the CUDA graphs failed")
+            return (f"its CUDA graphs are built as runs need them (warming them at k = {MAX_K} failed: "
+                    f"{type(exc).__name__}: {exc}), so first runs may pause")
+        return ""
 
     def _load(self, pair: ModelPair) -> None:
         try:
             engine = self._factory(self.config_for(pair), progress=self._progress)
-            self._warm(engine)
         except Exception as exc:  # shown to the user in the status box; the app stays up
             log.exception("loading %s failed", pair.label)
             with self._lock:
                 self._loading, self._error = None, f"{type(exc).__name__}: {exc}"
             return
+        note = self._warm(engine)
         with self._lock:
-            self._engine, self._pair, self._loading = engine, pair, None
+            self._engine, self._pair, self._loading, self._note = engine, pair, None, note
             self._message, self._fraction = f"{pair.label} ready on {engine.device}", 1.0
 
     def state(self) -> LoadState:
         with self._lock:
             return LoadState(ready=self._engine is not None, loading=self._loading is not None,
                              pair=self._pair or self._loading, message=self._message, fraction=self._fraction,
-                             error=self._error)
+                             error=self._error, note=self._note)
 
     @property
     def engine(self) -> Engine:

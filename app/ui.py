@@ -223,8 +223,8 @@ def _model_banner(session: EngineSession) -> tuple:
     drafter = wanted if wanted in drafters else drafters[0]
     backend = engine.config.backend if engine.config.backend in backends else backends[0]
     text = f"Model ready: {state.pair.label} on {engine.device}"
-    return (render.status_html(text, f"drafters: {', '.join(drafters)} · attention backends: {', '.join(backends)}",
-                               kind="ok"),
+    detail = f"drafters: {', '.join(drafters)} · attention backends: {', '.join(backends)}"
+    return (render.status_html(text, f"{detail} · {state.note}" if state.note else detail, kind="ok"),
             gr.Dropdown(choices=drafters, value=drafter), gr.Dropdown(choices=backends, value=backend),
             gr.Timer(active=False))
 

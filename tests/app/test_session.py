@@ -119,7 +119,9 @@ def test_a_gpu_engine_builds_its_graphs_at_the_largest_k_before_it_is_ready():
     assert wait_ready(cpu).ready and not hasattr(cpu.engine, "warmed")
 
 
-def test_a_failed_warm_up_is_reported_like_a_failed_load():
+def test_a_failed_warm_up_keeps_the_loaded_engine_and_says_why():
+    """Warming is an optimisation: if it fails (out of memory at the largest k, say) the engine still serves,
+    and the banner says its first runs build their graphs, and why."""
     class Broken(GraphedFake):
         def warm_draft_lengths(self, prompt, params, **kw):
             raise RuntimeError("out of memory while capturing")
@@ -127,4 +129,23 @@ def test_a_failed_warm_up_is_reported_like_a_failed_load():
     session = EngineSession(env={}, factory=Broken)
     session.ensure()
     state = wait_ready(session)
-    assert not state.ready and "out of memory while capturing" in state.error
+    assert state.ready and state.error is None and isinstance(session.engine, Broken)
+    assert "first runs may pause" in state.note and "out of memory while capturing" in state.note
+
+
+def test_the_warm_up_note_goes_with_its_engine():
+    """Another pair, warmed fine, replaces the engine and its caveat."""
+    class Broken(GraphedFake):
+        def warm_draft_lengths(self, prompt, params, **kw):
+            raise RuntimeError("out of memory while capturing")
+
+    session = EngineSession(env={}, factory=lambda config, progress: (
+        Broken if config.target == "embedded" else GraphedFake)(config, progress))
+    session.ensure(EMBEDDED)
+    assert wait_ready(session).note
+    session.ensure(SMALL)
+    state = wait_ready(session)
+    while state.pair != SMALL or not state.ready:
+        time.sleep(0.01)
+        state = session.state()
+    assert state.note == "" and session.engine.warmed

@@ -50,6 +50,24 @@ def test_banner_shows_load_failure():
     assert "bass-error" in banner and "disk full" in banner
 
 
+def test_banner_says_when_the_graphs_were_not_built_at_load():
+    """A ready engine whose warm-up failed: the banner is the ready one, with the caveat beside the choices."""
+    class Unwarmed(FakeEngine):
+        captures_graphs = True
+
+        def warm_draft_lengths(self, prompt, params, **kw):
+            raise RuntimeError("CUDA out of memory")
+
+    session = EngineSession(env={}, factory=Unwarmed)
+    session.ensure()
+    for _ in range(200):
+        if session.state().ready:
+            break
+        time.sleep(0.01)
+    banner = _model_banner(session)[0]
+    assert "Model ready" in banner and "first runs may pause" in banner and "CUDA out of memory" in banner
+
+
 def test_banner_while_not_loading_is_idle():
     session = EngineSession(env={}, factory=FakeEngine)
     assert "loads on the first Generate" in _model_banner(session)[0]
