@@ -36,17 +36,21 @@ def test_banner_offers_the_engines_drafters_and_backends(session):
     assert timer.active is False
 
 
+def _banner_once_loaded(session: EngineSession) -> str:
+    """The model banner once the session's load has ended, in an engine or an error (2 s at most)."""
+    session.ensure()
+    for _ in range(200):
+        if session.state().ready or session.state().error:
+            break
+        time.sleep(0.01)
+    return _model_banner(session)[0]
+
+
 def test_banner_shows_load_failure():
     def broken(config, progress):
         raise OSError("disk full")
 
-    session = EngineSession(env={}, factory=broken)
-    session.ensure()
-    for _ in range(200):
-        if session.state().error:
-            break
-        time.sleep(0.01)
-    banner = _model_banner(session)[0]
+    banner = _banner_once_loaded(EngineSession(env={}, factory=broken))
     assert "bass-error" in banner and "disk full" in banner
 
 
@@ -58,13 +62,7 @@ def test_banner_says_when_the_graphs_were_not_built_at_load():
         def warm_draft_lengths(self, prompt, params, **kw):
             raise RuntimeError("CUDA out of memory")
 
-    session = EngineSession(env={}, factory=Unwarmed)
-    session.ensure()
-    for _ in range(200):
-        if session.state().ready:
-            break
-        time.sleep(0.01)
-    banner = _model_banner(session)[0]
+    banner = _banner_once_loaded(EngineSession(env={}, factory=Unwarmed))
     assert "Model ready" in banner and "first runs may pause" in banner and "CUDA out of memory" in banner
 
 
