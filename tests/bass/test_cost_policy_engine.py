@@ -60,13 +60,14 @@ def test_cost_policy_greedy_equals_regular_and_regular_is_untouched(tiny_engine)
 
 
 def _engine(tiny_engine, static: bool):
-    """The tiny engine; with `static`, one over the same models on the CUDA-graph path's persistent arena and padded
-    shapes, run eagerly (`use_static_shapes(capture=False)`): the CPU twin of how `bass.graphs` builds a request's
-    shapes, which decides which rounds the policy may time (on CUDA the tiny engine is on that path already)."""
+    """The tiny engine (on CUDA, with its graphs); with `static`, one over the same models on the CUDA-graph path's
+    persistent arena and padded shapes, run eagerly (`use_static_shapes(capture=False)`): the CPU twin of how
+    `bass.graphs` builds a request's shapes, which decides which rounds the policy may time. On CUDA too, so that
+    the two cases never run the same engine twice."""
     from bass.engine import Engine
 
     engine = tiny_engine("llama")
-    if not static or engine.captures_graphs:
+    if not static:
         return engine
     twin = Engine(engine.config, target=engine.target, draft=engine.draft)
     twin.use_static_shapes(capture=False)
