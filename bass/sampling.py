@@ -121,10 +121,10 @@ def draft_sample(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor, 
     q(q_ids[b, j]) = q[b, j], every other token 0), column v of logits [B, V'] being target token ids[v] (a
     draft's reduced vocabulary) or v.
 
-    On CUDA (without top-k) the candidates are `kernels.top_p`'s (the at most K tokens above a probability
-    bin, sorted as the stable order) and one kernel keeps, draws and scatters (`kernels.draft_sample`):
-    a few launches where torch takes a dozen. Both paths keep and draw by the same rule; their candidates
-    differ only where K tokens do not hold the top-p set, and q is always what the token was drawn from.
+    On CUDA (without top-k) two launches do it (`kernels.draft_sample`): the candidates are each vocabulary
+    chunk's few most likely tokens, where torch takes the K most likely of the row. Both paths keep and
+    draw by the same rule; their candidates differ only where a chunk holds more of the top-p set than it
+    contributes (or K tokens do not hold it), and q is always what the token was drawn from.
     """
     if _fused_top_p(logits, params):
         from kernels.draft_sample import draft_sample_fused

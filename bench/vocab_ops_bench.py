@@ -16,10 +16,11 @@ so this times them alone, each in a CUDA graph (the way the rule runs), on peake
              sorted top-p candidates, kept masses and `covered`), by torch (softmax, top-K, sort) | by
              `kernels.top_p` (one program per row, what the rule runs on CUDA); checked to decide the
              same rows and keep the same masses
-  draft rule a draft step's whole sample (`bass.rules.DraftRule`: top-p within DRAFT_CANDIDATES, the draw,
+  draft rule a draft step's whole sample (`bass.rules.DraftRule`: top-p within its candidates, the draw,
              q as (mass, target id) pairs) from a reduced vocabulary of --draft-vocab ids
-             (the shipped draft's size), by torch | by `kernels.draft_sample`; checked to draw the same
-             tokens
+             (the shipped draft's size), by torch | by `kernels.draft_sample` (each chunk's heads, two
+             launches) | by the kernels before them (`kernels.top_p`'s exact candidates, then the draw);
+             the share of rows where each kernel path drew torch's token
   verify rule  the whole `bass.rules.VerifyRule` at --batch and each of --verify-widths, a model draft's
              sparse q (DRAFT_CANDIDATES pairs): by torch | the candidates by `kernels.top_p`, the rest by
              torch | both by kernels (`kernels.verify_sample`); checked to give the torch tail's outputs on the
@@ -51,6 +52,8 @@ from bass.config import SamplingParams  # noqa: E402
 from bass.engine import device_line  # noqa: E402
 from bass.rules import TokenSubset, draft_rule, verify_rule  # noqa: E402
 from bass.sampling import TOP_P_CANDIDATES  # noqa: E402
+from kernels.draft_sample import sample_candidates  # noqa: E402
+from kernels.top_p import top_p_candidates_fused  # noqa: E402
 
 
 def softmax_by_logsumexp(z: torch.Tensor) -> torch.Tensor:
@@ -128,11 +131,17 @@ def draft_rule_costs(n: int, vocab: int, draft_vocab: int, reps: int, kernels_ru
         with top_p_kernels(kernel):
             return rule(logits, u)
 
+    def exact_candidates():  # the kernels before the chunk heads: `kernels.top_p`'s candidates, then the draw
+        vals, cols = top_p_candidates_fused(logits[:, -1], 0.8, sampling.DRAFT_CANDIDATES)
+        return sample_candidates(vals, cols, 0.95, u, ids)
+
     out = {}
     for name, kernel in (("torch", False), ("kernel", True))[:2 if kernels_run else 1]:
         out[f"draft_rule_{name}_us"] = 1e3 * timed_ms(graphed(lambda k=kernel: run(k)), reps)
     if kernels_run:
+        out["draft_rule_candidates_us"] = 1e3 * timed_ms(graphed(exact_candidates), reps)
         out["draft_rule_same_token"] = float((run(False)[0] == run(True)[0]).float().mean())
+        out["draft_rule_candidates_same_token"] = float((run(False)[0] == exact_candidates()[0]).float().mean())
     return out
 
 
@@ -191,8 +200,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                                                    indent=1))
     keys = [k for k in rows[0] if k.endswith("_us")]
     if "draft_rule_same_token" in rows[0]:
-        print("draft rule, the same token from torch and the kernels: "
-              + ", ".join(f"{r['rows']} rows {r['draft_rule_same_token']:.2f}" for r in rows))
+        print("draft rule, the same token from torch and the kernels (chunk heads / exact candidates): "
+              + ", ".join(f"{r['rows']} rows {r['draft_rule_same_token']:.2f} / "
+                          f"{r['draft_rule_candidates_same_token']:.2f}" for r in rows))
     print(f"µs per call, each in a CUDA graph; [rows, {a.vocab}] float32, top-{K}")
     print("rows " + " ".join(f"{k[:-3]:>22s}" for k in keys))
     for r in rows:

@@ -31,6 +31,7 @@ def test_alternatives_compute_the_same_and_the_table_is_written(tmp_path, monkey
     assert [r["rows"] for r in rows] == [2, 3] and all(r["topk_two_stage_4_us"] > 0 for r in rows)
     assert all(r["candidates_kernel_us"] > 0 and r["candidates_kept_mass_max_diff"] < 1e-5 for r in rows)
     assert all(r["draft_rule_kernel_us"] > 0 and r["draft_rule_same_token"] == 1.0 for r in rows)
+    assert all(r["draft_rule_candidates_us"] > 0 and r["draft_rule_candidates_same_token"] == 1.0 for r in rows)
     saved = json.loads((tmp_path / "vocab_ops.json").read_text())
     verify = saved["verify"]  # the verify rule's variants, the kernels' outputs equal to the torch tail's
     assert verify["verify_w1_same_outputs"] is True and verify["verify_w3_same_outputs"] is True
