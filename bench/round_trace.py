@@ -17,6 +17,8 @@ drafts, and those before the thirty-first the prediction. Per row and (L, batch 
   pred      what the cost policy's estimates expected of those same rounds, per sequence (its calibration: an
             estimate above `acc` makes long drafts look better than they are)
 
+Below the table, per row of the cost policy: its calibration over every drafting round, Σ accepted / Σ predicted.
+
 A cost policy whose "sample" for L sits above a fixed-L row's "mean" misjudges drafting: the question this
 table was written to answer (the k = 32 runs of 2026-11-24, `README.md`).
 """
@@ -75,6 +77,17 @@ def summarise(traces: list[Trace]) -> dict[tuple[int, int], dict]:
             for key, g in sorted(groups.items())}
 
 
+def calibration(traces: list[Trace]) -> dict | None:
+    """Over every drafting round (L > 0) that carries the cost policy's prediction: rounds, and the drafts
+    accepted and predicted per sequence, Σ accepted / Σ B and Σ predicted / Σ B (None: no such round)."""
+    rounds = [(B, counts[0], counts[1]) for trace in traces for L, B, _ms, _s, _o, *counts in trace
+              if L > 0 and len(counts) > 1 and counts[1] is not None]
+    if not rounds:
+        return None
+    rows = sum(B for B, _, _ in rounds)
+    return dict(rounds=len(rounds), acc=sum(a for _, a, _ in rounds) / rows, pred=sum(p for _, _, p in rounds) / rows)
+
+
 def format_summary(rows: list[dict], min_rounds: int = 5) -> str:
     """A table over every row that carries traces: (L, batch bucket) groups of at least `min_rounds` rounds."""
     def f(x: float | None) -> str:
@@ -91,6 +104,13 @@ def format_summary(rows: list[dict], min_rounds: int = 5) -> str:
                 lines.append(f"{label:<28} {L:>3} {B:>3} {s['n']:>5} {f(s['mean']):>6} {f(s['median']):>6} "
                              f"{f(s['sample']):>6} {f(s['same']):>6} {f(s['switch']):>6} {s['ahead']:>5.2f} "
                              f"{f(s['acc']):>5} {f(s['pred']):>5}")
+    calibrated = [(r, c) for r in rows if r.get("traces") and (c := calibration(r["traces"]))]
+    if calibrated:
+        lines.append("calibration over every drafting round: drafts accepted / predicted per sequence")
+        for r, c in calibrated:
+            label = f"{r['method']} {r.get('drafter') or ''} {r.get('policy') or ''} k={r['k']}"
+            lines.append(f"{label:<28} {c['rounds']:>5} rounds  {c['acc']:.3f} / {c['pred']:.3f} = "
+                         f"{c['acc'] / c['pred']:.3f}")
     return "\n".join(lines)
 
 

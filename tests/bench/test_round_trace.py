@@ -45,6 +45,11 @@ def test_calibration_columns_by_hand():
                               min_rounds=2)
     assert table.splitlines()[0].split()[-2:] == ["acc", "pred"] and table.splitlines()[1].split()[-2:] == ["1.62",
                                                                                                         "1.95"]
+    plain_and_old = [[0, 8, 1.7, True, True, 0, 0.0], [3, 8, 2.3, True, True]]  # no prediction: left out
+    got = rt.calibration([cost, plain_and_old])
+    assert got["rounds"] == 3 and got["acc"] == pytest.approx(30 / 20) and got["pred"] == pytest.approx(37.2 / 20)
+    assert rt.calibration([plain_and_old]) is None
+    assert table.splitlines()[-1].split()[-6:] == ["rounds", "1.500", "/", "1.860", "=", "0.806"]
 
 
 def test_real_bench_trace_dry_run(tmp_path):

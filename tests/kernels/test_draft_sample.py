@@ -85,6 +85,19 @@ def test_a_chunk_keeps_its_per_chunk_most_likely_tokens_and_blocks_are_dealt_rou
     torch.testing.assert_close(q.sum(-1), torch.ones(2))
 
 
+def test_q_is_cut_to_its_first_k_candidates() -> None:
+    """More chunk heads than K (3 chunks of 8 heads, K = 16): a row whose top-p set is larger keeps its K most
+    likely, renormalised, as the twin does."""
+    gen = fresh_gen()
+    logits = _rows(5000, gen)[2:3]  # tied: hundreds of tokens inside top-p
+    u = torch.rand(1, generator=gen).to(DEVICE)
+    token, q, q_ids = draft_sample_fused(logits, 0.8, 0.9, u, 16)
+    want_token, want_q, want_ids = draft_sample_ref(logits, 0.8, 0.9, u, 16)
+    assert q.shape == (1, 16) and torch.equal(token, want_token) and torch.equal(q_ids, want_ids)
+    torch.testing.assert_close(q, want_q, rtol=1e-6, atol=1e-7)
+    assert int((q > 0).sum()) == 16 and float(q.sum()) == pytest.approx(1.0)
+
+
 def test_u_is_read_in_place_from_a_strided_column() -> None:
     """A chain passes u[:, i] of the round's [B, 2L+1] uniforms: no copy, the same draws as from a contiguous u."""
     gen = fresh_gen()
