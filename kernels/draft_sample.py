@@ -22,7 +22,7 @@ its tokens outside C get q = 0, which costs acceptance, never exactness.
 The launches:
 
   1. per (row, chunk): m_c, s_c = Σ exp(z − m_c), and the chunk's PER_CHUNK largest z with their columns
-     (PER_CHUNK argmax passes over the chunk in registers; the leftmost wins a tie);
+     (PER_CHUNK max-and-argmax reductions over the chunk in registers; the leftmost wins a tie);
   2. per row: M and Z from the chunks, p of the S · PER_CHUNK heads, one sort of int64 keys
      (bits(p) << 32) | (2^31 − 1 − column), the keep rule, the draw, and the outputs: the token and q as K
      (mass, target id) pairs (column -> target id through `MAP`, the draft's reduced vocabulary, if it has
@@ -31,8 +31,10 @@ The launches:
 What it replaced: `kernels.top_p`'s exact candidates (five launches: stats, histogram, threshold, compact,
 sort), a copy of u into a contiguous buffer, then the keep-and-draw kernel (`sample_candidates`, still
 here: it samples from candidates already sorted). Those launches are too short to be anything but their
-launch gaps: a draft step of the shipped draft ran 38 launches in about 105 µs on an H100, sampling 26 µs of
-it, and a round pays L draft steps. q stays sparse because every other token has q = 0 and the verify
+launch gaps: a draft step of the shipped draft ran 38 launches in about 107 µs on an H100, sampling about 26 µs
+of it, and a round pays L draft steps. On the H100 the rule alone went from 19.5 to 10.0 µs at 8 rows in a CUDA
+graph (`bench/vocab_ops_bench.py`), and a draft step's graph from 0.100 to 0.090 ms (README, "A draft step's
+sample in two launches"). q stays sparse because every other token has q = 0 and the verify
 needs q only at the draft token and at the target's own candidates (`kernels.verify_sample`). No host
 synchronisation (CUDA-graph safe); the kernels compile without FMA contraction.
 """
@@ -43,7 +45,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.top_p import _row_total, _rows
+from kernels.top_p import logit_rows, row_total
 
 _empty = torch.empty  # tests swap in a NaN-filled allocator to catch unwritten outputs
 CHUNK = 2048  # columns per program of launch 1 (the shipped draft's 32,769: 17 chunks)
@@ -91,7 +93,7 @@ def _chunk_heads(X, WS, HEAD_Z, HEAD_COL, V, stride_x, inv_t, S,
 def _draw_heads(WS, HEAD_Z, HEAD_COL, U, stride_u, MAP, TOKEN, Q, QIDS, top_p, S,
                 N: tl.constexpr, NB: tl.constexpr, K: tl.constexpr, S_BLOCK: tl.constexpr, HAS_MAP: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
-    M, Z = _row_total(WS, row, S, S_BLOCK)
+    M, Z = row_total(WS, row, S, S_BLOCK)
     j = tl.arange(0, NB)
     z = tl.load(HEAD_Z + row * N + j, mask=j < N, other=float("-inf"))
     col = tl.load(HEAD_COL + row * N + j, mask=j < N, other=0)
@@ -136,7 +138,7 @@ def draft_sample_fused(logits: torch.Tensor, temperature: float, top_p: float, u
     K = candidates
     if K < 1 or K & (K - 1):
         raise ValueError(f"candidates must be a power of two (the in-register sort), got {K}")
-    x = _rows(logits, temperature)
+    x = logit_rows(logits, temperature)
     (R, V), dev = x.shape, x.device
     token, q, q_ids = _outputs(R, K, dev)
     if not R:

@@ -59,7 +59,7 @@ def _chunk_stats(X, WS, V, stride_x, inv_t, S, CHUNK: tl.constexpr):
 
 
 @triton.jit
-def _row_total(WS, row, S, S_BLOCK: tl.constexpr):
+def row_total(WS, row, S, S_BLOCK: tl.constexpr):
     """(M, Z) of a row from its chunks' (m_c, s_c), in chunk order: the same bits in every program."""
     c = tl.arange(0, S_BLOCK)
     m = tl.load(WS + (row * S + c) * 2, mask=c < S, other=float("-inf"))
@@ -71,7 +71,7 @@ def _row_total(WS, row, S, S_BLOCK: tl.constexpr):
 @triton.jit
 def _chunk_probs(X, WS, row, c, V, stride_x, inv_t, S, S_BLOCK: tl.constexpr, CHUNK: tl.constexpr):
     """(p, token ids, in-row mask) of chunk c of a row: each p = exp(z − M) / Z."""
-    M, Z = _row_total(WS, row, S, S_BLOCK)
+    M, Z = row_total(WS, row, S, S_BLOCK)
     cols = c * CHUNK + tl.arange(0, CHUNK)
     ok = cols < V
     z = tl.load(X + row * stride_x + cols, mask=ok, other=0.0).to(tl.float32) * inv_t
@@ -135,7 +135,8 @@ def _write_probs(X, WS, P, V, stride_x, inv_t, S, S_BLOCK: tl.constexpr, CHUNK: 
     tl.store(P + row * V + cols, p, mask=ok)
 
 
-def _rows(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+def logit_rows(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """logits [..., V] as rows [R, V] with unit stride along V (a view where it can be), once T is checked."""
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0 (greedy decoding takes the argmax instead), got {temperature}")
     x = logits.reshape(-1, logits.shape[-1])
@@ -161,7 +162,7 @@ def top_p_candidates_fused(logits: torch.Tensor, temperature: float, candidates:
     K = candidates
     if K < 1 or K & (K - 1):
         raise ValueError(f"candidates must be a power of two (the in-register sort), got {K}")
-    x = _rows(logits, temperature)
+    x = logit_rows(logits, temperature)
     R = x.shape[0]
     vals = _empty((R, K), dtype=torch.float32, device=x.device)
     ids = _empty((R, K), dtype=torch.int64, device=x.device)
@@ -183,7 +184,7 @@ def top_p_candidates_fused(logits: torch.Tensor, temperature: float, candidates:
 
 def tempered_probs_fused(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """softmax(logits / T) over the last axis, float32, with the M and Z of `top_p_candidates_fused`."""
-    x = _rows(logits, temperature)
+    x = logit_rows(logits, temperature)
     probs = _empty(x.shape, dtype=torch.float32, device=x.device)
     if x.shape[0]:
         ws, args = _stats(x, temperature)
