@@ -132,8 +132,8 @@ def draft_rule_costs(n: int, vocab: int, draft_vocab: int, reps: int, kernels_ru
             return rule(logits, u)
 
     def exact_candidates():  # the kernels before the chunk heads: `kernels.top_p`'s candidates, then the draw
-        vals, cols = top_p_candidates_fused(logits[:, -1], 0.8, sampling.DRAFT_CANDIDATES)
-        return sample_candidates(vals, cols, 0.95, u, ids)
+        vals, cols = top_p_candidates_fused(logits[:, -1], rule.params.temperature, sampling.DRAFT_CANDIDATES)
+        return sample_candidates(vals, cols, rule.params.top_p, u, ids)
 
     out = {}
     for name, kernel in (("torch", False), ("kernel", True))[:2 if kernels_run else 1]:
