@@ -147,12 +147,15 @@ def draft_chain(step: Callable[..., tuple[torch.Tensor, ...]], first: torch.Tens
     """Feed each sequence's pending tokens (first [B, T], counts [B]), then sample up to lens[b] ([B], device)
     tokens one step at a time, L = u.shape[1] steps in all.
 
-    `step(tokens [B, T], q_len [B], last_only, u_i [B])` runs the draft model on its cache and samples
+    `step(tokens [B, T], q_len [B], last_only, u_i [B], out)` runs the draft model on its cache and samples
     from its last column by a `bass.rules.DraftRule`: (d_i [B],) greedy, else (d_i, q_i [B, V]), or under
     top-p (d_i, q_i [B, K], ids_i [B, K]), a sparse q_i. Sequences whose draft is complete get q_len 0 in
-    later steps. The proposal carries each q_i for the verify; a step's outputs may be a graph's buffers,
-    which the next step overwrites, so they are copied. It reads nothing from the host and makes no host
-    synchronisation, so one CUDA graph can capture the whole of it (`bass.graphs.GraphedModel.chain`).
+    later steps. The proposal carries each q_i for the verify. `out` is where step i's outputs go, column i
+    of the proposal's buffers (None for the first step, whose outputs size them): a step may write there
+    (the rule's kernels do, inside a chained proposal's graph), and any output it returns that is not its
+    `out` tensor is copied, as a graph's buffers, which the next step overwrites, must be. Each copy is a
+    launch of its own in every step, three a step under top-p. It reads nothing from the host and makes no
+    host synchronisation, so one CUDA graph can capture the whole of it (`bass.graphs.GraphedModel.chain`).
     """
     (B, _), L, device = first.shape, u.shape[1], first.device
     tokens = torch.empty(B, L, dtype=torch.long, device=device)
@@ -161,16 +164,23 @@ def draft_chain(step: Callable[..., tuple[torch.Tensor, ...]], first: torch.Tens
     active = (torch.arange(1, max(L, 1), device=device)[:, None] < lens).to(torch.int32)  # [L - 1, B]
     q = None  # [probs [B, L, V or K], ids [B, L, K] of a sparse q]
     u0 = u[:, 0] if L else torch.zeros(B, device=device)  # L = 0: the pending tokens are fed all the same
-    out = step(first, counts, True, u0)
+    dest = None  # step i's places in the proposal: (tokens[:, i], *(buffer[:, i] for buffer in q))
+    out = step(first, counts, True, u0, dest)
     for i in range(L):
-        tokens[:, i] = out[0]
         if q is None and len(out) > 1:
             q = [o.new_empty(B, L, o.shape[-1]) for o in out[1:]]
-        for buffer, o in zip(q or (), out[1:], strict=True):
-            buffer[:, i] = o
+        for place, o in zip(dest or _column(tokens, q, i), out, strict=True):
+            if o is not place:
+                place.copy_(o)
         if i + 1 < L:
-            out = step(tokens[:, i:i + 1], active[i], False, u[:, i + 1])
+            dest = _column(tokens, q, i + 1)
+            out = step(tokens[:, i:i + 1], active[i], False, u[:, i + 1], dest)
     return Proposal(tokens, lens, *(q or [None]))
+
+
+def _column(tokens: torch.Tensor, q: list[torch.Tensor] | None, i: int) -> tuple[torch.Tensor, ...]:
+    """Step i's places in a proposal's buffers: tokens[:, i] [B] and each q buffer's [:, i] [B, K or V]."""
+    return (tokens[:, i], *(buffer[:, i] for buffer in q or ()))
 
 
 def chained_proposal(forward: Callable, run: Callable[..., Proposal], name: tuple, cache: KVCache,
@@ -199,8 +209,8 @@ def _model_proposal(draft: torch.nn.Module, rule: DraftRule, attn: Callable, cac
                     counts: torch.Tensor, lens: torch.Tensor, u: torch.Tensor) -> Proposal:
     """A whole proposal of a draft model (`draft_chain` on the model itself, each step followed by its rule):
     what `ModelDrafter` captures as one graph. tokens [B, T], counts [B], lens [B], u [B, L]."""
-    return draft_chain(lambda tok, q_len, last_only, u_i: rule(draft(tok, cache, q_len, attn, last_only=last_only),
-                                                               u_i), tokens, counts, lens, u)
+    return draft_chain(lambda tok, q_len, last_only, u_i, out: rule(
+        draft(tok, cache, q_len, attn, last_only=last_only), u_i, out), tokens, counts, lens, u)
 
 
 class ModelDrafter(Drafter):
@@ -237,7 +247,7 @@ class ModelDrafter(Drafter):
         # q over the target's vocabulary, whatever the draft's
         rule = draft_rule(self.proposal_params(params), self.target_vocab)
 
-        def step(tokens, q_len, last_only, u_i):
+        def step(tokens, q_len, last_only, u_i, out):  # a step's graph keeps its own outputs: draft_chain copies
             return run_then(self.forward, rule, (u_i,), tokens, self.cache, q_len, self.attn, last_only=last_only)
 
         tokens, counts = padded_ids(pending, device=device), ints_to_device([len(p) for p in pending], device)
@@ -281,7 +291,7 @@ class LayerSkipDrafter(Drafter):
 
         rule = draft_rule(self.proposal_params(params), self.target.config.vocab_size)
 
-        def step(tokens, q_len, last_only, u_i):
+        def step(tokens, q_len, last_only, u_i, out):  # a step's graph keeps its own outputs: draft_chain copies
             return run_then(self.target, rule, (u_i,), tokens, target_cache, q_len, self.attn,
                             num_layers=self.num_layers, last_only=last_only)
 

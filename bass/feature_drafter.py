@@ -43,10 +43,10 @@ def _proposal(draft: torch.nn.Module, rule: DraftRule, attn: Callable, cache: KV
     tokens [B, T], counts [B], features [B, T, H], lens [B], u [B, L]."""
     fed = {"features": features}
 
-    def step(tok, q_len, last_only, u_i):
-        out = rule(draft(tok, cache, q_len, attn, features=fed["features"], last_only=last_only), u_i)
+    def step(tok, q_len, last_only, u_i, out):
+        drawn = rule(draft(tok, cache, q_len, attn, features=fed["features"], last_only=last_only), u_i, out)
         fed["features"] = draft.hidden  # [B, 1, H]: the next step's input
-        return out
+        return drawn
 
     return draft_chain(step, tokens, counts, lens, u)
 
@@ -207,7 +207,7 @@ class FeatureDrafter(Drafter):
             return chained
         fed = {"features": features}
 
-        def step(tok, q_len, last_only, u_i):
+        def step(tok, q_len, last_only, u_i, dest):  # a step's graph keeps its own outputs: draft_chain copies
             out = run_then(self.forward, rule, (u_i,), tok, self.cache, q_len, self.attn, features=fed["features"],
                            last_only=last_only)
             # f̂ of each sequence's last entry [B, 1, H]: every step after the first feeds its own width-1

@@ -117,7 +117,10 @@ class DraftRule:
     vocab: int
     subset: TokenSubset | None = None
 
-    def __call__(self, logits: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def __call__(self, logits: torch.Tensor, u: torch.Tensor, out: tuple[torch.Tensor, ...] | None = None
+                 ) -> tuple[torch.Tensor, ...]:
+        """The step's outputs, written into `out` (a proposal's columns, `bass.drafters.draft_chain`) where the
+        kernel that makes them can; the caller copies any output that is not its `out` tensor."""
         logits = logits[:, -1]
         ids = None if self.subset is None else self.subset.ids  # column -> target id
         if ids is None and self.vocab < logits.shape[-1]:
@@ -126,7 +129,7 @@ class DraftRule:
             token = logits.argmax(-1)
             return (token if ids is None else ids[token],)
         if self.params.top_p < 1.0:  # pairs of target ids: missing columns need no padding
-            return draft_sample(logits, self.params, u, ids)
+            return draft_sample(logits, self.params, u, ids, out)
         q = process_logits_deferred(logits, self.params)[0]  # [B, V'] the tempered softmax (no top-p)
         token = sample_from(q, u)
         if ids is None:  # a dense q over the target's vocabulary: missing columns get 0

@@ -115,8 +115,8 @@ def draft_proposal(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor
     return token, weights / total[..., -1:], ids
 
 
-def draft_sample(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor, ids: torch.Tensor | None = None
-                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def draft_sample(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor, ids: torch.Tensor | None = None,
+                 out: tuple[torch.Tensor, ...] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`draft_proposal` in the target's ids: (token [B], q [B, K], q_ids [B, K]), q sparse (`verify_sampled`:
     q(q_ids[b, j]) = q[b, j], every other token 0), column v of logits [B, V'] being target token ids[v] (a
     draft's reduced vocabulary) or v.
@@ -124,12 +124,14 @@ def draft_sample(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor, 
     On CUDA (without top-k) two launches do it (`kernels.draft_sample`): the candidates are each vocabulary
     chunk's few most likely tokens, where torch takes the K most likely of the row. Both paths keep and
     draw by the same rule; their candidates differ only where a chunk holds more of the top-p set than it
-    contributes (or K tokens do not hold it), and q is always what the token was drawn from.
+    contributes (or K tokens do not hold it), and q is always what the token was drawn from. The kernels
+    write into `out` (token [B], q [B, K], q_ids [B, K], strided rows allowed) when given; torch's path
+    returns its own tensors whatever `out` is.
     """
     if _fused_top_p(logits, params):
         from kernels.draft_sample import draft_sample_fused
 
-        return draft_sample_fused(logits, params.temperature, params.top_p, u, DRAFT_CANDIDATES, ids)
+        return draft_sample_fused(logits, params.temperature, params.top_p, u, DRAFT_CANDIDATES, ids, out)
     token, q, cols = draft_proposal(logits, params, u)  # [B], [B, K], [B, K]
     if ids is not None:
         token, cols = ids[token], ids[cols]

@@ -18,7 +18,9 @@ Three views, one engine:
            replay back to back (`host_costs.measure`), the ordered kernels of one draft step
            (draft_step_<graph>.txt: start µs, duration µs, name), and the verify graphs kernel by kernel, one
            column per width (`kernel_table`; with BASS_PDL=0 in the environment each kernel's own time);
-  pipelined  `profile_round.pipelined_round` at fixed L = 1 and 2 and regular: wall vs GPU busy per round.
+  pipelined  `profile_round.pipelined_round` at fixed L = 1 and 2 and regular (`--pipelined`): wall vs GPU busy
+           per round, and the `--top` kernels per round (profile_pipelined_<label>_k<k>.txt; with BASS_PDL=0 each
+           kernel's own time).
 """
 
 from __future__ import annotations
@@ -116,6 +118,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--k", type=int, default=8)
     p.add_argument("--ls", default="1,2,3,4", help="fixed draft lengths of the BASS rows")
     p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--pipelined", default="1,2,regular",
+                   help="the rounds profiled as the engine runs them: fixed draft lengths and/or 'regular'")
+    p.add_argument("--top", type=int, default=8, help="kernels listed per profiled round")
     p.add_argument("--out", default="bench/results/")
     a = p.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -138,11 +143,11 @@ def main(argv: list[str] | None = None) -> dict:
                 lines = [f"{s:8.1f} {d:6.1f} {n}" for s, d, n in kernel_sequence(replay)]
                 file = "draft_step_" + name.replace(" + ", "_").replace(" ", "_") + ".txt"
                 (out / file).write_text("\n".join(lines) + "\n")
-        for L in (1, 2, None):
+        for L in (None if x == "regular" else int(x) for x in a.pipelined.split(",") if x):
             kw = {} if L is None else dict(draft_length=DraftLengthConfig(policy="fixed", l0=L))
             pipelined.append(pipelined_round(engine, [prompt], a.k, params, "regular" if L is None else "bass",
                                              None if L is None else "model", out,
-                                             "regular" if L is None else f"fixedL{L}", **kw))
+                                             "regular" if L is None else f"fixedL{L}", a.top, **kw))
     info = dict(device=device_line(engine.device), shape=a.shape, k=a.k, max_new_tokens=a.max_new_tokens,
                 rounds=rounds, graphs=graphs, pipelined=pipelined)
     (out / "draft_step.json").write_text(json.dumps(info, indent=1))

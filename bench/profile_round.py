@@ -201,7 +201,7 @@ class _TimedDrafter(Drafter):
 
 
 def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method: str, drafter: str | None,
-                    out: Path, label: str, **stream_kwargs) -> dict:
+                    out: Path, label: str, top: int = 8, **stream_kwargs) -> dict:
     """Mean wall ms per round split into drafter, verify and host bookkeeping (module docstring) over one
     generation, after a warm-up one; then torch.profiler's tables of a third into `out/profile_<label>.txt`."""
     from torch.profiler import ProfilerActivity, profile
@@ -277,10 +277,11 @@ def _top(spent: dict[str, list[float]], rounds: int, what: str, n: int = 8) -> s
         f"  {sum(d) / 1e3 / rounds:10.4f}  {len(d) / rounds:11.2f}  {name[:60]}" for name, d in rows])
 
 
-def device_busy(events: Sequence[FunctionEvent], rounds: int) -> tuple[float | None, str]:
+def device_busy(events: Sequence[FunctionEvent], rounds: int, top: int = 8) -> tuple[float | None, str]:
     """(µs the device worked during the decode window, a report of the top kernels and host ops per round)
     from a profile's `events()`. Busy is the length of the union of the kernel / memcpy / memset intervals
-    clipped to the window (`DECODE_MARK`): kernels that overlap (streams, graph branches) count once. It is
+    clipped to the window (`DECODE_MARK`): kernels that overlap (streams, graph branches) count once; the
+    report lists the `top` kernels. It is
     None, never 0, where the window or any device work is missing (no GPU, or the profiler lost them)."""
     marks = [e for e in events if e.name == DECODE_MARK and e.device_type == DeviceType.CPU]
     if not marks:
@@ -297,7 +298,7 @@ def device_busy(events: Sequence[FunctionEvent], rounds: int) -> tuple[float | N
         elif (e.device_type == DeviceType.CPU and w0 <= e.time_range.start < w1 and e.name != DECODE_MARK
               and not getattr(e, "is_user_annotation", False)):
             ops[e.name].append(e.self_cpu_time_total)
-    report = _top(kernels, rounds, "device kernels / copies by time in the window") if kernels else (
+    report = _top(kernels, rounds, "device kernels / copies by time in the window", top) if kernels else (
         "no device kernels in the window (no GPU, or the profiler recorded none): GPU busy unknown")
     return (interval_union(spans) if spans else None), report + "\n\n" + _top(ops, rounds, "host ops by self CPU time")
 
@@ -346,10 +347,10 @@ def launches_counted() -> Iterator[dict[str, int]]:
 
 
 def pipelined_round(engine: Engine, prompt: str, k: int, params: SamplingParams, method: str, drafter: str | None,
-                    out: Path, label: str, **stream_kwargs) -> dict:
+                    out: Path, label: str, top: int = 8, **stream_kwargs) -> dict:
     """Rounds as the engine runs them (look-ahead at its default, no syncs inside): after a warm-up, one
     plain timed generation and one under torch.profiler; per round of the profiled one, the decode wall ms,
-    the device's busy ms (`device_busy`) and idle = wall - busy, on CPU None. Top kernels and host ops go to
+    the device's busy ms (`device_busy`) and idle = wall - busy, on CPU None. The `top` kernels and host ops go to
     `out/profile_pipelined_<label>_k<k>.txt`."""
     from torch.profiler import ProfilerActivity, profile
 
@@ -363,7 +364,7 @@ def pipelined_round(engine: Engine, prompt: str, k: int, params: SamplingParams,
     st = result.stats
     rounds = max(1, len(st.draft_lengths))
     try:
-        busy_us, report = device_busy(prof.events(), rounds)
+        busy_us, report = device_busy(prof.events(), rounds, top)
     except Exception as e:  # a profiler that fails leaves busy unknown (None), not 0; the rest stands
         busy_us, report = None, f"profiler events unavailable: {e!r}"
     wall = 1e3 * wall_s / rounds

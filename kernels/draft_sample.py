@@ -90,7 +90,7 @@ def _chunk_heads(X, WS, HEAD_Z, HEAD_COL, V, stride_x, inv_t, S,
 
 
 @triton.jit
-def _draw_heads(WS, HEAD_Z, HEAD_COL, U, stride_u, MAP, TOKEN, Q, QIDS, top_p, S,
+def _draw_heads(WS, HEAD_Z, HEAD_COL, U, stride_u, MAP, TOKEN, stride_t, Q, stride_q, QIDS, stride_qi, top_p, S,
                 N: tl.constexpr, NB: tl.constexpr, K: tl.constexpr, S_BLOCK: tl.constexpr, HAS_MAP: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     M, Z = row_total(WS, row, S, S_BLOCK)
@@ -105,9 +105,9 @@ def _draw_heads(WS, HEAD_Z, HEAD_COL, U, stride_u, MAP, TOKEN, Q, QIDS, top_p, S
     if HAS_MAP:
         ids = tl.load(MAP + ids)
     token, q = _keep_and_draw(p, ids, tl.load(U + row * stride_u), top_p, j, K)
-    tl.store(TOKEN + row, token)
-    tl.store(Q + row * K + j, q, mask=j < K)
-    tl.store(QIDS + row * K + j, ids, mask=j < K)
+    tl.store(TOKEN + row * stride_t, token)
+    tl.store(Q + row * stride_q + j, q, mask=j < K)
+    tl.store(QIDS + row * stride_qi + j, ids, mask=j < K)
 
 
 @triton.jit
@@ -128,19 +128,34 @@ def _outputs(R: int, K: int, device: torch.device) -> tuple[torch.Tensor, torch.
             _empty((R, K), dtype=torch.int64, device=device))
 
 
+def _checked(out: tuple[torch.Tensor, ...], R: int, K: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`out` as the kernel writes it: token [R] int64, q [R, K] float32, q_ids [R, K] int64, unit stride in K."""
+    token, q, q_ids = out
+    ok = (token.shape == (R,) and token.dtype == torch.int64 and q.shape == q_ids.shape == (R, K)
+          and q.dtype == torch.float32 and q_ids.dtype == torch.int64
+          and (K == 1 or q.stride(1) == q_ids.stride(1) == 1))
+    if not ok:
+        raise ValueError(f"out must be token [{R}] int64, q [{R}, {K}] float32 and q_ids [{R}, {K}] int64 with "
+                         f"contiguous rows; got {[(tuple(t.shape), t.dtype, t.stride()) for t in out]}")
+    return token, q, q_ids
+
+
 def draft_sample_fused(logits: torch.Tensor, temperature: float, top_p: float, u: torch.Tensor, candidates: int,
-                       ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       ids: torch.Tensor | None = None, out: tuple[torch.Tensor, ...] | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A draft step's sample (module docstring): logits [R, V'], u [R] -> (token [R] int64, q [R, K] float32,
     q_ids [R, K] int64), token and q_ids in the target's ids: column v of the logits is target token ids[v]
     (ids [V'], when the draft proposes from a reduced vocabulary), else token v. q is descending, its
     nonzero masses a prefix; `candidates` (K) is a power of two. u may be a strided column (of a round's
-    uniforms): it is read in place."""
+    uniforms): it is read in place. `out`, when given, is where the three go: strided rows are fine (a
+    column of a proposal's [R, L] and [R, L, K] buffers, written in place of a copy after each step), as
+    long as each q row is contiguous."""
     K = candidates
     if K < 1 or K & (K - 1):
         raise ValueError(f"candidates must be a power of two (the in-register sort), got {K}")
     x = logit_rows(logits, temperature)
     (R, V), dev = x.shape, x.device
-    token, q, q_ids = _outputs(R, K, dev)
+    token, q, q_ids = _outputs(R, K, dev) if out is None else _checked(out, R, K)
     if not R:
         return token, q, q_ids
     S = triton.cdiv(V, CHUNK)
@@ -152,10 +167,10 @@ def draft_sample_fused(logits: torch.Tensor, temperature: float, top_p: float, u
         u = u.reshape(R).to(torch.float32)
     _chunk_heads[(R, S)](x, ws, head_z, head_col, V, x.stride(0), 1.0 / temperature, S,
                          CHUNK=CHUNK, PER_CHUNK=PER_CHUNK, BLOCK=BLOCK, num_warps=8, enable_fp_fusion=False)
-    _draw_heads[(R,)](ws, head_z, head_col, u, u.stride(0), head_col if ids is None else ids, token, q, q_ids,
-                      float(top_p), S, N=N, NB=max(K, triton.next_power_of_2(N)), K=K,
-                      S_BLOCK=triton.next_power_of_2(S), HAS_MAP=ids is not None, num_warps=4,
-                      enable_fp_fusion=False)
+    _draw_heads[(R,)](ws, head_z, head_col, u, u.stride(0), head_col if ids is None else ids, token,
+                      token.stride(0), q, q.stride(0), q_ids, q_ids.stride(0), float(top_p), S, N=N,
+                      NB=max(K, triton.next_power_of_2(N)), K=K, S_BLOCK=triton.next_power_of_2(S),
+                      HAS_MAP=ids is not None, num_warps=4, enable_fp_fusion=False)
     return token, q, q_ids
 
 

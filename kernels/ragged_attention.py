@@ -283,7 +283,11 @@ def ragged_attention_tuned(
         num_warps=num_warps, num_stages=num_stages, **cfg, **launch_args(q.device),
     )
     if splits > 1:
-        merge_m = min(64, max(16, triton.next_power_of_2(T * rep)))
+        # 16-row merge tiles for decode and verify shapes: a merge program's splits are summed one after
+        # another, so a wider tile only lengthens each program. On the H100 at the embedded target's verify
+        # (batch 8, 12 / 2 heads) one 32-row tile per kv head took 2.6-2.7 µs per layer at 3-4 query tokens
+        # against 1.8-1.9 for one 16-row tile at 1-2 (`draft_step_2026-11-26_h100o_pdl0.txt`'s kernel table).
+        merge_m = 16 if T * rep <= DECODE_ROWS else min(64, triton.next_power_of_2(T * rep))
         _merge_splits[(B * Hkv, triton.cdiv(T * rep, merge_m))](
             out, part_o, part_lse, T, Hkv,
             REP=rep, D=D, NUM_SPLITS=splits, BLOCK_M=merge_m, BLOCK_D=cfg["BLOCK_D"], num_warps=4,

@@ -42,7 +42,7 @@ from torch import nn
 
 from bass.cache import KVCache
 from bass.models.config import ModelConfig
-from bass.models.layers import AttentionFn, RMSNorm, embed, last_rows
+from bass.models.layers import AttentionFn, RMSNorm, embed_concat, last_rows
 from bass.models.linear import Linear, linear
 from bass.models.llama import Block, run_blocks
 
@@ -96,7 +96,7 @@ class FeatureDraft(nn.Module):
         forward). Leaves the predicted features f̂ [B, T or 1, H] in `self.hidden`: with `last_only`, each
         sequence's last one, which is what the next draft step feeds (no gather between steps)."""
         emb, head = self._tables
-        x = self.fc(torch.cat([features.to(emb.dtype), embed(emb, tokens)], -1))  # [B, T, d]
+        x = self.fc(embed_concat(features, emb, tokens))  # [B, T, d]
         n = run_blocks(self.layers[:num_layers], x, cache, q_len, attn, self.config, norm=self.norm)  # [B, T, d]
         if last_only:
             n = last_rows(n, q_len)  # [B, 1, d]: the projections are row-wise

@@ -82,6 +82,16 @@ def embed(weight: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     return weight[tokens]
 
 
+def embed_concat(features: torch.Tensor, weight: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """[features ; weight[tokens]] along the last axis, features cast to the table's dtype: a feature draft's
+    input rows [B, T, Hf + H] (`kernels.embed_concat`: one launch on CUDA, where torch takes two)."""
+    if _fused(weight):
+        from kernels.embed_concat import embed_concat_fused
+
+        return embed_concat_fused(features, weight, tokens)
+    return torch.cat([features.to(weight.dtype), embed(weight, tokens)], -1)
+
+
 def rope_inv_freq(config: ModelConfig, base: float, device: torch.device, scaled: bool = True) -> torch.Tensor:
     """Rotary frequencies theta_i = base^(-2i/D), i < D/2, with HF's "linear" / "llama3" rescaling.
 

@@ -82,7 +82,7 @@ def test_draft_steps_survive_outputs_that_the_next_step_overwrites():
     token_buf, q_buf = torch.zeros(2, dtype=torch.long), torch.zeros(2, 5)
     widths = []
 
-    def step(tokens, q_len, last_only, u_i):  # writes step i's values into the same two buffers
+    def step(tokens, q_len, last_only, u_i, out):  # writes step i's values into the same two buffers
         i = len(widths)
         widths.append(tokens.shape[1])
         token_buf.fill_(i + 1)
@@ -106,7 +106,7 @@ def test_a_sparse_q_survives_the_next_step_too():
 
     token_buf, m_buf, id_buf = torch.zeros(2, dtype=torch.long), torch.zeros(2, 4), torch.zeros(2, 4, dtype=torch.long)
 
-    def step(tokens, q_len, last_only, u_i):
+    def step(tokens, q_len, last_only, u_i, out):
         i = int(token_buf[0])
         token_buf.fill_(i + 1)
         m_buf.fill_(0.0)[:, 0] = 1.0
@@ -116,6 +116,30 @@ def test_a_sparse_q_survives_the_next_step_too():
     p = draft_autoregressively(step, (torch.tensor([[7], [9]]), torch.tensor([1, 1])), [3, 3], torch.rand(2, 3))
     assert p.probs.shape == p.prob_ids.shape == (2, 3, 4)
     assert p.prob_ids[:, :, 0].tolist() == [[10, 20, 30]] * 2 and bool((p.probs[:, :, 0] == 1).all())
+
+
+def test_a_step_that_writes_its_outputs_in_place_is_handed_its_proposal_column():
+    """After the first step (whose outputs size the buffers), step i gets `out` = column i of the proposal's
+    token and q buffers; what it writes there is the proposal, with no copy, and it reads its input token
+    from the column before."""
+    from bass.drafters import draft_autoregressively
+
+    places, fed = [], []
+
+    def step(tokens, q_len, last_only, u_i, out):
+        i = len(places)
+        places.append(out)
+        fed.append(tokens[:, -1].tolist())
+        token, m, ids = out or (torch.empty(2, dtype=torch.long), torch.empty(2, 4), torch.zeros(2, 4).long())
+        token.fill_(i + 1), m.fill_(0.0)[:, 0].fill_(1.0), ids.fill_(0)[:, 0].fill_(10 * (i + 1))
+        return token, m, ids
+
+    p = draft_autoregressively(step, (torch.tensor([[7], [9]]), torch.tensor([1, 1])), [3, 3], torch.rand(2, 3))
+    assert places[0] is None and fed == [[7, 9], [1, 1], [2, 2]]
+    for i, (token, m, ids) in enumerate(places[1:], start=1):
+        assert token.data_ptr() == p.tokens[:, i].data_ptr() and token.stride() == p.tokens[:, i].stride()
+        assert m.data_ptr() == p.probs[:, i].data_ptr() and ids.data_ptr() == p.prob_ids[:, i].data_ptr()
+    assert p.tokens.tolist() == [[1, 2, 3]] * 2 and p.prob_ids[:, :, 0].tolist() == [[10, 20, 30]] * 2
 
 
 def test_a_subset_draft_proposes_its_tokens_and_gives_the_rest_q_zero():

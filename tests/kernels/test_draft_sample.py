@@ -111,6 +111,24 @@ def test_u_is_read_in_place_from_a_strided_column() -> None:
     assert len(tokens) > 1  # the column matters
 
 
+def test_outputs_go_in_place_into_a_proposals_strided_columns() -> None:
+    """`out` = column i of a proposal's token [R, L] and q [R, L, K] buffers (a chain's steps write there, no
+    copy after each): the same values as fresh outputs, only column i written, the `out` tensors returned."""
+    gen = fresh_gen()
+    logits = (torch.randn(4, 700, generator=gen) * 3).to(DEVICE)
+    u = torch.rand(4, generator=gen).to(DEVICE)
+    want = draft_sample_fused(logits, 0.8, 0.95, u, 16)
+    bufs = (torch.full((4, 3), -1, device=DEVICE), torch.full((4, 3, 16), -1.0, device=DEVICE),
+            torch.full((4, 3, 16), -1, device=DEVICE))
+    out = tuple(b[:, 1] for b in bufs)
+    got = draft_sample_fused(logits, 0.8, 0.95, u, 16, out=out)
+    assert all(g is o for g, o in zip(got, out, strict=True))
+    assert all(torch.equal(b[:, 1], w) for b, w in zip(bufs, want, strict=True))
+    assert all(bool((b[:, [0, 2]] == -1).all()) for b in bufs)  # the other columns untouched
+    with pytest.raises(ValueError, match="contiguous rows"):
+        draft_sample_fused(logits, 0.8, 0.95, u, 16, out=(bufs[0][:, 0], bufs[1][:, :, 0], bufs[2][:, :, 0]))
+
+
 def test_the_token_is_drawn_from_the_q_it_reports() -> None:
     """Over a fine grid of u, each token is drawn u's inverse-CDF share of the time: its q, within a grid step;
     u -> 1 never lands on a candidate of q = 0."""
