@@ -35,6 +35,18 @@ bucket with one measured length borrows the shape of the nearest bucket with two
 point; with none, the nearest bucket's curve. Before any bucket has two lengths the curve is unknown
 (the policy probes).
 
+Staleness. A length the policy stopped running keeps its last two samples however old they are, and the
+policy probes only lengths that could win (`bass.draft_length`), so a length that once timed dear is never
+timed again: its estimate stands for the engine's lifetime. On an H100 at k = 8 a cost-policy memory held L = 2
+and 3 at 3.91 and 4.09 ms from rounds before its timed passes (warm-up or first rounds), while its own rounds at
+L = 4 .. 8 read 2.53-3.20 and other rows read L = 3 at 2.23; the policy drafted L = 7 at B = 8 for the whole of
+two rows, 0.96-0.97 ms/token/seq against 0.93 for the row before them at L = 3
+(`real_bench_2026-11-26_h100o_launchtrim.json`, the look-ahead pair's and chained rows' `policy_state` and
+`traces`). So a drafting length with no sample within the horizon leaves the fit, and the curve through the
+lengths timed since stands for it, until the policy runs or probes it again; plain decoding always stays in
+(its estimate anchors the curve and the policy times it whenever drafting's lead narrows). A bucket with fewer
+than two lengths left keeps all of them.
+
 The estimate of a length the policy seldom runs is as old as its samples, so the policy's exploration
 (`bass.draft_length`) keeps timing the lengths beside its choice and plain decoding. Before the window
 and that exploration, the H100 showed what a stale estimate does (`real_bench_2026-11-23_h100_whole*.json`,
@@ -106,6 +118,11 @@ class _Window:
         """How many samples the estimate stands on (the monotone fit's weight)."""
         return len(self.samples)
 
+    @property
+    def newest(self) -> int:
+        """The timed round of its newest sample."""
+        return self.samples[-1][0]
+
 
 def monotone_fit(xs: list[int], ys: list[float], weights: list[float]) -> list[float]:
     """The non-decreasing sequence closest to ys in weighted least squares (pool-adjacent-violators): a
@@ -155,9 +172,16 @@ class CostModel:
             return None
         return table[min(table, key=lambda k: (abs(math.log2(k) - math.log2(bb)), k))]
 
+    def _fresh(self, row: dict[int, _Window]) -> dict[int, _Window]:
+        """A batch bucket's L buckets the fit stands on: plain decoding, and each drafting length timed within
+        the horizon; every one of them while fewer than two would be left (module docstring, Staleness)."""
+        fresh = {L: w for L, w in row.items() if L == 0 or self.timed - w.newest < self.cfg.cost_horizon}
+        return fresh if len(fresh) >= 2 else row
+
     def _row_curve(self, row: dict[int, _Window], l_max: int) -> np.ndarray:
-        """c over 0 .. l_max from one batch bucket's measured L buckets (>= 2): monotone, piecewise linear,
-        at least c(0) · (1 + draft_cost_floor · L)."""
+        """c over 0 .. l_max from one batch bucket's measured L buckets (>= 2), those gone stale left out:
+        monotone, piecewise linear, at least c(0) · (1 + draft_cost_floor · L)."""
+        row = self._fresh(row)
         xs = sorted(row)
         ys = monotone_fit(xs, [row[x].value for x in xs], [row[x].weight for x in xs])
         Ls = np.arange(l_max + 1, dtype=np.float64)

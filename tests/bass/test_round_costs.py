@@ -143,6 +143,35 @@ def test_a_seldom_run_length_forgets_samples_past_the_horizon():
     assert ms() == pytest.approx(2.45)  # three fresh samples: their median
 
 
+def test_a_length_not_timed_within_the_horizon_leaves_the_fit():
+    """The H100's look-ahead pair at k = 8 (`real_bench_2026-11-26_h100o_launchtrim.json`): L = 3 kept two
+    early samples near 4 ms and, looking dear, was never run again while the policy drafted L = 7. Once a
+    drafting length has no sample within the horizon, the curve through the lengths timed since stands for
+    it (plain decoding stays in), until a new sample makes it fresh again."""
+    cfg = DraftLengthConfig(cost_horizon=64)
+    model = CostModel(cfg)
+    for L, ms in ((0, 1.80), (0, 1.80), (3, 4.09), (3, 4.09)):
+        model.observe(L, 8, ms * 1e-3)
+    for _ in range(40):
+        for L, ms in ((4, 2.53), (7, 2.86)):
+            model.observe(L, 8, ms * 1e-3)
+    stale = model.round_curve(8, 8) * 1e3
+    assert stale[3] == pytest.approx(1.80 + 0.75 * (2.53 - 1.80))  # interpolated between L = 0 and 4
+    assert stale[7] == pytest.approx(2.86) and stale[0] == pytest.approx(1.80)
+    assert model.describe()["round_ms"][8][3] == pytest.approx(4.09)  # the estimate is kept, only not fitted
+    model.observe(3, 8, 2.23e-3)  # the policy runs it again: fresh, and its newest samples decide
+    assert model.round_curve(8, 8)[3] * 1e3 == pytest.approx(2.23)
+
+
+def test_a_bucket_keeps_its_stale_lengths_while_fewer_than_two_would_be_left():
+    model = CostModel(DraftLengthConfig(cost_horizon=8))
+    model.observe(2, 8, 2.1e-3)
+    model.observe(2, 8, 2.1e-3)
+    for _ in range(20):
+        model.observe(4, 8, 2.5e-3)  # the only fresh length: no shape from it alone
+    assert model.round_curve(8, 8)[2] * 1e3 == pytest.approx(2.1)
+
+
 def test_cost_horizon_is_validated():
     with pytest.raises(ValueError, match="cost_horizon"):
         DraftLengthConfig(cost_horizon=0)
