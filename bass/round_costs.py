@@ -42,10 +42,13 @@ and 3 at 3.91 and 4.09 ms from rounds before its timed passes (warm-up or first 
 L = 4 .. 8 read 2.53-3.20 and other rows read L = 3 at 2.23; the policy drafted L = 7 at B = 8 for the whole of
 two rows, 0.96-0.97 ms/token/seq against 0.93 for the row before them at L = 3
 (`real_bench_2026-11-26_h100o_launchtrim.json`, the look-ahead pair's and chained rows' `policy_state` and
-`traces`). So a drafting length with no sample within the horizon leaves the fit, and the curve through the
-lengths timed since stands for it, until the policy runs or probes it again; plain decoding always stays in
-(its estimate anchors the curve and the policy times it whenever drafting's lead narrows). A bucket with fewer
-than two lengths left keeps all of them.
+`traces`). So a drafting length with no sample within the horizon, shorter than one timed since, leaves the
+fit, and the curve through the lengths timed since stands for it, until the policy runs or probes it again.
+Plain decoding always stays in (its estimate anchors the curve, and the policy times it whenever drafting's
+lead narrows), and so do stale lengths past the longest fresh one: left out, they would leave the curve to an
+extrapolation of the last fresh slope, which made long drafts look cheap enough to probe again every horizon
+(widths no graph was warmed for, captured inside an H100 run's timed passes, `real_bench_2026-11-26_h100q_staleness.*`).
+A bucket with fewer than two lengths left keeps all of them.
 
 The estimate of a length the policy seldom runs is as old as its samples, so the policy's exploration
 (`bass.draft_length`) keeps timing the lengths beside its choice and plain decoding. Before the window
@@ -173,9 +176,12 @@ class CostModel:
         return table[min(table, key=lambda k: (abs(math.log2(k) - math.log2(bb)), k))]
 
     def _fresh(self, row: dict[int, _Window]) -> dict[int, _Window]:
-        """A batch bucket's L buckets the fit stands on: plain decoding, and each drafting length timed within
-        the horizon; every one of them while fewer than two would be left (module docstring, Staleness)."""
-        fresh = {L: w for L, w in row.items() if L == 0 or self.timed - w.newest < self.cfg.cost_horizon}
+        """A batch bucket's L buckets the fit stands on: plain decoding, each drafting length timed within the
+        horizon, and the stale ones past the longest of those; every one while fewer than two would be left
+        (module docstring, Staleness)."""
+        recent = [n for n, w in row.items() if n > 0 and self.timed - w.newest < self.cfg.cost_horizon]
+        longest = max(recent, default=0)
+        fresh = {n: w for n, w in row.items() if n == 0 or n in recent or n > longest}  # n: a draft length
         return fresh if len(fresh) >= 2 else row
 
     def _row_curve(self, row: dict[int, _Window], l_max: int) -> np.ndarray:

@@ -163,6 +163,20 @@ def test_a_length_not_timed_within_the_horizon_leaves_the_fit():
     assert model.round_curve(8, 8)[3] * 1e3 == pytest.approx(2.23)
 
 
+def test_a_stale_length_past_the_longest_fresh_one_stays_in_the_fit():
+    """Left out, a long length timed dear long ago would give way to the last fresh slope's extrapolation,
+    and long drafts would look cheap: it bounds the curve until it is timed again."""
+    model = CostModel(DraftLengthConfig(cost_horizon=16))
+    for L, ms in ((0, 1.8), (0, 1.8), (10, 4.5), (10, 4.5)):
+        model.observe(L, 8, ms * 1e-3)
+    for _ in range(20):
+        for L, ms in ((3, 2.2), (4, 2.5)):
+            model.observe(L, 8, ms * 1e-3)
+    curve = model.round_curve(8, 12) * 1e3
+    assert curve[10] == pytest.approx(4.5)  # not 2.5 + 6 x 0.3 = 4.3 from the fresh slope
+    assert curve[3] == pytest.approx(2.2) and curve[4] == pytest.approx(2.5)
+
+
 def test_a_bucket_keeps_its_stale_lengths_while_fewer_than_two_would_be_left():
     model = CostModel(DraftLengthConfig(cost_horizon=8))
     model.observe(2, 8, 2.1e-3)
