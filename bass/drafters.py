@@ -153,9 +153,9 @@ def draft_chain(step: Callable[..., tuple[torch.Tensor, ...]], first: torch.Tens
     later steps. The proposal carries each q_i for the verify. `out` is where step i's outputs go, column i
     of the proposal's buffers (None for the first step, whose outputs size them): a step may write there
     (the rule's kernels do, inside a chained proposal's graph), and any output it returns that is not its
-    `out` tensor is copied, as a graph's buffers, which the next step overwrites, must be. Each copy is a
-    launch of its own in every step, three a step under top-p. It reads nothing from the host and makes no
-    host synchronisation, so one CUDA graph can capture the whole of it (`bass.graphs.GraphedModel.chain`).
+    `out` tensor is copied, as a graph's buffers, which the next step overwrites, must be (a launch per
+    copy: three a step under top-p). It reads nothing from the host and makes no host synchronisation, so
+    one CUDA graph can capture the whole of it (`bass.graphs.GraphedModel.chain`).
     """
     (B, _), L, device = first.shape, u.shape[1], first.device
     tokens = torch.empty(B, L, dtype=torch.long, device=device)

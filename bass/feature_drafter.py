@@ -207,13 +207,13 @@ class FeatureDrafter(Drafter):
             return chained
         fed = {"features": features}
 
-        def step(tok, q_len, last_only, u_i, dest):  # a step's graph keeps its own outputs: draft_chain copies
-            out = run_then(self.forward, rule, (u_i,), tok, self.cache, q_len, self.attn, features=fed["features"],
-                           last_only=last_only)
+        def step(tok, q_len, last_only, u_i, out):  # a step's graph keeps its own outputs: draft_chain copies
+            drawn = run_then(self.forward, rule, (u_i,), tok, self.cache, q_len, self.attn, features=fed["features"],
+                             last_only=last_only)
             # f̂ of each sequence's last entry [B, 1, H]: every step after the first feeds its own width-1
             # output, and the first is last_only, so no gather runs between steps
             fed["features"] = self.forward.hidden
-            return out
+            return drawn
 
         return draft_chain(step, tokens, counts, lens, u)
 

@@ -201,7 +201,7 @@ class _TimedDrafter(Drafter):
 
 
 def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method: str, drafter: str | None,
-                    out: Path, label: str, top: int = 8, **stream_kwargs) -> dict:
+                    out: Path, label: str, **stream_kwargs) -> dict:
     """Mean wall ms per round split into drafter, verify and host bookkeeping (module docstring) over one
     generation, after a warm-up one; then torch.profiler's tables of a third into `out/profile_<label>.txt`."""
     from torch.profiler import ProfilerActivity, profile
