@@ -148,6 +148,7 @@ class CostModel:
         self.dropped = 0  # rounds not sampled: outliers (`OUTLIER_RATIO`)
         self.timed = 0  # rounds sampled so far, every bucket: the clock of the horizon
         self._held: set[tuple[int, int]] = set()  # the (B, L) buckets that dropped theirs
+        self._expires = math.inf  # the timed round at which the next drafting length goes stale (Staleness)
         # the policy asks for a curve every round, on the host's critical path; a median often stays put
         self._version = 0  # bumped whenever an estimate changes
         self._curves: dict[tuple[int, int], tuple[int, np.ndarray | None]] = {}  # (B bucket, l_max) -> fit
@@ -167,6 +168,13 @@ class CostModel:
         if row.setdefault(lb, _Window(self.cfg.cost_window)).add(max(0.0, round_s), self.timed,
                                                                   self.cfg.cost_horizon):
             self._version += 1
+        if lb > 0:
+            self._expires = min(self._expires, self.timed + self.cfg.cost_horizon)
+        if self.timed >= self._expires:  # a length left the fit: its curves are fitted again
+            self._version += 1
+            self._expires = min((w.newest + self.cfg.cost_horizon for r in self.round_.values()
+                                 for n, w in r.items() if n > 0 and w.newest + self.cfg.cost_horizon > self.timed),
+                                default=math.inf)
 
     @staticmethod
     def _nearest(table: dict, bb: int):

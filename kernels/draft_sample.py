@@ -212,7 +212,6 @@ def draft_sample_ref(logits: torch.Tensor, temperature: float, top_p: float, u: 
     head_z = z.gather(-1, order).reshape(R, -1)
     head_col = cols.expand(R, -1, -1).gather(-1, order).reshape(R, -1)
     p = torch.exp(head_z - M) / Z
-    p = torch.where(p > 0, p, 0.0)
     key = torch.where(p > 0, (p.view(torch.int32).long() << 32) | (KEY_ID - head_col), 0)
     key = torch.sort(key, dim=-1, descending=True).values
     K = candidates

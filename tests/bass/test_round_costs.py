@@ -163,6 +163,18 @@ def test_a_length_not_timed_within_the_horizon_leaves_the_fit():
     assert model.round_curve(8, 8)[3] * 1e3 == pytest.approx(2.23)
 
 
+def test_a_curve_fitted_before_a_length_went_stale_is_fitted_again():
+    """The fits are cached until an estimate changes, and steady samples change none: a length going stale
+    must refit the curve all the same."""
+    model = CostModel(DraftLengthConfig(cost_horizon=16))
+    for L, ms in ((0, 1.8), (0, 1.8), (3, 4.0), (3, 4.0), (4, 2.5), (4, 2.5)):
+        model.observe(L, 8, ms * 1e-3)
+    assert model.round_curve(8, 8)[3] * 1e3 == pytest.approx((4.0 + 2.5) / 2)  # pooled: the fit is monotone
+    for _ in range(20):
+        model.observe(4, 8, 2.5e-3)  # the same value: no estimate changes
+    assert model.round_curve(8, 8)[3] * 1e3 == pytest.approx(1.8 + 0.75 * (2.5 - 1.8))
+
+
 def test_a_stale_length_past_the_longest_fresh_one_stays_in_the_fit():
     """Left out, a long length timed dear long ago would give way to the last fresh slope's extrapolation,
     and long drafts would look cheap: it bounds the curve until it is timed again."""
