@@ -72,7 +72,8 @@ class DraftLengthConfig:
     alpha_prior: float = 0.5  # acceptance assumed before anything is observed (pooled prior mean)
     prior_strength: float = 4.0  # pseudo-trials: how strongly a sequence's estimate leans on the batch's
     alpha_decay: float = 0.95  # per observed round, old acceptance counts are discounted (tracks drift)
-    cost_window: int = 16  # timing samples kept per cost bucket: the estimate is their median
+    cost_window: int = 16  # timing samples kept per cost bucket: the estimate is their cost_quantile
+    cost_quantile: float = 0.25  # ... (a round is only ever slowed by what else runs: `bass.round_costs`)
     cost_horizon: int = 192  # ... of those no older than this many timed rounds, at least the two newest
     draft_cost_floor: float = 0.02  # a draft token adds at least this fraction of a plain step to a round
     probe_lengths: tuple[int, ...] = (0, 2)  # the first rounds' lengths: measure plain decoding and a draft
@@ -99,6 +100,8 @@ class DraftLengthConfig:
         if not 0.0 < self.alpha_decay <= 1.0 or self.cost_window < 1 or self.cost_horizon < 1:
             raise ValueError(f"need 0 < alpha_decay <= 1, cost_window >= 1 and cost_horizon >= 1, got "
                              f"{self.alpha_decay}, {self.cost_window}, {self.cost_horizon}")
+        if not 0.0 < self.cost_quantile <= 0.5:
+            raise ValueError(f"cost_quantile must be in (0, 0.5] (0.5: the median), got {self.cost_quantile}")
         if self.draft_cost_floor < 0 or self.explore_every < 0:
             raise ValueError(f"draft_cost_floor and explore_every must be >= 0, got {self.draft_cost_floor}, "
                              f"{self.explore_every}")

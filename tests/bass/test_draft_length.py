@@ -43,3 +43,6 @@ def test_bad_config_is_refused_with_a_hint():
         DraftLengthConfig(policy="adaptive")
     with pytest.raises(ValueError, match="l0"):
         DraftLengthConfig(l0=0)
+    for q in (0.0, 0.75):  # a quantile above the median would sit in the slow rounds' tail
+        with pytest.raises(ValueError, match="cost_quantile"):
+            DraftLengthConfig(cost_quantile=q)
