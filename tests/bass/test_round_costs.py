@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bass.config import DraftLengthConfig
-from bass.round_costs import CostModel, RoundClock
+from bass.round_costs import CostModel, RoundClock, quantile
 
 
 def test_cost_model_converges_and_ignores_a_warm_up_sample():
@@ -227,3 +227,11 @@ def test_a_bucket_keeps_its_stale_lengths_while_fewer_than_two_would_be_left():
 def test_cost_horizon_is_validated():
     with pytest.raises(ValueError, match="cost_horizon"):
         DraftLengthConfig(cost_horizon=0)
+
+
+def test_the_quantile_is_numpys():
+    rng = np.random.default_rng(1)
+    for n in (2, 3, 5, 16):
+        xs = rng.uniform(1.0, 3.0, n).tolist()
+        for q in (0.1, 0.25, 0.5):
+            assert quantile(xs, q) == pytest.approx(float(np.quantile(xs, q)), rel=1e-12)
