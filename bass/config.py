@@ -73,8 +73,8 @@ class DraftLengthConfig:
     prior_strength: float = 4.0  # pseudo-trials: how strongly a sequence's estimate leans on the batch's
     alpha_decay: float = 0.95  # per observed round, old acceptance counts are discounted (tracks drift)
     cost_window: int = 16  # timing samples kept per cost bucket: the estimate is their cost_quantile
-    cost_quantile: float = 0.25  # ... (a round is only ever slowed by what else runs: `bass.round_costs`)
     cost_horizon: int = 192  # ... of those no older than this many timed rounds, at least the two newest
+    cost_quantile: float = 0.25  # the lower quartile: a round is only ever slowed by what else runs (round_costs)
     draft_cost_floor: float = 0.02  # a draft token adds at least this fraction of a plain step to a round
     probe_lengths: tuple[int, ...] = (0, 2)  # the first rounds' lengths: measure plain decoding and a draft
     explore_every: int = 16  # every so many rounds, time a length beside the chosen one or plain decoding (0 = never)
