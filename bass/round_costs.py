@@ -105,16 +105,16 @@ def bucket(n: int, buckets: tuple[int, ...]) -> int:
 
 
 class _Window:
-    """A bucket's timing estimate: the `quantile` of its last `size` samples within the horizon (at least its
+    """A bucket's timing estimate: the q-quantile of its last `size` samples within the horizon (at least its
     two newest), the lower of the two while there are only two (module docstring). Kept up to date on `add`:
     the policy reads it every round."""
 
-    __slots__ = ("samples", "n", "value", "quantile")
+    __slots__ = ("samples", "n", "value", "q")
 
-    def __init__(self, size: int, quantile: float = 0.5) -> None:
+    def __init__(self, size: int, q: float = 0.5) -> None:
         self.samples: deque[tuple[int, float]] = deque(maxlen=size)  # (timed round, seconds), oldest first
         self.n, self.value = 0, 0.0  # samples ever added; the estimate (seconds)
-        self.quantile = quantile
+        self.q = q  # which quantile (DraftLengthConfig.cost_quantile)
 
     def add(self, x: float, now: int, horizon: int) -> bool:
         """One sample x (seconds) taken at timed round `now`; whether the estimate changed."""
@@ -124,7 +124,7 @@ class _Window:
         self.n += 1
         before = self.value
         xs = [v for _, v in self.samples]
-        self.value = min(xs) if len(xs) <= 2 else quantile(xs, self.quantile)
+        self.value = min(xs) if len(xs) <= 2 else quantile(xs, self.q)
         return self.n == 1 or self.value != before
 
     @property

@@ -65,7 +65,7 @@ def test_a_one_off_does_not_move_the_estimate_and_a_real_change_is_followed():
     assert ms() == pytest.approx(1e3)
     for _ in range(8):
         model.observe(0, 8, 1.5)
-    assert ms() == pytest.approx(1.375e3)  # 1 x3, 1.5 x8, 20: the lower quartile at 2.75 of 11, between 1 and 1.5
+    assert ms() == pytest.approx(1.375e3)  # 1 x3, 1.5 x8, 20: the quartile at position 2.75 of 0 .. 11
     model.observe(0, 8, 1.5)
     assert ms() == pytest.approx(1.5e3)  # the new cost
     median = CostModel(DraftLengthConfig(cost_window=16, cost_quantile=0.5))
@@ -80,8 +80,8 @@ def test_a_slow_stretch_does_not_make_a_length_look_dear():
     drafted longer for the rest of the run. Here half of L = 3's window is such a stretch: the median pools
     L = 3 with L = 4, the lower quartile keeps it at its own cost."""
 
-    def fitted(quantile: float) -> np.ndarray:
-        model = CostModel(DraftLengthConfig(cost_quantile=quantile))
+    def fitted(q: float) -> np.ndarray:
+        model = CostModel(DraftLengthConfig(cost_quantile=q))
         rng = np.random.default_rng(0)
         for L, ms, n in ((0, 1.74, 4), (4, 2.50, 16), (3, 2.23, 8)):
             for _ in range(n):
