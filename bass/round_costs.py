@@ -26,9 +26,9 @@ at 4.7–17), by the end of the run the median of L = 3's window read 2.69 ms, a
 2.63, and the policy drafted L = 4 to 7 in most rounds (mean L 4.3): 1.04 ms/token/seq against 0.93 for fixed
 L = 3 in the same run (`real_bench_2026-11-26_h100v_median.json`, the first cost-policy row's `policy_state`
 and `traces`). With the quartile, two runs on another H100 read 0.97 and 0.93 against fixed L = 3's 0.98 and
-0.92 (`real_bench_2026-11-26_h100w_quartile*.json`), and on a third, quiet one 0.92 against 0.89, its costs sane
-and its drafts longer than L = 3 (`real_bench_2026-11-26_h100x_quartile.json`): the quartile mends the estimate
-of what a round costs, not the acceptance model's choice of length.
+0.92 (`real_bench_2026-11-26_h100w_quartile*.json`), and on two more 0.92 and 0.95 against 0.89 and 0.90, their
+costs sane and their drafts longer than L = 3 (`real_bench_2026-11-26_h100{x,y}_quartile*.json`): the quartile
+mends the estimate of what a round costs, not the acceptance model's choice of length.
 
 A window fills at the pace its length runs, so a length the policy seldom runs keeps samples from long
 ago. When a new sample arrives, the ones more than cost_horizon timed rounds (of any length) older are
