@@ -186,7 +186,9 @@ class CostModel:
             self.dropped += 1
             return
         self.timed += 1
-        window = row.setdefault(lb, _Window(self.cfg.cost_window, self.cfg.cost_quantile))
+        window = row.get(lb)
+        if window is None:  # (not setdefault: that would build a window on every round)
+            window = row[lb] = _Window(self.cfg.cost_window, self.cfg.cost_quantile)
         if window.add(max(0.0, round_s), self.timed, self.cfg.cost_horizon):
             self._version += 1
         if lb > 0:

@@ -281,8 +281,8 @@ def device_busy(events: Sequence[FunctionEvent], rounds: int, top: int = 8) -> t
     """(µs the device worked during the decode window, a report of the top kernels and host ops per round)
     from a profile's `events()`. Busy is the length of the union of the kernel / memcpy / memset intervals
     clipped to the window (`DECODE_MARK`): kernels that overlap (streams, graph branches) count once; the
-    report lists the `top` kernels. It is
-    None, never 0, where the window or any device work is missing (no GPU, or the profiler lost them)."""
+    report lists the `top` kernels. It is None, never 0, where the window or any device work is missing (no
+    GPU, or the profiler lost them)."""
     marks = [e for e in events if e.name == DECODE_MARK and e.device_type == DeviceType.CPU]
     if not marks:
         return None, f"no {DECODE_MARK!r} range in the profile: nothing measured"
