@@ -343,8 +343,12 @@ class Engine:
             reports = speculative_decode(self._target_fwd, attn, drafter, policy, DecodeState(live, cache),
                                          stop, rng, first_round=1, **loop) if live else iter(())
         draft_lengths: list[int] = []
+        ends: list[float] = []
+        waits: list[float] = []
         for report in reports:
             draft_lengths.append(report.draft_length)
+            ends.append(report.time_s)
+            waits.append(report.wait_s)
             yield GenerationEvent("round", report.index, report.time_s, report.draft_length,
                                   tuple(report.updates), tuple(s.text for s in seqs), started_s=report.started_s)
         now = time.perf_counter() - t0
@@ -352,7 +356,8 @@ class Engine:
             memory.learn(policy.acceptance)  # the next request's prior (the costs are shared already)
         shown = getattr(drafter_name, "name", drafter_name)
         result = self._result(seqs, method, None if method == "regular" else shown, backend,
-                              prefill_s, now, draft_lengths, None if method == "single" else policy.describe())
+                              prefill_s, now, draft_lengths, None if method == "single" else policy.describe(),
+                              (tuple(ends), tuple(waits)))
         yield GenerationEvent("done", len(draft_lengths), now, 0, (), tuple(s.text for s in seqs), result)
         self._capture_queued()  # the consumer has the result; the lock still holds the next request
 
@@ -401,7 +406,8 @@ class Engine:
             self._policy_memory[key] = PolicyMemory(CostModel(cfg), cfg.alpha_prior)
         return self._policy_memory[key]
 
-    def _result(self, seqs, method, drafter, backend, prefill_s, decode_s, draft_lengths, policy) -> GenerationResult:
+    def _result(self, seqs, method, drafter, backend, prefill_s, decode_s, draft_lengths, policy,
+                timeline=((), ())) -> GenerationResult:
         cands = tuple(Candidate(s.prompt_index, s.sample_index, s.text, tuple(s.generated), s.finish_reason or "",
                                 s.stats(decode_s)) for s in seqs)
         per = [c.stats for c in cands]
@@ -411,5 +417,6 @@ class Engine:
                            accepted=sum(st.accepted for st in per),
                            mean_ms_per_token=mean_ms_per_token([st.finish_time_s for st in per],
                                                                [st.tokens for st in per]),
-                           draft_lengths=tuple(draft_lengths), policy=policy)
+                           draft_lengths=tuple(draft_lengths), round_ends_s=timeline[0], round_waits_s=timeline[1],
+                           policy=policy)
         return GenerationResult(cands, stats)

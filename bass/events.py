@@ -6,7 +6,13 @@ These are the only engine objects the UI consumes (DESIGN.md §4). Sequence inde
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
+
+# A round whose host time is this far over its generation's median is a host stall (`BatchStats.host_stalls`):
+# a round's own host work on the H100 is about 0.7 ms (its bookkeeping and launches, the device running ahead)
+# and varies by a fraction of one; the stalls seen there took 5-20 ms (README.md, "Host stalls")
+STALL_S = 0.004
 
 # Finish reasons of a sequence that ended by itself; "budget" and "cancelled" are cut short (DESIGN.md §2).
 FINISHED_IN_TIME = ("eos", "stop", "length")
@@ -98,6 +104,8 @@ class BatchStats:
     accepted: int
     mean_ms_per_token: float  # the paper's headline: mean over sequences of per-sequence latency
     draft_lengths: tuple[int, ...] = ()  # draft length used in each round
+    round_ends_s: tuple[float, ...] = ()  # when each round's results were read, on the decode clock
+    round_waits_s: tuple[float, ...] = ()  # how long the host waited for the device to finish each (CUDA)
     # what the draft-length policy measured and decided (`DraftLengthPolicy.describe`); None for "single"
     policy: dict | None = field(default=None, compare=False)
 
@@ -114,6 +122,21 @@ class BatchStats:
         """Tokens emitted per sequence per verify pass (the prefill's first token left out)."""
         return (self.tokens - self.num_sequences) / self.rounds if self.rounds else 0.0
 
+    def host_stalls(self, over_s: float = STALL_S) -> tuple[int, float] | None:
+        """(rounds, seconds): the rounds whose host time exceeded the generation's median by more than `over_s`,
+        and what they took beyond that median. A round's host time is its interval since the round before it
+        was read, less the time the host then waited for the device: its bookkeeping and launches, which the
+        device overlaps while they stay shorter than its work. A round far over the median is the host held
+        up (descheduled, say); the device idles for the difference. None where the host never
+        waited (the CPU, whose rounds run as they are launched) or there are fewer than three rounds."""
+        if len(self.round_ends_s) < 3 or not any(self.round_waits_s):
+            return None
+        host = [b - a - w for a, b, w in zip(self.round_ends_s, self.round_ends_s[1:], self.round_waits_s[1:],
+                                              strict=False)]
+        typical = statistics.median(host)
+        over = [h - typical for h in host if h - typical > over_s]
+        return len(over), sum(over)
+
     def to_dict(self) -> dict:
         return {"method": self.method, "drafter": self.drafter, "backend": self.backend,
                 "num_sequences": self.num_sequences, "prefill_s": self.prefill_s, "decode_s": self.decode_s,
@@ -121,6 +144,7 @@ class BatchStats:
                 "accepted": self.accepted, "acceptance_rate": self.acceptance_rate,
                 "tokens_per_round": self.tokens_per_round, "throughput_tok_s": self.throughput_tok_s,
                 "mean_ms_per_token": self.mean_ms_per_token, "draft_lengths": list(self.draft_lengths),
+                "round_ends_s": list(self.round_ends_s), "round_waits_s": list(self.round_waits_s),
                 "policy": self.policy}
 
 

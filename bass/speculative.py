@@ -83,6 +83,10 @@ class RoundReport:
     draft_length: int  # the longest draft proposed this round
     updates: list[SequenceUpdate]
     started_s: float | None = None  # the decode clock the budget check read before this round
+    # seconds the host was blocked in this round's one synchronisation, waiting for the device (0 on the CPU,
+    # whose rounds run as they are launched): what is left of a round's interval since the round before it
+    # ended is the host's own time, its bookkeeping and launches (`BatchStats.host_stalls`)
+    wait_s: float = 0.0
 
 
 @dataclass
@@ -257,8 +261,11 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
                     planned = dict(zip(seqs, wanted, strict=True))
 
         # 4. the round's one host synchronisation: everything the bookkeeping needs, in one copy
+        waited = 0.0
         if rnd.ready is not None:
+            waited = time.perf_counter()
             rnd.ready.synchronize()
+            waited = time.perf_counter() - waited
         packed = rnd.host.tolist()
         if not all(row[3] for s, row in zip(rnd.live, packed, strict=True) if not s.finished):
             last = _redo(target, attn, rule, rnd, packed, state.cache, ahead, drafter, params)  # rare: top-p by a sort
@@ -291,7 +298,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
         elif any(up.finished for up in updates):  # new riders: the next round's mask
             alive = ints_to_device([int(not s.finished) for s in state.live], device).to(torch.int32)
         policy.update(seqs, accepted, asked)  # after all of the round's work, which its clock covers
-        yield RoundReport(rnd.index, now, rnd.draft_length, updates, rnd.started_s)
+        yield RoundReport(rnd.index, now, rnd.draft_length, updates, rnd.started_s, waited)
 
 
 def _wanted(policy: DraftLengthPolicy, drafter: Drafter, live: list[Sequence]) -> list[int]:

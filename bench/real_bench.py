@@ -36,6 +36,11 @@ Columns (DESIGN.md §2, over all sequences of all prompts of that pass):
   accept      accepted / proposed draft tokens;  tok/round: tokens per sequence per verify pass
   mean L      mean draft length per round (0 for regular; the cost policy may choose 0 too)
 
+and in the log and JSON, on CUDA, each pass's host stalls (`BatchStats.host_stalls`): the time rounds lost while
+the host was held up, as a share of the pass's decoding time. They strike any row (on the H100, 5-20 ms of host
+time in about 1 % of the rounds of some runs and next to none in others), so a row's passes that disagree
+by more than these shares say the machine, not the method.
+
 Writes real_bench.json (rows, device line, dates, arguments), real_bench.png (`bench/plot_real.py`),
 real_bench.txt, and with --profile profile_<label>.txt (torch.profiler tables of a few regular steps and
 a few BASS rounds at --policy-k) plus a per-round split (drafter / verify / host; `profile_round.py`).
@@ -79,6 +84,7 @@ def aggregate(results: list[GenerationResult]) -> dict:
     rounds = sum(s.rounds for s in seqs)
     lengths = [n for r in results for n in r.stats.draft_lengths]
     per_seq = [1e3 * s.finish_time_s / s.tokens for s in seqs if s.tokens]
+    stalls = [st for r in results if (st := r.stats.host_stalls()) is not None]
     return dict(ms_per_token=sum(per_seq) / len(per_seq) if per_seq else 0.0,
                 throughput=tokens / decode_s if decode_s > 0 else 0.0,
                 acceptance=accepted / proposed if proposed else None,
@@ -86,6 +92,9 @@ def aggregate(results: list[GenerationResult]) -> dict:
                 mean_draft_length=sum(lengths) / len(lengths) if lengths else 0.0,
                 prefill_ms=1e3 * sum(r.stats.prefill_s for r in results) / len(results),
                 tokens=tokens, sequences=len(seqs), rounds=len(lengths),
+                # rounds the host held up (`BatchStats.host_stalls`; CUDA only) and their excess / decoding time
+                host_stall_rounds=sum(n for n, _ in stalls) if stalls else None,
+                host_stall_share=sum(x for _, x in stalls) / decode_s if stalls and decode_s > 0 else None,
                 # the cost policy's last account, and with --trace every generation's rounds
                 policy_state=split_trace(results[-1].stats.policy)[0] if results else None, **_traces(results))
 
@@ -125,6 +134,7 @@ def measure(runners: dict[str, Runner], n_prompts: int, repeats: int) -> dict[st
         # those captured between its generations (`bass.graphs`, deferred) cost it nothing
         out[name] = {**median, "ms_per_token_passes": ms, "ms_per_token_spread": max(ms) - min(ms),
                      "ms_per_token_median": statistics.median(ms), "captures_passes": [p["captures"] for p in ps],
+                     "host_stall_share_passes": [p["host_stall_share"] for p in ps],
                      "deferred_captures_passes": [p["deferred"] for p in ps]}
     return out
 
@@ -234,8 +244,11 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
 
     def add(r: dict, t: float) -> None:
         rows.append(r)
+        stalls = r.get("host_stall_share_passes") or []
+        held = "" if None in stalls or not stalls else \
+            ", host stalls " + " / ".join(f"{100 * x:.1f}" for x in stalls) + " % of each pass"
         log(f"  {row_label(r)} k={r['k']}: {r['ms_per_token']:.2f} ms/token/seq, {r['throughput']:.0f} tok/s "
-            f"({time.perf_counter() - t:.1f} s)")
+            f"({time.perf_counter() - t:.1f} s{held})")
 
     def add_pair(k: int, best: str, kind: str, runners: dict[str, tuple[Runner, dict]]) -> None:
         """Regular decoding and BASS with `best`, each in two settings, measured interleaved: one row per

@@ -128,6 +128,12 @@ def test_events_stream_per_round(tiny_engine):
         assert tuple(toks) == result.candidates[seq].token_ids
         assert "".join(u.new_text for e in rounds for u in e.updates if u.seq == seq) == result.candidates[seq].text
     assert rounds[-1].texts == tuple(c.text for c in result.candidates)
+    # the decode timeline: one read time per round, in order, within the decode time; the CPU never waits
+    ends = result.stats.round_ends_s
+    assert len(ends) == len(result.stats.draft_lengths) > 2 and list(ends) == sorted(ends)
+    assert ends[0] > 0 and ends[-1] <= result.stats.decode_s
+    assert result.stats.round_waits_s == (0.0,) * len(ends)
+    assert result.stats.host_stalls() is None
 
 
 def test_time_budget_and_cancel(tiny_engine):

@@ -78,6 +78,8 @@ def test_look_ahead_changes_no_token(tiny_engine, monkeypatch, drafter, greedy, 
         assert any(rides for _, _, rides in slots)  # 4 were left (greedy: a prompt's samples finish together)
     if not graphs:  # (the CUDA kernels' rounding changes the tiny model's text and where it stops)
         assert len({len(c.token_ids) for c in want.candidates}) > 1  # sequences left at different rounds
+    # the host waits for the device only on CUDA, where its stalls are measured (`BatchStats.host_stalls`)
+    assert any(got.stats.round_waits_s) == graphs and (got.stats.host_stalls() is not None) == graphs
     if drafter != "regular":
         assert got.stats.proposed > 0  # the same drafts (wrong features would change the feature draft's):
         assert (got.stats.proposed, got.stats.accepted) == (want.stats.proposed, want.stats.accepted)

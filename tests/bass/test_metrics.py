@@ -4,6 +4,7 @@ from math import comb
 
 import pytest
 
+from bass.events import BatchStats
 from bass.metrics import (
     decoder_flops_per_token,
     first_finished,
@@ -53,3 +54,22 @@ def test_time_to_first_pass_counts_prefill_and_ignores_unfinished_and_untested()
     assert time_to_first_pass(0.4, [3.0, 2.0], [True, True]) == pytest.approx(2.4)
     assert time_to_first_pass(0.4, [3.0, 1.0], [False, None]) is None
     assert format_seconds_or_none(None) == "none" and format_seconds_or_none(2.345) == "2.3 s"
+
+
+def _timeline(ends: list[float], waits: list[float]) -> BatchStats:
+    return BatchStats("bass", "model", "ragged", 8, 0.02, ends[-1], 0, len(ends), 0, 0, 0.0,
+                      round_ends_s=tuple(ends), round_waits_s=tuple(waits))
+
+
+def test_a_host_stall_is_host_time_far_over_the_median():
+    """Rounds of 2.2 ms, the host busy 0.7 of each and waiting 1.5 for the device; one round's host time is 9.7
+    ms (held up 9 ms), another's interval is as long but spent waiting for the device (a slow device round)."""
+    ends, waits, t = [], [], 0.0
+    for r in range(12):
+        host, wait = (9.7e-3, 1.5e-3) if r == 5 else (0.7e-3, 9.5e-3) if r == 8 else (0.7e-3, 1.5e-3)
+        t += host + wait
+        ends.append(t), waits.append(wait)
+    n, excess = _timeline(ends, waits).host_stalls()
+    assert n == 1 and excess == pytest.approx(9e-3)
+    assert _timeline(ends, waits).host_stalls(over_s=0.01) == (0, 0)
+    assert _timeline(ends, [0.0] * len(ends)).host_stalls() is None  # the CPU: no device to wait for

@@ -1,0 +1,169 @@
+"""The cost policy's acceptance model, replayed offline on what a long fixed draft accepted.
+
+    PYTHONPATH=. python bench/policy_replay.py log --target <gguf> --backend ragged --prompts 164 --k 8 --L 8 \
+        --out bench/results/policy_replay_log.json                       (on the GPU: about 2 minutes)
+    PYTHONPATH=. python bench/policy_replay.py replay bench/results/policy_replay_log.json   (CPU, seconds)
+
+`log` runs BASS at a fixed draft length L over HumanEval prompts and keeps, per round, how many drafts each
+live sequence accepted (a_b) of how many it was asked (n_b). A draft's first L' tokens do not depend on how
+many come after them, nor does the verify's test of each, so the same round drafted at L' <= L would have
+accepted min(a_b, L') and emitted min(a_b, L') + 1 tokens: every length's outcome is known for every logged
+round. (What the rounds after it would have been is not: the replay keeps the logged text.)
+
+`replay` walks the logged rounds in order and lets each policy pick a round's L from what it saw before it:
+fixed lengths; the engine's acceptance estimate (`bass.acceptance`, carried from request to request as
+`PolicyMemory` does) with the argmax of `bass.acceptance.best_length` over a known cost table; and the
+oracle, the best L of each round for the whole log's tokens per ms, knowing every outcome (no policy can beat
+it). A round of length L
+costs c(L) (--costs, ms; the default is what rounds at batch 8 cost on the H100 in the traced runs of
+`real_bench_2026-11-26_h100{x,y}_*`). It prints tokens per ms of each, and the estimate's calibration per
+chosen L: drafts accepted over those it predicted (below 1: it expected more of that length than it got).
+Costs are fixed here, so the replay isolates the acceptance model from what the live policy also does
+(timing rounds, probing, warming up): a policy that leads here and trails live loses there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bass.acceptance import AcceptanceEstimator, expected_tokens  # noqa: E402
+from bass.config import DraftLengthConfig, SamplingParams  # noqa: E402
+
+H100_COSTS_MS = (1.745, 1.98, 2.11, 2.22, 2.47, 2.65, 2.77, 2.87, 3.10)  # L = 0 .. 8 at batch 8 (L = 1 read 1.94-2.0)
+
+Round = tuple[list[int], list[int], list[int]]  # (sequence ids, drafts asked n_b, drafts accepted a_b)
+Chooser = Callable[[AcceptanceEstimator | None, Round], int]
+
+
+def log(a: argparse.Namespace) -> dict:
+    """Run the fixed-L BASS requests of the module docstring; return the log (one list of rounds per request)."""
+    from bass.config import EngineConfig
+    from bass.engine import Engine, device_line
+    from sandbox import load_humaneval
+
+    engine = Engine(EngineConfig(target=a.target, draft=a.draft, backend=a.backend, device=a.device))
+    params = SamplingParams(temperature=a.temperature, top_p=a.top_p, max_new_tokens=a.max_new_tokens, seed=a.seed)
+    requests = []
+    for prob in load_humaneval()[:a.prompts]:
+        rounds = []
+        for ev in engine.stream(prob.prompt, k=a.k, params=params, method="bass", drafter="model",
+                                draft_length=DraftLengthConfig(policy="fixed", l0=a.L)):
+            ups = [u for u in ev.updates if u.proposed] if ev.kind == "round" else []
+            if ups:
+                rounds.append([[u.seq for u in ups], [u.proposed for u in ups], [u.accepted for u in ups]])
+        requests.append(rounds)
+    return dict(device=device_line(engine.device), L=a.L, k=a.k, temperature=a.temperature, top_p=a.top_p,
+                max_new_tokens=a.max_new_tokens, requests=requests)
+
+
+def replay(requests: list[list[Round]], costs: np.ndarray, choose: Chooser,
+           estimator: Callable[[tuple | None], AcceptanceEstimator] | None = None) -> tuple[float, dict]:
+    """(tokens per ms, {L: [drafts accepted, predicted]}) of `choose` over the logged rounds; with `estimator`,
+    a fresh estimate per request from the one before it (`PolicyMemory.learn`), fed each round's outcome."""
+    tokens = ms = 0.0
+    calibration: dict[int, list[float]] = {}
+    memory = None
+    for rounds in requests:
+        est = estimator(memory) if estimator is not None else None
+        for rnd in rounds:
+            seqs, asked, acc = rnd
+            L = min(choose(est, rnd), len(costs) - 1)
+            got = [min(x, L) for x in acc]
+            if est is not None and L > 0:
+                reach = np.cumprod(est.position_alphas(seqs), axis=1)  # [B, l_limit] P(a_b >= j)
+                c = calibration.setdefault(L, [0.0, 0.0])
+                c[0] += sum(got)
+                c[1] += float(sum(reach[b, :min(n, L)].sum() for b, n in enumerate(asked)))
+            tokens += sum(got) + len(seqs)
+            ms += costs[L]
+            if est is not None:
+                est.observe(seqs, [min(n, L) for n in asked], got)
+        if est is not None:
+            memory = (est.pooled(), est.profile().copy())
+    return tokens / ms, calibration
+
+
+def oracle(requests: list[list[Round]], costs: np.ndarray, iterations: int = 50) -> float:
+    """The most tokens per ms any choice of L per round could have made of the logged rounds, knowing each
+    round's outcome: max Σ tokens / Σ ms over one L per round, by Dinkelbach's iteration (for a ratio λ, each
+    round takes the L of most tokens − λ·ms; λ then becomes the ratio that choice makes, which rises to the
+    optimum). No policy that sees only the past can beat it."""
+    rounds = [r for req in requests for r in req]
+    Ls = np.arange(len(costs))
+    tok = np.array([[sum(min(x, L) for x in r[2]) + len(r[2]) for L in Ls] for r in rounds], dtype=float)  # [R, L]
+    lam = 0.0
+    for _ in range(iterations):
+        pick = np.argmax(tok - lam * costs[None, :], axis=1)
+        new = tok[np.arange(len(rounds)), pick].sum() / costs[pick].sum()
+        if new <= lam + 1e-12:
+            break
+        lam = new
+    return lam
+
+
+def policies(costs: np.ndarray, cfg: DraftLengthConfig) -> dict[str, tuple[Chooser, Callable | None]]:
+    """Every policy `replay` compares: name -> (chooser, estimator factory or None)."""
+    out: dict[str, tuple[Chooser, Callable | None]] = {
+        f"fixed L={L}": ((lambda e, r, L=L: L), None) for L in range(len(costs))}
+    out["acceptance estimate"] = (lambda e, r: int(np.argmax(
+        expected_tokens(e.position_alphas(r[0]), len(costs) - 1) / costs)),
+        lambda memory: AcceptanceEstimator(cfg, *(() if memory is None else memory)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    lg = sub.add_parser("log")
+    lg.add_argument("--target", default="embedded")
+    lg.add_argument("--draft", default="auto", help="'auto' (the target's shipped draft), or a draft model's spec")
+    lg.add_argument("--backend", default="torch")
+    lg.add_argument("--device", default="auto")
+    lg.add_argument("--prompts", type=int, default=164)
+    lg.add_argument("--k", type=int, default=8)
+    lg.add_argument("--L", type=int, default=8)
+    lg.add_argument("--temperature", type=float, default=0.8)
+    lg.add_argument("--top-p", type=float, default=0.95)
+    lg.add_argument("--max-new-tokens", type=int, default=128)
+    lg.add_argument("--seed", type=int, default=0)
+    lg.add_argument("--out", required=True)
+    rp = sub.add_parser("replay")
+    rp.add_argument("logs", nargs="+")
+    rp.add_argument("--costs", default=",".join(map(str, H100_COSTS_MS)), help="ms per round for L = 0, 1, ..")
+    rp.add_argument("--first", type=int, default=None, help="only each log's first N requests")
+    rp.add_argument("--out", default=None, help="write the table as JSON here")
+    a = p.parse_args(argv)
+    if a.command == "log":
+        out = log(a)
+        Path(a.out).write_text(json.dumps(out))
+        print(f"{len(out['requests'])} requests, {sum(map(len, out['requests']))} rounds -> {a.out}")
+        return out
+    requests, top = [], None
+    for path in a.logs:
+        d = json.loads(Path(path).read_text())
+        requests += d["requests"][:a.first]
+        top = d["L"] if top is None else min(top, d["L"])
+    costs = np.array([float(x) for x in a.costs.split(",")])[:top + 1]  # no length past the logged one
+    print(f"{len(requests)} requests, {sum(map(len, requests))} rounds, logged at L = {top}; "
+          f"costs {[float(c) for c in costs]} ms")
+    table = {"oracle": dict(tokens_per_ms=oracle(requests, costs))}
+    print(f"  {'oracle':20s} {table['oracle']['tokens_per_ms']:.4f} tokens/ms")
+    for name, (choose, estimator) in policies(costs, DraftLengthConfig()).items():
+        rate, cal = replay(requests, costs, choose, estimator)
+        table[name] = dict(tokens_per_ms=rate, calibration={L: c[0] / c[1] for L, c in sorted(cal.items()) if c[1]})
+        shown = " ".join(f"L={L} {c[0] / c[1]:.3f} ({c[1]:.0f})" for L, c in sorted(cal.items()) if c[1])
+        print(f"  {name:20s} {rate:.4f} tokens/ms" + (f"   calibration: {shown}" if shown else ""))
+    if a.out:
+        Path(a.out).write_text(json.dumps(table, indent=1))
+    return table
+
+
+if __name__ == "__main__":
+    main()
