@@ -357,7 +357,7 @@ class Engine:
         shown = getattr(drafter_name, "name", drafter_name)
         result = self._result(seqs, method, None if method == "regular" else shown, backend,
                               prefill_s, now, draft_lengths, None if method == "single" else policy.describe(),
-                              (tuple(ends), tuple(waits)))
+                              round_ends=tuple(ends), round_waits=tuple(waits))
         yield GenerationEvent("done", len(draft_lengths), now, 0, (), tuple(s.text for s in seqs), result)
         self._capture_queued()  # the consumer has the result; the lock still holds the next request
 
@@ -407,7 +407,7 @@ class Engine:
         return self._policy_memory[key]
 
     def _result(self, seqs, method, drafter, backend, prefill_s, decode_s, draft_lengths, policy,
-                timeline=((), ())) -> GenerationResult:
+                round_ends=(), round_waits=()) -> GenerationResult:
         cands = tuple(Candidate(s.prompt_index, s.sample_index, s.text, tuple(s.generated), s.finish_reason or "",
                                 s.stats(decode_s)) for s in seqs)
         per = [c.stats for c in cands]
@@ -417,6 +417,6 @@ class Engine:
                            accepted=sum(st.accepted for st in per),
                            mean_ms_per_token=mean_ms_per_token([st.finish_time_s for st in per],
                                                                [st.tokens for st in per]),
-                           draft_lengths=tuple(draft_lengths), round_ends_s=timeline[0], round_waits_s=timeline[1],
+                           draft_lengths=tuple(draft_lengths), round_ends_s=round_ends, round_waits_s=round_waits,
                            policy=policy)
         return GenerationResult(cands, stats)
