@@ -5,19 +5,20 @@
     PYTHONPATH=. python bench/policy_replay.py replay bench/results/policy_replay_log.json   (CPU, seconds)
 
 `log` runs BASS at a fixed draft length L over HumanEval prompts and keeps, per round, how many drafts each
-live sequence accepted (a_b) of how many it was asked (n_b). A draft's first L' tokens do not depend on how
-many come after them, nor does the verify's test of each, so the same round drafted at L' <= L would have
-accepted min(a_b, L') and emitted min(a_b, L') + 1 tokens: every length's outcome is known for every logged
-round. (What the rounds after it would have been is not: the replay keeps the logged text.)
+live sequence accepted (a_b) of how many it was asked (n_b). A draft's first L' tokens are drawn, and tested by
+the verify, the same way however many come after them, so the same round drafted at L' <= L accepts min(a_b, L')
+and emits min(a_b, L') + 1 tokens, in distribution (the round's uniforms are laid out by L, so not draw for draw):
+every length's outcome is known for every logged round. (What the rounds after it would have been is not: the
+replay keeps the logged text.)
 
 `replay` walks the logged rounds in order and lets each policy pick a round's L from what it saw before it:
 fixed lengths; the engine's acceptance estimate (`bass.acceptance`, carried from request to request as
 `PolicyMemory` does) with the argmax of `bass.acceptance.best_length` over a known cost table; and the
 oracle, the best L of each round for the whole log's tokens per ms, knowing every outcome (no policy can beat
-it). A round of length L
-costs c(L) (--costs, ms; the default is what rounds at batch 8 cost on the H100 in the traced runs of
-`real_bench_2026-11-26_h100{x,y}_*`). It prints tokens per ms of each, and the estimate's calibration per
-chosen L: drafts accepted over those it predicted (below 1: it expected more of that length than it got).
+it). A round of length L costs c(L) (--costs, ms; the default is what rounds at batch 8 cost on the H100 in
+the traced runs of `real_bench_2026-11-26_h100{x,y}_*`). It prints tokens per ms of each, and the estimate's
+calibration per chosen L: drafts accepted over those it predicted (below 1: it expected more of that length
+than it got).
 Costs are fixed here, so the replay isolates the acceptance model from what the live policy also does
 (timing rounds, probing, warming up): a policy that leads here and trails live loses there.
 """
