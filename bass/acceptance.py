@@ -68,6 +68,13 @@ def expected_tokens(alphas: Sequence[float] | np.ndarray, l_max: int) -> np.ndar
     return np.concatenate([[float(a.shape[0])], a.shape[0] + np.cumsum(reach.sum(0))])
 
 
+def expected_accepted(alphas: np.ndarray, asked: Sequence[int]) -> float:
+    """Σ_b E[a_b | l_b] = Σ_b Σ_{j <= l_b} Π_{i <= j} α_{b,i}: the drafts a batch is expected to accept when
+    sequence b is asked for asked[b]. alphas: [B, >= max(asked)] α_{b,i} per position i = 1 .. (Model)."""
+    reach = np.cumprod(np.asarray(alphas, dtype=np.float64), axis=1)  # [B, positions] P(a_b >= j)
+    return float(sum(reach[b, :n].sum() for b, n in enumerate(asked)))
+
+
 def best_length(alphas: Sequence[float] | np.ndarray, round_cost: Sequence[float] | np.ndarray) -> int:
     """L* = argmax_L expected_tokens(L) / round_cost[L], L = 0 .. len(round_cost) - 1.
 

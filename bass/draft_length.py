@@ -95,7 +95,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bass.acceptance import AcceptanceEstimator, expected_tokens
+from bass.acceptance import AcceptanceEstimator, expected_accepted, expected_tokens
 from bass.config import DraftLengthConfig
 from bass.round_costs import L_BUCKETS, CostModel, RoundClock, bucket
 
@@ -319,11 +319,10 @@ class DraftLengthPolicy:
                                int(sum(accepted)), None if predicted is None else round(predicted, 3)))
 
     def _predicted(self, seqs: Sequence[int], asked: Sequence[int]) -> float:
-        """Σ_b E[a_b | l_b] = Σ_b Σ_{j <= l_b} Π_{i <= j} α_{b,i}: the drafts the estimates before this round's
-        outcome expect the batch to accept of what it was asked (`bass.acceptance`, Model), so that a trace
-        holds the objective's numerator against what the round did (`bench/round_trace.py`, calibration)."""
-        reach = np.cumprod(self.acceptance.position_alphas(seqs), axis=1)  # [B, l_limit] P(a_b >= j)
-        return float(sum(reach[b, :n].sum() for b, n in enumerate(asked)))
+        """The drafts the estimates before this round's outcome expect the batch to accept of what it was asked
+        (`bass.acceptance.expected_accepted`), so that a trace holds the objective's numerator against what the
+        round did (`bench/round_trace.py`, calibration)."""
+        return expected_accepted(self.acceptance.position_alphas(seqs), asked)
 
     def describe(self, seqs: Sequence[int] | None = None) -> dict:
         """What the policy measured and decided, for logs and benchmarks (times in ms)."""

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bass.acceptance import AcceptanceEstimator, expected_tokens  # noqa: E402
+from bass.acceptance import AcceptanceEstimator, best_length, expected_accepted  # noqa: E402
 from bass.config import DraftLengthConfig, SamplingParams  # noqa: E402
 
 H100_COSTS_MS = (1.745, 1.98, 2.11, 2.22, 2.47, 2.65, 2.77, 2.87, 3.10)  # L = 0 .. 8 at batch 8 (L = 1 read 1.94-2.0)
@@ -78,10 +78,9 @@ def replay(requests: list[list[Round]], costs: np.ndarray, choose: Chooser,
             L = min(choose(est, rnd), len(costs) - 1)
             got = [min(x, L) for x in acc]
             if est is not None and L > 0:
-                reach = np.cumprod(est.position_alphas(seqs), axis=1)  # [B, l_limit] P(a_b >= j)
                 c = calibration.setdefault(L, [0.0, 0.0])
                 c[0] += sum(got)
-                c[1] += float(sum(reach[b, :min(n, L)].sum() for b, n in enumerate(asked)))
+                c[1] += expected_accepted(est.position_alphas(seqs), [min(n, L) for n in asked])
             tokens += sum(got) + len(seqs)
             ms += costs[L]
             if est is not None:
@@ -113,9 +112,8 @@ def policies(costs: np.ndarray, cfg: DraftLengthConfig) -> dict[str, tuple[Choos
     """Every policy `replay` compares: name -> (chooser, estimator factory or None)."""
     out: dict[str, tuple[Chooser, Callable | None]] = {
         f"fixed L={L}": ((lambda e, r, L=L: L), None) for L in range(len(costs))}
-    out["acceptance estimate"] = (lambda e, r: int(np.argmax(
-        expected_tokens(e.position_alphas(r[0]), len(costs) - 1) / costs)),
-        lambda memory: AcceptanceEstimator(cfg, *(() if memory is None else memory)))
+    out["acceptance estimate"] = (lambda e, r: best_length(e.position_alphas(r[0]), costs),
+                                  lambda memory: AcceptanceEstimator(cfg, *(() if memory is None else memory)))
     return out
 
 

@@ -6,10 +6,17 @@ import numpy as np
 import pytest
 from policy_clocks import FakeClock, by_position, geometric, make_policy, rounds
 
-from bass.acceptance import AcceptanceEstimator, best_length, expected_tokens
+from bass.acceptance import AcceptanceEstimator, best_length, expected_accepted, expected_tokens
 from bass.config import DraftLengthConfig
 
 # ---- the objective, by hand -------------------------------------------------------------------------
+
+def test_expected_accepted_sums_each_sequence_to_its_own_length():
+    alphas = [[0.5, 0.5, 0.5], [1.0, 0.8, 0.0]]
+    # sequence 0 asked 2: 0.5 + 0.25; sequence 1 asked 3: 1 + 0.8 + 0
+    assert expected_accepted(alphas, [2, 3]) == pytest.approx(0.75 + 1.8)
+    assert expected_accepted(alphas, [0, 0]) == 0.0
+
 
 def test_expected_tokens_is_the_geometric_sum():
     got = expected_tokens([0.5, 1.0, 0.0], 3)
