@@ -80,11 +80,20 @@ class SkinnyConfig:
 # The configs `bass.models.linear.tune` times on the device: the winners of `bench/gemm_bench.py`'s grid on
 # an H100 across the 1.5B and 7B projections (small N: narrow tiles; long K: split; large N: wide). A split
 # must divide K / BK: the 1.5B's down projection (K = 8960 = 70 x 128) splits in 2, 5 or 7, never 4.
+#
+# Every program reads all of x's rows for its K slice, so x is read N / BN times over: at 32-64 rows and BN = 16
+# that is more bytes (from L2) than the weight itself. Wider column tiles split over K read x fewer times at the
+# same program count; for K = 1536 (= 12 x 128) and 3072 (24 x 128) that takes splits of 3, 4, 6 and 8, which the
+# first grid lacked. Tuned on the H100 at the 1.5B's shapes they took the target's qkv and o projections from 6.2
+# to 5.7 µs and 5.6 to 5.3 at 48 rows, the draft's input projection [512 x 3072] from 4.8 to 3.3 µs at 16 rows
+# and its down projection from 3.6 to 3.0; a BASS round at batch 8 from 2.21 to 2.18 ms at L = 3 and 2.46 to 2.40
+# at L = 4 (`bench/results/tiles_2026-11-26_h100af.txt`).
 CANDIDATES = (
     SkinnyConfig(16, 128, 1, 5), SkinnyConfig(32, 128, 1, 5), SkinnyConfig(64, 128, 1, 3),
     SkinnyConfig(128, 128, 1, 3), SkinnyConfig(32, 128, 2, 5), SkinnyConfig(64, 128, 2, 5),
     SkinnyConfig(16, 128, 2, 5), SkinnyConfig(32, 128, 5, 5), SkinnyConfig(64, 128, 5, 5),
-    SkinnyConfig(64, 128, 7, 5),
+    SkinnyConfig(64, 128, 7, 5), SkinnyConfig(64, 128, 3, 5), SkinnyConfig(64, 128, 4, 5),
+    SkinnyConfig(64, 128, 6, 5), SkinnyConfig(32, 128, 8, 5), SkinnyConfig(16, 128, 4, 5),
 )
 
 

@@ -9,7 +9,7 @@ large projections, and came within 1-4% of cuBLAS on the 1.5B target's
 (`bench/results/real_bench_2026-11-24_h100_tuned.log`, `gpu_2026-11-24_h100_tuned.log`).
 
 So nothing is assumed: `tune(model)` times, on the device, cuBLAS and each of a few tile configs for every
-distinct projection shape of the model at every row tile (16, 32, 64 rows), cycling through the model's
+distinct projection shape of the model at every row tile (16, 32, 48, 64 rows), cycling through the model's
 own weights of that shape as a forward does, and records a config only where it beats cuBLAS by
 `MARGIN`. `linear` then looks the choice up by shape; with nothing recorded (the CPU, prefill-sized
 inputs, a shape cuBLAS won) it is `F.linear`. The engine tunes its models once, before capturing CUDA
@@ -19,7 +19,7 @@ measurements); `clear()` forgets every choice and measurement.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
@@ -28,7 +28,10 @@ from torch import nn
 
 from bass.graphs import capture
 
-ROW_TILES = (16, 32, 64)  # the kernel's padded row counts (kernels.skinny_gemm: BM)
+# The row counts a choice is timed at; `linear` uses the choice of the smallest tile that holds x's rows. The
+# kernel pads x to 16, 32 or 64 rows (kernels.skinny_gemm: BM), but its padding rows are masked, never read, so a
+# config's cost follows the rows that are there: a verify of 8 x 5 = 40 rows is timed as 48 rows, not 64.
+ROW_TILES = (16, 32, 48, 64)
 MARGIN = 0.02  # a config must be this much faster than cuBLAS to be used: timing noise is about 1%
 
 # (device type, N, K, has bias, dtype, row tile) -> the SkinnyConfig that won; absent: cuBLAS
@@ -94,13 +97,17 @@ def graph_timer(fn: Callable[[int], object], calls: int) -> float:
 
 @torch.inference_mode()
 def tune(model: nn.Module, timer: Callable[[Callable[[int], object], int], float] = graph_timer,
-         tiles: tuple[int, ...] = ROW_TILES, calls: int = 32) -> list[dict]:
-    """Time cuBLAS and each candidate config for every projection shape of `model` and row tile; record the
-    winners for `linear`. Returns one row per (shape, tile): µs of cuBLAS and of the best config, and the
-    choice. `timer(fn, calls)` gives µs per call of fn(i) (default: CUDA graphs, so CUDA only)."""
+         tiles: tuple[int, ...] = ROW_TILES, calls: int = 32, candidates: Sequence | None = None) -> list[dict]:
+    """Time cuBLAS and each candidate config (default `kernels.skinny_gemm.CANDIDATES`) for every projection
+    shape of `model` and row tile; record the winners for `linear`. Returns one row per (shape, tile): µs of
+    cuBLAS and of the best config, and the choice. `timer(fn, calls)` gives µs per call of fn(i) (default:
+    CUDA graphs, so CUDA only)."""
     from triton.runtime.errors import OutOfResources
 
-    from kernels.skinny_gemm import CANDIDATES, skinny_gemm
+    from kernels import skinny_gemm as skinny
+
+    skinny_gemm = skinny.skinny_gemm
+    candidates = skinny.CANDIDATES if candidates is None else candidates
 
     groups: dict[tuple, list] = {}
     for w, b in projections(model):
@@ -121,7 +128,7 @@ def tune(model: nn.Module, timer: Callable[[Callable[[int], object], int], float
 
             cublas = timer(call, calls)
             best, best_us = None, cublas
-            for c in CANDIDATES:
+            for c in candidates:
                 if not c.fits(N, K):
                     continue
                 try:

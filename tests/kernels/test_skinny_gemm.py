@@ -9,12 +9,14 @@ from fused_cases import fresh_gen, needs_cuda, poison, randn, rel_error
 import kernels.skinny_gemm as mod
 from kernels.skinny_gemm import CANDIDATES, MAX_ROWS, SkinnyConfig, skinny_gemm, skinny_gemm_ref
 
-# rows (1 row, a ragged count, one past a tile), columns not a multiple of the tile, bias or not, split-K 1/2/4
+# rows (1 row, a ragged count, one past a tile), columns not a multiple of the tile, bias or not, split-K 1/2/3/4/8
 CASES = [
     (1, 40, 128, True, SkinnyConfig(16, 64, 1, 2)),
     (5, 100, 256, False, SkinnyConfig(32, 64, 2, 2)),
     (17, 72, 512, True, SkinnyConfig(16, 128, 4, 3)),
     (33, 48, 256, False, SkinnyConfig(64, 128, 1, 2)),
+    (40, 72, 384, True, SkinnyConfig(32, 32, 3, 2)),  # a verify's 40 rows (the 48-row tile), a 3-way split
+    (9, 24, 512, False, SkinnyConfig(16, 32, 8, 2)),  # 8-way
 ]
 
 
@@ -90,7 +92,8 @@ def test_bad_shapes_and_configs_say_what_to_do() -> None:
 @pytest.mark.parametrize("config", CANDIDATES, ids=str)
 def test_skinny_gemm_bf16_matches_cublas_cuda(config) -> None:
     gen = fresh_gen()
-    K = 1536 if config.fits(2048, 1536) else 8960  # the 1.5B's qkv, or its down projection's K for 5- and 7-way splits
+    # the 1.5B's qkv (K 1536), its draft's input projection (3072: 8-way splits), its down projection (8960: 5, 7)
+    K = next(k for k in (1536, 3072, 8960) if config.fits(2048, k))
     x = randn(8, K, gen=gen, dtype=torch.bfloat16)
     w = randn(2048, K, gen=gen, scale=K ** -0.5, dtype=torch.bfloat16)
     b = randn(2048, gen=gen, dtype=torch.bfloat16)

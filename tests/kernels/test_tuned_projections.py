@@ -76,6 +76,28 @@ def test_tune_keeps_a_config_only_where_it_beats_cublas_by_the_margin(spy) -> No
 
 
 @cpu_twin
+def test_tune_times_only_the_candidates_it_is_given(spy) -> None:
+    model = build_random(TINY, seed=17)
+    H, I = TINY.hidden_size, TINY.intermediate_size
+    timed = []
+
+    def timer(fn, calls):
+        value = fake_timer(spy, {(H, I): {FAST: 5.0, SLIGHT: 8.0}})(fn, calls)  # the down projection
+        timed.extend(c for _, _, c in spy)
+        return value
+
+    report = linear.tune(model, timer=timer, tiles=(16,), candidates=(SLIGHT,))  # FAST would have won
+    assert set(timed) == {SLIGHT}
+    assert [(r["N"], r["K"], r["config"]) for r in report if r["config"]] == [(H, I, SLIGHT.__dict__)]
+
+
+def test_a_verify_of_40_rows_takes_the_48_row_choice_not_the_64_row_one() -> None:
+    # the kernel pads to 64 rows, but the padding is never read: a config is timed at the rows that are there
+    assert [linear.row_tile(n) for n in (8, 16, 17, 32, 33, 40, 48, 49, 64, 65)] == \
+        [16, 16, 32, 32, 48, 48, 48, 64, 64, None]
+
+
+@cpu_twin
 def test_a_tuned_model_runs_its_chosen_kernels_and_gives_the_same_logits(spy) -> None:
     model = build_random(TINY, seed=12)
     ref = tiny_logits(model, seed=13)
