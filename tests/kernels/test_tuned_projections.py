@@ -57,7 +57,7 @@ def test_tune_keeps_a_config_only_where_it_beats_cublas_by_the_margin(spy) -> No
     model = build_random(TINY, seed=11)
     H, I, V = TINY.hidden_size, TINY.intermediate_size, TINY.vocab_size
     wins = {(2 * I, H): {FAST: 8.0, SLIGHT: 9.0},  # gate_up: FAST by 20 %
-            (H, I): {SLIGHT: 9.9},  # down: 1 % faster, inside the margin
+            (H, I): {SLIGHT: 10.1},  # down: 1 % slower than cuBLAS, inside the margin: still the kernel
             (V, H): {FAST: 7.0, SLIGHT: 1.0}}  # the LM head; SLIGHT's K split does not fit K = 64: never run
     report = linear.tune(model, timer=fake_timer(spy, wins), tiles=(16, 32))
     shapes = {(r["N"], r["K"]) for r in report}
@@ -65,7 +65,8 @@ def test_tune_keeps_a_config_only_where_it_beats_cublas_by_the_margin(spy) -> No
     assert shapes == {(q + 2 * kv, H), (H, q), (2 * I, H), (H, I), (V, H)}
     assert len(report) == 2 * len(shapes)
     chosen = {(r["N"], r["K"], r["rows"]): r["config"] for r in report if r["config"]}
-    assert chosen == {(2 * I, H, t): FAST.__dict__ for t in (16, 32)} | {(V, H, t): FAST.__dict__ for t in (16, 32)}
+    assert chosen == {(2 * I, H, t): FAST.__dict__ for t in (16, 32)} | {(V, H, t): FAST.__dict__ for t in (16, 32)} \
+        | {(H, I, t): SLIGHT.__dict__ for t in (16, 32)}  # qkv and o: every config 10 % slower, cuBLAS
     assert all(r["weights"] == TINY.num_layers for r in report if r["N"] != V)
     assert "skinny 16/64/1/2" in linear.describe(report) and "cuBLAS" in linear.describe(report)
     # a second model of the same shapes (a second engine) reuses the measurements: nothing is timed again
@@ -118,8 +119,9 @@ def test_a_tuned_model_runs_its_chosen_kernels_and_gives_the_same_logits(spy) ->
 @cpu_twin
 def test_rows_past_the_tiles_go_to_cublas(spy) -> None:
     w = torch.randn(64, 64)
-    linear.tune(torch.nn.Sequential(linear.Linear(64, 64, bias=False)), timer=lambda fn, calls: 1.0,
-                tiles=(16,))  # nothing beats cuBLAS: no choice
+    linear.tune(torch.nn.Sequential(linear.Linear(64, 64, bias=False)), timer=fake_timer(spy, {}),
+                tiles=(16,))  # cuBLAS 10 % faster than every config: no choice
+    spy.clear()  # (the timing ran the configs)
     assert linear.linear(torch.randn(4, 64), w).shape == (4, 64) and spy == []
     linear._choices[("cpu", 64, 64, False, torch.float32, 16)] = FAST
     linear.linear(torch.randn(16, 64), w)
@@ -140,6 +142,6 @@ def test_tune_on_cuda_times_both_and_the_tuned_model_agrees() -> None:
     shapes = {(w.shape[0], w.shape[1], b is not None) for w, b in linear.projections(model)}
     assert len(report) == len(shapes) * len(linear.ROW_TILES)
     assert all(r["cublas_us"] > 0 and r["best_us"] > 0 for r in report)
-    assert all(r["config"] is None or r["best_us"] < r["cublas_us"] for r in report)
+    assert all(r["config"] is None or r["best_us"] <= r["cublas_us"] * (1 + linear.MARGIN) for r in report)
     tuned = tiny_logits(model, seed=15)
     assert (tuned - plain).abs().max() < 0.02 * plain.abs().max()
