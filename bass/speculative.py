@@ -263,9 +263,9 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
         # 4. the round's one host synchronisation: everything the bookkeeping needs, in one copy
         waited = 0.0
         if rnd.ready is not None:
-            waited = time.perf_counter()
+            blocked = time.perf_counter()
             rnd.ready.synchronize()
-            waited = time.perf_counter() - waited
+            waited = time.perf_counter() - blocked
         packed = rnd.host.tolist()
         if not all(row[3] for s, row in zip(rnd.live, packed, strict=True) if not s.finished):
             last = _redo(target, attn, rule, rnd, packed, state.cache, ahead, drafter, params)  # rare: top-p by a sort

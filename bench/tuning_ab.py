@@ -11,6 +11,7 @@ L = --ls (`draft_step_bench.round_ms`), and does the same for the next set in `-
 is tuned and timed twice, so its spread shows beside the difference. Sets:
   first    the first grid: the ten candidates of the twenty-fourth pass, row tiles 16 / 32 / 64
   current  `CANDIDATES` and `ROW_TILES` as they are
+Both are tuned with `tune`'s margin as it is now (cuBLAS only where it wins by `MARGIN`).
 On the CPU nothing is tuned (the timer needs CUDA graphs), so both sets run the same kernels.
 """
 
@@ -76,7 +77,9 @@ def main(argv: list[str] | None = None) -> dict:
             report, seconds = use_set(engine, name)
             reports.setdefault(name, linear.describe(report))
             ms = [round_ms(engine, prompt, a.k, params, L)["ms_per_round"] for L in ls]
-            rows.append(dict(set=name, tune_s=seconds, ms_per_round=dict(zip(map(str, ls), ms, strict=True))))
+            # every tuning's choices, not only each set's first: a set's choices can differ from load to load
+            rows.append(dict(set=name, tune_s=seconds, ms_per_round=dict(zip(map(str, ls), ms, strict=True)),
+                             tuning=linear.describe(report)))
             print(f"{name}: " + json.dumps(rows[-1]), flush=True)
     finally:
         linear.ROW_TILES = saved
@@ -88,7 +91,8 @@ def main(argv: list[str] | None = None) -> dict:
     (out / "tuning_ab.json").write_text(json.dumps(info, indent=1))
     lines = [info["device"], f"random-weight {a.shape} target + its draft, k = {a.k}, T 0.8, top-p 0.95, "
              "ms per round (L: fixed draft length, None: regular decoding)"]
-    lines += [f"--- tuning, set {name}\n{text}" for name, text in reports.items() if text]
+    lines += [f"--- tuning, set {name} (its first; every one in the JSON)\n{text}" for name, text in reports.items()
+              if text]
     lines += ["set      tune s " + " ".join(f"{'L=' + k if k != 'None' else 'regular':>8s}" for k in map(str, ls))]
     lines += [f"{r['set']:8s} {r['tune_s']:6.1f} " + " ".join(f"{v:8.3f}" for v in r["ms_per_round"].values())
               for r in rows]

@@ -104,9 +104,9 @@ def graph_timer(fn: Callable[[int], object], calls: int) -> float:
 def tune(model: nn.Module, timer: Callable[[Callable[[int], object], int], float] = graph_timer,
          tiles: tuple[int, ...] = ROW_TILES, calls: int = 32, candidates: Sequence | None = None) -> list[dict]:
     """Time cuBLAS and each candidate config (default `kernels.skinny_gemm.CANDIDATES`) for every projection
-    shape of `model` and row tile; record the winners for `linear`. Returns one row per (shape, tile): µs of
-    cuBLAS and of the best config, and the choice. `timer(fn, calls)` gives µs per call of fn(i) (default:
-    CUDA graphs, so CUDA only)."""
+    shape of `model` and row tile; record for `linear` the fastest config, unless cuBLAS beats it by `MARGIN`.
+    Returns one row per (shape, tile): µs of cuBLAS and of the best config, and the choice. `timer(fn, calls)`
+    gives µs per call of fn(i) (default: CUDA graphs, so CUDA only)."""
     from triton.runtime.errors import OutOfResources
 
     from kernels import skinny_gemm as skinny

@@ -17,6 +17,7 @@ def test_tuning_ab_dry_run_times_every_set_in_order_and_restores_the_tiles(tmp_p
                            "--order", "current,first,current", "--out", str(tmp_path)])
     assert [r["set"] for r in info["rows"]] == ["current", "first", "current"]
     assert all(set(r["ms_per_round"]) == {"None", "2"} and min(r["ms_per_round"].values()) > 0 for r in info["rows"])
+    assert all(r["tuning"] == "" for r in info["rows"])  # no CUDA: nothing tuned, and every row says so
     assert tiles == linear.ROW_TILES and not linear._choices
     assert json.loads((tmp_path / "tuning_ab.json").read_text())["k"] == 2
     assert (tmp_path / "tuning_ab.txt").read_text().splitlines()[-1].startswith("current")
