@@ -36,4 +36,6 @@ def test_alternatives_compute_the_same_and_the_table_is_written(tmp_path, monkey
     verify = saved["verify"]  # the verify rule's variants, the kernels' outputs equal to the torch tail's
     assert verify["verify_w1_same_outputs"] is True and verify["verify_w3_same_outputs"] is True
     assert all(verify[f"verify_w{w}_{v}_us"] > 0 for w in (1, 3) for v in vb.VERIFY_VARIANTS)
-    assert saved["rows"][0]["k"] == 512 and saved["rows"][0]["softmax_max_abs_diff"] < 1e-6
+    # float32 rounding of probabilities up to 1 reads about 1e-6 on some CPUs (1.07e-6 on an AMD EPYC); a wrong
+    # normalisation reads orders of magnitude more
+    assert saved["rows"][0]["k"] == 512 and saved["rows"][0]["softmax_max_abs_diff"] < 1e-5

@@ -145,3 +145,33 @@ def test_gguf_file_is_converted_once_into_the_cache(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="not a GGUF model"):
         load_model(str(broken))
     assert [p.name.startswith("tiny-") for p in (tmp_path / "cache" / "gguf").iterdir()] == [True]
+
+
+def test_one_gguf_reader_parses_each_file_once_for_transformers(tmp_path, monkeypatch):
+    """transformers reads a GGUF three times in `convert_gguf` (tokenizer, config, tensors); inside
+    `one_gguf_reader` it gets one parse per file, and outside the block the real class is back."""
+    import gguf
+    import numpy as np
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    paths = [tmp_path / "a.gguf", tmp_path / "b.gguf"]
+    for i, path in enumerate(paths):
+        w = gguf.GGUFWriter(str(path), "qwen2")
+        w.add_block_count(1 + i), w.add_context_length(64), w.add_embedding_length(8)
+        w.add_tensor("token_embd.weight", np.full((4, 8), i, np.float32))
+        w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    real, parsed = gguf.GGUFReader, []
+
+    class Counting(real):
+        def __init__(self, path, mode="r"):
+            parsed.append(path)
+            super().__init__(path, mode)
+
+    monkeypatch.setattr(gguf, "GGUFReader", Counting)
+    with embedded.one_gguf_reader():
+        configs = [load_gguf_checkpoint(str(p))["config"] for p in (*paths, paths[0], paths[1], paths[0])]
+        assert gguf.GGUFReader(str(paths[0])) is gguf.GGUFReader(str(tmp_path / "." / "a.gguf"))
+    assert [c["num_hidden_layers"] for c in configs] == [1, 2, 1, 2, 1]  # each file's own reader
+    assert len(parsed) == 2 and gguf.GGUFReader is Counting
+    load_gguf_checkpoint(str(paths[0]))
+    assert len(parsed) == 3  # outside the block, a parse per call again
