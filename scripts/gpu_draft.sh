@@ -21,6 +21,8 @@
 #   bench, eval  bench/real_bench.py and `python -m bass eval humaneval` on the assembled target
 #   tests        the CUDA tests (graphs, look-ahead, pinned copies, losslessness with the shipped draft)
 set -euo pipefail
+# grep --line-buffered below: a plain grep into a pipe holds up to 4 KB back, which a call stopped at its time limit
+# loses (the thirty-seventh pass's one run lost the end of its tuning table so)
 V=/var/tmp
 export BASS_CACHE=$V/bass PYTHONPATH=$PWD:$V/site:${PYTHONPATH:-} PYTHONUNBUFFERED=1
 GGUF=$V/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
@@ -45,7 +47,7 @@ case "$1" in
     cp $WORK/completions.json $WORK/completions.jsonl $OUT/ ;;
   train)
     python3 -m draft_training all --target $GGUF --work $WORK --out $WORK/draft.safetensors "${@:2}" 2>&1 \
-      | grep -v Warning | tee $OUT/train.log
+      | grep --line-buffered -v Warning | tee $OUT/train.log
     cp $WORK/draft-*.json $OUT/
     # files come back at most 16 MiB each: both drafts in 15 MB pieces (cat them back in order)
     for f in $WORK/draft-*.safetensors; do split -b 15000000 "$f" "$OUT/$(basename "$f")."; done ;;
@@ -58,22 +60,22 @@ case "$1" in
   accept)
     # args after the stage, e.g. --drafts cycle2=/var/tmp/draft/draft.safetensors shipped=auto --baselines ""
     python3 bench/draft_acceptance.py --target $GGUF --out $OUT/draft_acceptance.json "${@:2}" 2>&1 \
-      | grep -v Warning | tee $OUT/draft_acceptance.log ;;
+      | grep --line-buffered -v Warning | tee $OUT/draft_acceptance.log ;;
   bench)  # bench/real_bench.py on the real target (args after the stage, e.g. --ks 1,8,32 --profile)
-    python3 bench/real_bench.py --target $GGUF --backend ragged --out $OUT "${@:2}" 2>&1 | grep -v Warning \
+    python3 bench/real_bench.py --target $GGUF --backend ragged --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning \
       | tee $OUT/real_bench.log ;;
   profile)  # bench/step_costs.py: forward / sampling / round costs piece by piece, profiler tables
-    python3 bench/step_costs.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep -v Warning | tee $OUT/step_costs.log
+    python3 bench/step_costs.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee $OUT/step_costs.log
     # at most 8 files come back from a call: the profiler tables travel as one archive
     tar -czf $OUT/profiles.tgz -C $OUT $(cd $OUT && ls profile_*.txt) && rm $OUT/profile_*.txt ;;
   host)  # bench/host_costs.py: what launching each captured graph costs the host; the round's Python profile
-    python3 bench/host_costs.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep -v Warning | tee $OUT/host_costs.log ;;
+    python3 bench/host_costs.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee $OUT/host_costs.log ;;
   eval)  # python -m bass eval humaneval on the real target (args after the stage, e.g. --budgets 0.25,0.5,1)
-    python3 -m bass eval humaneval --target $GGUF --backend ragged "${@:2}" 2>&1 | grep -v Warning \
+    python3 -m bass eval humaneval --target $GGUF --backend ragged "${@:2}" 2>&1 | grep --line-buffered -v Warning \
       | tee -a $OUT/eval.log ;;
   tests)  # the tests that skip on the CPU, on this GPU (their CPU twins run in `make test`)
     BASS_TARGET=$GGUF python3 -m pytest tests/bass/test_look_ahead.py tests/bass/test_feature_draft.py tests/bass/test_transfer.py tests/bass/test_sampling.py tests/bass/test_proposal_graphs.py \
       tests/bass/test_lossless_shipped.py tests/bass/test_cost_policy_engine.py tests/kernels -q -p no:cacheprovider -o addopts="" "${@:2}" \
-      2>&1 | grep -v Warning | tee $OUT/gpu_tests.log ;;
+      2>&1 | grep --line-buffered -v Warning | tee $OUT/gpu_tests.log ;;
   *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | adopt | accept | bench | profile | host | eval | tests" >&2; exit 2 ;;
 esac
