@@ -156,10 +156,15 @@ def test_one_gguf_reader_parses_each_file_once_for_transformers(tmp_path, monkey
 
     paths = [tmp_path / "a.gguf", tmp_path / "b.gguf"]
     for i, path in enumerate(paths):
-        w = gguf.GGUFWriter(str(path), "qwen2")
-        w.add_block_count(1 + i), w.add_context_length(64), w.add_embedding_length(8)
+        w = gguf.GGUFWriter(str(path), "qwen2")  # a config's worth of metadata and one tensor
+        w.add_block_count(1 + i)
+        w.add_context_length(64)
+        w.add_embedding_length(8)
         w.add_tensor("token_embd.weight", np.full((4, 8), i, np.float32))
-        w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
     real, parsed = gguf.GGUFReader, []
 
     class Counting(real):
