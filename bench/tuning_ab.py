@@ -75,11 +75,12 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         for name in order:
             report, seconds = use_set(engine, name)
-            reports.setdefault(name, linear.describe(report))
+            tuning = linear.describe(report)
+            reports.setdefault(name, tuning)
             ms = [round_ms(engine, prompt, a.k, params, L)["ms_per_round"] for L in ls]
             # every tuning's choices, not only each set's first: a set's choices can differ from load to load
             rows.append(dict(set=name, tune_s=seconds, ms_per_round=dict(zip(map(str, ls), ms, strict=True)),
-                             tuning=linear.describe(report)))
+                             tuning=tuning))
             print(f"{name}: " + json.dumps(rows[-1]), flush=True)
     finally:
         linear.ROW_TILES = saved
