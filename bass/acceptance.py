@@ -75,14 +75,25 @@ def expected_accepted(alphas: np.ndarray, asked: Sequence[int]) -> float:
     return float(sum(reach[b, :n].sum() for b, n in enumerate(asked)))
 
 
-def best_length(alphas: Sequence[float] | np.ndarray, round_cost: Sequence[float] | np.ndarray) -> int:
-    """L* = argmax_L expected_tokens(L) / round_cost[L], L = 0 .. len(round_cost) - 1.
+def best_length(alphas: Sequence[float] | np.ndarray, round_cost: Sequence[float] | np.ndarray,
+                margin: float = 0.0) -> int:
+    """L* = argmax_L expected_tokens(L) / round_cost[L], L = 0 .. len(round_cost) - 1; with a margin m, the
+    shortest L within m of it (`shortest_within`).
 
     Ties go to the shorter length (np.argmax returns the first maximum).
     """
     c = np.asarray(round_cost, dtype=np.float64)
-    rate = expected_tokens(alphas, len(c) - 1) / np.maximum(c, 1e-12)
-    return int(np.argmax(rate))
+    return shortest_within(expected_tokens(alphas, len(c) - 1) / np.maximum(c, 1e-12), margin)
+
+
+def shortest_within(rate: np.ndarray, margin: float = 0.0) -> int:
+    """The shortest L whose predicted rate is at least (1 − margin) · max_L rate[L]: the argmax at margin 0.
+
+    A margin makes a longer draft earn its place (`DraftLengthConfig.length_margin`): near a flat optimum the
+    shorter length gives up at most the margin by the estimates, and risks less where they are wrong.
+    """
+    rate = np.asarray(rate, dtype=np.float64)
+    return int(np.flatnonzero(rate >= (1.0 - margin) * rate.max())[0])
 
 
 # ---- estimators ------------------------------------------------------------------------------------

@@ -80,6 +80,8 @@ class DraftLengthConfig:
     explore_every: int = 16  # every so many rounds, time a length beside the chosen one or plain decoding (0 = never)
     # ... only a length that could win: its predicted tokens/s at least (1 - probe_margin) x L*'s (1 = any length)
     probe_margin: float = 0.25
+    # L* is the shortest length whose predicted tokens/s is within this fraction of the best (0: the argmax)
+    length_margin: float = 0.0
     # pseudo-trials of the batch's acceptance prior once it comes from an earlier request's rounds (memory)
     memory_strength: float = 32.0
     remember: bool = True  # start from the costs and acceptance an engine's earlier requests measured
@@ -108,6 +110,8 @@ class DraftLengthConfig:
         if not 0.0 <= self.probe_margin <= 1.0 or self.memory_strength <= 0:
             raise ValueError(f"need 0 <= probe_margin <= 1 and memory_strength > 0, got {self.probe_margin}, "
                              f"{self.memory_strength}")
+        if not 0.0 <= self.length_margin < 1.0:
+            raise ValueError(f"length_margin must be in [0, 1), got {self.length_margin}")
         if not all(isinstance(n, int) and 0 <= n <= self.l_limit for n in self.probe_lengths):
             raise ValueError(f"probe_lengths must be integers in 0 .. l_limit, got {self.probe_lengths!r}")
 

@@ -3,7 +3,8 @@
 Cost-aware policy (DESIGN.md §7)
 --------------------------------
 The objective, Σ_b E[tokens_b | L] / c(L, B) from per-sequence acceptance estimates, and those estimates are
-`bass.acceptance`'s (its docstring: the model and the estimator).
+`bass.acceptance`'s (its docstring: the model and the estimator). L* is its argmax, or with a length margin m
+(`DraftLengthConfig.length_margin`) the shortest L within m of the argmax's rate.
 
 Costs (`bass.round_costs`): c(L, B) is measured on every round, per L bucket and batch bucket, without
 adding a host synchronisation, and fitted monotone in L.
@@ -50,11 +51,19 @@ met. Afterwards, every explore_every rounds, one round times another length, in 
 next bucket down and plain decoding. So the estimates the argmax compares against L* stay as fresh as its own:
 a cost measured once and never again misled the policy at batch 32 on the H100 (`bass.round_costs`). A probe
 beside L* costs a few per cent of one round in explore_every. It times only a length that could win: one whose
-predicted tokens per second is at least (1 − probe_margin) of L*'s. Plain decoding far behind a good draft is
-the dear case: on the H100 at k = 8 each request's plain probe ran two rounds of 1.7 ms for one token each
-where a round at L* = 3 took 2.34 ms for 2.3 (`real_bench_2026-11-25_h100_sparseq.json`, `traces`), to refresh an
-estimate that could not have changed the choice; it is probed again once the draft's predicted lead shrinks
-under the margin. (The screen and memory's profile together, against neither, interleaved in two H100 runs at
+predicted tokens per second is at least (1 − probe_margin) of L*'s, or a drafting length beside L* whose estimate
+has gone stale (`CostModel.stale`: no sample within the cost horizon). The screen alone could trap the policy:
+in an H100 run at k = 8 one memory held L = 2 at batch 8 at 7.5 ms (2.07 in the run's first cost-policy row) and
+plain decoding at 2.56 (1.69), the monotone fit made every draft past L = 1 dear, and no probe passed the screen
+again, so its two rows drafted L = 1 in every round at batch 8 (127 of 127 in their traced passes), 1.16-1.17
+ms/token/seq against 0.92 for the run's other cost-policy rows (`real_bench_2026-11-27_h100ar_margin.json`, the
+look-ahead pair's and the margin pair's `policy_state` and `traces`). Re-timed once stale, such an estimate is
+what the probe reads (a bucket keeps only its two newest samples past the horizon).
+Plain decoding far behind a good draft is the dear case: on the H100 at k = 8 each request's plain probe ran two
+rounds of 1.7 ms for one token each where a round at L* = 3 took 2.34 ms for 2.3
+(`real_bench_2026-11-25_h100_sparseq.json`, `traces`), to refresh an estimate that could not have changed the
+choice; it is probed again once the draft's predicted lead shrinks under the margin.
+(The screen and memory's profile together, against neither, interleaved in two H100 runs at
 k = 8: 1.011–1.016 ms/token/seq against 1.018–1.040, and 1.006–1.020 against 1.026–1.038, every pass faster,
 `real_bench_2026-11-25_h100_probes*.json`, the rows of pair "policy".) While L* = 0 the probe is L = 1 (unless
 hopeless), so that an early wrong estimate cannot lock in plain decoding for good; such a probe is dear (a
@@ -95,7 +104,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bass.acceptance import AcceptanceEstimator, expected_accepted, expected_tokens
+from bass.acceptance import AcceptanceEstimator, expected_accepted, expected_tokens, shortest_within
 from bass.config import DraftLengthConfig
 from bass.round_costs import L_BUCKETS, CostModel, RoundClock, bucket
 
@@ -205,7 +214,7 @@ class DraftLengthPolicy:
             return cfg.probe_lengths[-1] if cfg.probe_lengths else min(cfg.l0, cfg.l_limit)
         reach = L_BUCKETS[min(L_BUCKETS.index(bucket(self.costs.reach(len(seqs)), L_BUCKETS)) + 1,
                               len(L_BUCKETS) - 1)]  # a bucket past the longest length timed (docstring)
-        self.choice = int(np.argmax(rate[:reach + 1]))
+        self.choice = shortest_within(rate[:reach + 1], cfg.length_margin)
         if self._queue:  # the rest of a probe
             return self._queue.pop()
         if cfg.explore_every and r >= self._next_probe:
@@ -237,10 +246,11 @@ class DraftLengthPolicy:
         i = L_BUCKETS.index(bucket(self.choice, L_BUCKETS))
         beside = list(dict.fromkeys((L_BUCKETS[min(i + 1, len(L_BUCKETS) - 1)], L_BUCKETS[i - 1], 0)))
         floor = (1 - cfg.probe_margin) * rate[self.choice]  # a length this far behind L* is not worth a round
-        for _ in beside:  # in turn, past the ones that could not win
+        for _ in beside:  # in turn, past the ones that could not win, unless their estimate is stale
             self._turn += 1
             L = beside[self._turn % len(beside)]
-            if rate[min(L, len(rate) - 1)] >= floor:  # (a bucket up may pass l_limit, which caps it)
+            # (a bucket up may pass l_limit, which caps it)
+            if rate[min(L, len(rate) - 1)] >= floor or (L > 0 and self.costs.stale(L, len(seqs))):
                 self.probes += 1
                 return L
         return self.choice

@@ -262,6 +262,11 @@ class CostModel:
         e = self.round_.get(bucket(B, B_BUCKETS), {}).get(bucket(L, L_BUCKETS))
         return 0 if e is None else e.n
 
+    def stale(self, L: int, B: int) -> bool:
+        """Whether the (L, B) bucket was timed, but not within the last cost_horizon timed rounds (Staleness)."""
+        e = self.round_.get(bucket(B, B_BUCKETS), {}).get(bucket(L, L_BUCKETS))
+        return e is not None and self.timed - e.newest >= self.cfg.cost_horizon
+
     def reach(self, B: int) -> int:
         """The longest length timed at B's batch bucket, or at the nearest bucket that timed any (0: none)."""
         row = self.round_.get(bucket(B, B_BUCKETS)) or self._nearest(self.round_, bucket(B, B_BUCKETS)) or {}

@@ -11,14 +11,15 @@ and emits min(a_b, L') + 1 tokens, in distribution (the round's uniforms are lai
 every length's outcome is known for every logged round. (What the rounds after it would have been is not: the
 replay keeps the logged text.)
 
-`replay` walks the logged rounds in order and lets each policy pick a round's L from what it saw before it:
-fixed lengths; the engine's acceptance estimate (`bass.acceptance`, carried from request to request as
-`PolicyMemory` does) with the argmax of `bass.acceptance.best_length` over a known cost table; and the
-oracle, the best L of each round for the whole log's tokens per ms, knowing every outcome (no policy can beat
-it). A round of length L costs c(L) (--costs, ms; the default is what rounds at batch 8 cost on the H100 in
-the traced runs of `real_bench_2026-11-26_h100{x,y}_*`). It prints tokens per ms of each, and the estimate's
-calibration per chosen L: drafts accepted over those it predicted (below 1: it expected more of that length
-than it got).
+`replay` walks the logged rounds in order and lets each policy pick a round's L from what it saw before it: fixed
+lengths; the engine's acceptance estimate (`bass.acceptance`, carried from request to request as `PolicyMemory`
+does) with the argmax of `bass.acceptance.best_length` over a known cost table; and the oracle, the best L of each
+round for the whole log's tokens per ms, knowing every outcome (no policy can beat it). With --margins, the estimate
+also chooses with each length margin m (`DraftLengthConfig.length_margin`): the shortest L whose predicted tokens
+per ms is within m of the best. A round of length L costs c(L) (--costs, ms; the default is what rounds at batch 8
+cost on the H100 in the traced runs of `real_bench_2026-11-26_h100{x,y}_*`). It prints tokens per ms of each, and
+the estimate's calibration per chosen L: drafts accepted over those it predicted (below 1: it expected more of that
+length than it got).
 Costs are fixed here, so the replay isolates the acceptance model from what the live policy also does
 (timing rounds, probing, warming up): a policy that leads here and trails live loses there.
 """
@@ -108,12 +109,15 @@ def oracle(requests: list[list[Round]], costs: np.ndarray, iterations: int = 50)
     return lam
 
 
-def policies(costs: np.ndarray, cfg: DraftLengthConfig) -> dict[str, tuple[Chooser, Callable | None]]:
+def policies(costs: np.ndarray, cfg: DraftLengthConfig, margins: tuple[float, ...] = ()
+             ) -> dict[str, tuple[Chooser, Callable | None]]:
     """Every policy `replay` compares: name -> (chooser, estimator factory or None)."""
     out: dict[str, tuple[Chooser, Callable | None]] = {
         f"fixed L={L}": ((lambda e, r, L=L: L), None) for L in range(len(costs))}
-    out["acceptance estimate"] = (lambda e, r: best_length(e.position_alphas(r[0]), costs),
-                                  lambda memory: AcceptanceEstimator(cfg, *(() if memory is None else memory)))
+    fresh = lambda memory: AcceptanceEstimator(cfg, *(() if memory is None else memory))  # noqa: E731
+    out["acceptance estimate"] = (lambda e, r: best_length(e.position_alphas(r[0]), costs), fresh)
+    for m in margins:
+        out[f"estimate, margin {m:g}"] = (lambda e, r, m=m: best_length(e.position_alphas(r[0]), costs, m), fresh)
     return out
 
 
@@ -137,6 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
     rp.add_argument("logs", nargs="+")
     rp.add_argument("--costs", default=",".join(map(str, H100_COSTS_MS)), help="ms per round for L = 0, 1, ..")
     rp.add_argument("--first", type=int, default=None, help="only each log's first N requests")
+    rp.add_argument("--margins", default="", help="length margins for the estimate's extra rows, e.g. 0.01,0.02")
     rp.add_argument("--out", default=None, help="write the table as JSON here")
     a = p.parse_args(argv)
     if a.command == "log":
@@ -154,7 +159,8 @@ def main(argv: list[str] | None = None) -> dict:
           f"costs {[float(c) for c in costs]} ms")
     table = {"oracle": dict(tokens_per_ms=oracle(requests, costs))}
     print(f"  {'oracle':20s} {table['oracle']['tokens_per_ms']:.4f} tokens/ms")
-    for name, (choose, estimator) in policies(costs, DraftLengthConfig()).items():
+    margins = tuple(float(m) for m in a.margins.split(",") if m)
+    for name, (choose, estimator) in policies(costs, DraftLengthConfig(), margins).items():
         rate, cal = replay(requests, costs, choose, estimator)
         table[name] = dict(tokens_per_ms=rate, calibration={L: c[0] / c[1] for L, c in sorted(cal.items()) if c[1]})
         shown = " ".join(f"L={L} {c[0] / c[1]:.3f} ({c[1]:.0f})" for L, c in sorted(cal.items()) if c[1])

@@ -46,6 +46,12 @@ def test_best_length_hand_cases():
     # with two α = 0: (2 * 3.439 + 2) / 1.9 = 4.673 > (2 * 2.71 + 2) / 1.6 = 4.638, (2 * 4.095 + 2) / 2.2 = 4.632
     assert best_length([0.9], per_draft(0.3)) == 5
     assert best_length([0.9, 0.9, 0.0, 0.0], per_draft(0.3)) == 3
+    # a length margin: the shortest L within it of the best rate. At α 0.9 and a draft half a step, L = 3's
+    # 1.376 leads L = 2's 1.355 by 1.5 % and L = 1's 1.267 by 7.9 %
+    assert best_length([0.9], per_draft(0.5), margin=0.01) == 3
+    assert best_length([0.9], per_draft(0.5), margin=0.02) == 2
+    assert best_length([0.9], per_draft(0.5), margin=0.08) == 1
+    assert best_length([0.9], per_draft(0.5), margin=0.5) == 0  # plain decoding, within half of the best
 
 
 # ---- estimators ---------------------------------------------------------------------------------------
@@ -163,3 +169,22 @@ def test_policy_picks_the_argmax_of_the_formula(alphas, verify, draft, expected)
         assert sum(n > 0 for n in chosen[50:]) <= 400 // cfg.explore_every
     d = policy.describe(seqs)
     assert d["L"] == policy.choice and set(d) >= {"round_ms", "alpha_pooled", "predicted_speedup"}
+
+
+def test_a_length_margin_takes_the_shortest_length_near_the_best():
+    rng = np.random.default_rng(3)
+    seqs, alphas = list(range(8)), [0.9] * 8
+    verify, draft = (lambda L: 1.0 + 0.01 * L), 0.1  # a flat top: L = 7 .. 12 within 3 % of L = 9's rate, L = 6 4 %
+    chosen = {}
+    for margin in (0.0, 0.05):
+        cfg = DraftLengthConfig(l_limit=16, alpha_decay=0.99, length_margin=margin)
+        policy = make_policy(cfg, seqs, FakeClock(verify, draft))
+        for _ in range(300):
+            lengths = policy.lengths(seqs)
+            policy.update(seqs, [geometric(rng, a, n) for a, n in zip(alphas, lengths)], lengths)
+        curve = policy.costs.round_curve(len(seqs), 16)
+        est = policy.acceptance.position_alphas(seqs)
+        assert policy.choice == best_length(est, curve, margin)
+        chosen[margin] = policy.choice
+    # at the true rates the argmax is L = 9 and the shortest within 5 % L = 6; the estimates move them a little
+    assert chosen[0.0] >= 8 and 5 <= chosen[0.05] <= 7

@@ -358,3 +358,36 @@ def test_with_rounds_launched_ahead_only_runs_of_a_length_are_timed():
     assert any(ms > 3 for _, _, ms, sample, *_ in trace if not sample)  # the dear rounds were there, untimed
     # every draft accepted: the longest draft, but for the probes: every 4th round, two rounds each
     assert policy.choice == 8 and chosen[-80:].count(8) >= 40
+
+
+@pytest.mark.parametrize("stale_probes", [True, False])
+def test_a_length_timed_dear_is_timed_again_once_its_estimate_is_stale(monkeypatch, stale_probes):
+    """The trap of the probe screen (`bass.draft_length`, Exploration), from what an H100 memory held at batch 8:
+    plain decoding 2.56 ms, L = 1 1.9, L = 2 7.55, where a round costs 1.7 + 0.12 L. The monotone fit makes every
+    draft past L = 1 dear, L* = 1, and neither L = 2 nor plain decoding passes the screen. Once L = 2's estimate
+    is older than the cost horizon it is probed anyway, reads its true cost, and the policy climbs to the long
+    drafts a 0.9 acceptance pays for; without that exemption it drafts L = 1 for good."""
+    from bass.round_costs import CostModel
+
+    if not stale_probes:
+        monkeypatch.setattr(CostModel, "stale", lambda self, L, B: False)
+    rng = np.random.default_rng(7)
+    seqs = list(range(8))
+    cfg = DraftLengthConfig(l_limit=16)
+    memory = PolicyMemory(CostModel(cfg), 0.9)
+    for L, ms in ((0, 2.56), (1, 1.9), (2, 7.55)):
+        for _ in range(2):
+            memory.costs.observe(L, 8, ms)
+    chosen = []
+    for _ in range(4):  # requests of 150 rounds, the memory carried from one to the next
+        policy = make_policy(cfg, seqs, FakeClock(lambda L: 1.7 + 0.02 * L, 0.1), memory=memory)
+        for _ in range(150):
+            lengths = policy.lengths(seqs)
+            policy.update(seqs, [geometric(rng, 0.9, n) for n in lengths], lengths)
+            chosen.append(lengths[0])
+        memory.learn(policy.acceptance)
+    assert set(chosen[:cfg.cost_horizon]) <= {0, 1}  # the trap, while L = 2's estimate is fresh
+    if stale_probes:
+        assert 2 in chosen and min(chosen[-50:]) >= 4
+    else:
+        assert set(chosen) <= {0, 1}

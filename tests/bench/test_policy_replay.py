@@ -40,6 +40,16 @@ def test_the_estimate_learns_and_reports_its_calibration():
     assert calibration and all(1 <= L <= 3 and acc >= 0 and pred > 0 for L, (acc, pred) in calibration.items())
 
 
+def test_the_estimate_with_a_length_margin():
+    cheap = np.array([1.0, 1.1, 1.2, 1.3])
+    table = pr.policies(cheap, DraftLengthConfig(), margins=(0.0, 1.0))
+    plain = pr.replay(LOG * 5, cheap, *table["acceptance estimate"])[0]
+    assert pr.replay(LOG * 5, cheap, *table["estimate, margin 0"])[0] == pytest.approx(plain)
+    # a margin of 1 takes the shortest length of all, plain decoding, every round
+    assert pr.replay(LOG * 5, cheap, *table["estimate, margin 1"])[0] == pytest.approx(
+        pr.replay(LOG * 5, cheap, lambda e, r: 0)[0])
+
+
 def test_log_of_tiny_models_replays(tmp_path):
     target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)
     out = tmp_path / "log.json"

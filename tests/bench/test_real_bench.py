@@ -85,7 +85,7 @@ def dry_run(tmp_path_factory):
     out = root / "out"
     rb.main(["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "1",
              "--max-new-tokens", "8", "--repeats", "1", "--policy-k", "2", "--fixed-l", "3", "--profile",
-             "--cublas-pair", "--chain-pair", "--policy-ab", "--out", str(out)])
+             "--cublas-pair", "--chain-pair", "--policy-ab", "--margin-ab", "0.05", "--out", str(out)])
     return out, json.loads((out / "real_bench.json").read_text())
 
 
@@ -125,6 +125,10 @@ def test_dry_run_rows_and_ratios(dry_run):
     ab = [r for r in rows if r.get("pair") == "policy"]  # the default cost policy, then POLICY_BEFORE's
     assert [(r["policy"], r["drafter"]) for r in ab] == [("cost", best), ("cost, every probe", best)]
     assert pr.row_label(ab[1]) == f"BASS {best} cost, every probe"
+    margin = [r for r in rows if r.get("pair") == "margin"]  # the cost policy, with the margin, fixed L = 3
+    assert [(r["policy"], r["drafter"]) for r in margin] == [("cost", best), ("cost, margin 0.05", best),
+                                                             ("fixed L=3", best)]
+    assert margin[2]["mean_draft_length"] <= 3
     regular = next(r for r in rows if r["method"] == "regular")
     for r in rows:
         assert r["k"] == 2 and r["sequences"] == 2 and 2 <= r["tokens"] <= 16
