@@ -93,7 +93,9 @@ def shortest_within(rate: np.ndarray, margin: float = 0.0) -> int:
     shorter length gives up at most the margin by the estimates, and risks less where they are wrong.
     """
     rate = np.asarray(rate, dtype=np.float64)
-    return int(np.flatnonzero(rate >= (1.0 - margin) * rate.max())[0])
+    best = int(np.argmax(rate))
+    near = np.flatnonzero(rate >= (1.0 - margin) * rate[best]) if margin > 0 else ()
+    return int(near[0]) if len(near) else best  # (none: a NaN rate, which the argmax reports as before)
 
 
 # ---- estimators ------------------------------------------------------------------------------------
