@@ -210,7 +210,7 @@ class CostModel:
         """A batch bucket's L buckets the fit stands on: plain decoding, each drafting length timed within the
         horizon, and the stale ones past the longest of those; every one while fewer than two would be left
         (module docstring, Staleness)."""
-        recent = [n for n, w in row.items() if n > 0 and self.timed - w.newest < self.cfg.cost_horizon]
+        recent = [n for n, w in row.items() if n > 0 and not self._stale(w)]
         longest = max(recent, default=0)
         fresh = {n: w for n, w in row.items() if n == 0 or n in recent or n > longest}  # n: a draft length
         return fresh if len(fresh) >= 2 else row
@@ -257,15 +257,21 @@ class CostModel:
         (x, e), = row.items()
         return other * (e.value / other[min(x, l_max)])
 
+    def _window(self, L: int, B: int) -> _Window | None:
+        return self.round_.get(bucket(B, B_BUCKETS), {}).get(bucket(L, L_BUCKETS))
+
+    def _stale(self, w: _Window) -> bool:
+        return self.timed - w.newest >= self.cfg.cost_horizon
+
     def samples(self, L: int, B: int) -> int:
         """How many rounds were timed in the (L, B) bucket."""
-        e = self.round_.get(bucket(B, B_BUCKETS), {}).get(bucket(L, L_BUCKETS))
+        e = self._window(L, B)
         return 0 if e is None else e.n
 
     def stale(self, L: int, B: int) -> bool:
         """Whether the (L, B) bucket was timed, but not within the last cost_horizon timed rounds (Staleness)."""
-        e = self.round_.get(bucket(B, B_BUCKETS), {}).get(bucket(L, L_BUCKETS))
-        return e is not None and self.timed - e.newest >= self.cfg.cost_horizon
+        e = self._window(L, B)
+        return e is not None and self._stale(e)
 
     def reach(self, B: int) -> int:
         """The longest length timed at B's batch bucket, or at the nearest bucket that timed any (0: none)."""
