@@ -29,7 +29,13 @@ sized; a BASS cost-policy row first drafts each length of `bass.engine.WARM_LENG
 policy may want later); then --repeats passes over the prompts, each row counting the graphs captured inside their
 decoding (`captures_passes`) and those captured between their generations (`deferred_captures_passes`),
 and the row is the median pass by ms/token/seq (of an even number, the faster middle one: of two passes,
-the faster).
+the faster). Pass p samples with seed + p (pass 0 the warm-up), every row of a pass with the same seed: a
+row whose choices do not follow the clock (regular decoding, a fixed length) draws the same texts for the
+same seed, while the cost policy's lengths follow the clock, and with them which uniform draws which token.
+With one seed for every pass, fixed L = 3 decoded the same texts in every pass (5,543 tokens in both of its
+rows of `real_bench_2026-11-27_h100aq_margin.json`, the policy's rows 5,289-5,813), so its median was one draw of
+the samples against the middle of five for the policy; --same-seeds keeps that way (each row's pass-to-pass
+spread is then the machine's alone).
 Columns (DESIGN.md §2, over all sequences of all prompts of that pass):
 
   ms/tok/seq  mean over sequences of (finish time since decoding began / generated tokens)
@@ -75,7 +81,9 @@ from bass.events import GenerationResult  # noqa: E402
 from bass.graphs import decoding_captures, deferred_captures  # noqa: E402
 from bass.models import linear  # noqa: E402
 
-Runner = Callable[[int], GenerationResult]  # prompt index -> one generation of k samples of that prompt
+# (prompt index, pass index) -> one generation of k samples of that prompt; pass 0 is the warm-up, whose seed the
+# first timed pass's would otherwise repeat
+Runner = Callable[[int, int], GenerationResult]
 
 
 def aggregate(results: list[GenerationResult]) -> dict:
@@ -108,22 +116,22 @@ def _traces(results: list[GenerationResult]) -> dict:
 
 
 def measure(runners: dict[str, Runner], n_prompts: int, repeats: int) -> dict[str, dict]:
-    """Warm each runner up over every prompt, then `repeats` passes over the prompts, the runners interleaved
-    prompt by prompt (so a pair compares under the same conditions); per runner the pass with the median
-    ms/tok/seq, with every pass's ms/tok/seq beside it. The warm-up covers every prompt because each prompt's
-    shapes (batch and width buckets as sequences finish, draft widths) capture their own CUDA graphs: one-off
-    costs of a server's first requests, which a timed pass would otherwise carry."""
+    """Warm each runner up over every prompt (pass 0), then `repeats` passes over the prompts (passes 1 ..
+    repeats), the runners interleaved prompt by prompt (so a pair compares under the same conditions); per runner
+    the pass with the median ms/tok/seq, with every pass's ms/tok/seq beside it. The warm-up covers every prompt
+    because each prompt's shapes (batch and width buckets as sequences finish, draft widths) capture their own
+    CUDA graphs: one-off costs of a server's first requests, which a timed pass would otherwise carry."""
     for i in range(n_prompts):
         for run in runners.values():
-            run(i)
+            run(i, 0)
     passes: dict[str, list[dict]] = {name: [] for name in runners}
-    for _ in range(repeats):
+    for p in range(1, repeats + 1):
         got: dict[str, list[GenerationResult]] = {name: [] for name in runners}
         captured, deferred = dict.fromkeys(runners, 0), dict.fromkeys(runners, 0)
         for i in range(n_prompts):
             for name, run in runners.items():
                 before, deferred_before = decoding_captures(), deferred_captures()
-                got[name].append(run(i))
+                got[name].append(run(i, p))
                 captured[name] += decoding_captures() - before
                 deferred[name] += deferred_captures() - deferred_before  # after "done": in no result's clock
         for name in runners:
@@ -157,15 +165,23 @@ class Bench:
                                      top_p=1.0 if a.greedy else a.top_p, max_new_tokens=a.max_new_tokens,
                                      stop=HUMANEVAL_STOPS if a.stops else (), seed=a.seed)
 
+    def pass_params(self, p: int) -> SamplingParams:
+        """The sampling of pass p (0: the warm-up): the run's seed + p, so each pass draws new samples (--same-seeds:
+        the run's seed in every pass). A row whose choices do not depend on the clock (regular decoding, a
+        fixed length) draws the same texts whenever its seed is the same, while the cost policy's lengths, and
+        with them its uniforms' use, follow the clock: with one seed for every pass, fixed L = 3's median was
+        one draw of 64 samples, the policy's the middle of five (module docstring)."""
+        return self.params if self.a.same_seeds else dataclasses.replace(self.params, seed=self.params.seed + p)
+
     def runner(self, method: str, k: int, drafter: str | None = None,
                draft_length: DraftLengthConfig | None = None, look_ahead: bool | None = None) -> Runner:
         """`look_ahead`: the engine's look-ahead for this runner's generations (None: the engine's own)."""
         if self.a.trace and method != "regular":  # the same clock for every policy (`round_trace.py`)
             draft_length = dataclasses.replace(draft_length or DraftLengthConfig(), trace=True)
-        kw = dict(k=k, params=self.params, method=method, draft_length=draft_length, look_ahead=look_ahead)
+        kw = dict(k=k, method=method, draft_length=draft_length, look_ahead=look_ahead)
         if drafter is not None:
             kw["drafter"] = drafter
-        return lambda i: self.engine.generate(self.prompts[i], **kw)
+        return lambda i, p: self.engine.generate(self.prompts[i], **kw, params=self.pass_params(p))
 
     def cublas_runner(self, method: str, k: int, drafter: str | None = None) -> Runner:
         """A runner on a second engine over the same models whose projections are all cuBLAS: its own CUDA
@@ -191,11 +207,11 @@ class Bench:
                 self.second[name].warm_draft_lengths(self.prompts[0], self.params, k=k, method="bass",
                                                      drafter=drafter or eng.default_drafter)
         engine = self.second[name]
-        kw = dict(k=k, params=self.params, method=method) | ({} if drafter is None else {"drafter": drafter})
+        kw = dict(k=k, method=method) | ({} if drafter is None else {"drafter": drafter})
 
-        def run(i: int) -> GenerationResult:
+        def run(i: int, p: int) -> GenerationResult:
             with context():
-                return engine.generate(self.prompts[i], **kw)
+                return engine.generate(self.prompts[i], **kw, params=self.pass_params(p))
         return run
 
     def verdict_runner(self, k: int, drafter: str, where: str) -> Runner:
@@ -207,13 +223,13 @@ class Bench:
         if where == "service":
             run_humaneval = shared_service().run_humaneval  # noqa: F811 (the same function, in the helper)
 
-        def run(i: int) -> GenerationResult:
+        def run(i: int, p: int) -> GenerationResult:
             prob = self.problems[i]
 
             def check(items):
                 return [o.all_passed for o in run_humaneval([prob] * len(items), [text for _, text in items])]
 
-            result, _ = stream_with_verdicts(self.engine, prob.prompt, k=k, params=self.params, method="bass",
+            result, _ = stream_with_verdicts(self.engine, prob.prompt, k=k, params=self.pass_params(p), method="bass",
                                              check=check, passed=bool, drafter=drafter)
             return result
         return run
@@ -351,7 +367,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--top-p", type=float, default=0.95)
     p.add_argument("--stops", action="store_true", help="stop at HumanEval's stop strings (default: every "
                    "sequence runs to --max-new-tokens or EOS, so the methods do comparable work)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="pass p (0: the warm-up) samples with seed + p")
+    p.add_argument("--same-seeds", action="store_true", help="every pass samples with --seed (the runs before "
+                   "2026-11-27's thirty-ninth pass): a row that does not follow the clock repeats its texts")
     p.add_argument("--cublas-pair", action="store_true", help="at --policy-k, regular and BASS with the tuned "
                    "projections against cuBLAS throughout (bass.models.linear), interleaved")
     p.add_argument("--chain-pair", action="store_true", help="at --policy-k, regular and BASS with each proposal "
@@ -388,6 +406,7 @@ def main(argv: list[str] | None = None) -> dict:
                 draft=eng.draft.name if eng.draft else None, drafters=drafters, backend=a.backend,
                 dtype=str(eng.dtype), prompts=len(b.prompts), max_new_tokens=a.max_new_tokens, policy_k=policy_k,
                 sampling="greedy" if a.greedy else f"T {a.temperature}, top-p {a.top_p}", repeats=a.repeats,
+                seeds="the same in every pass" if a.same_seeds else "seed + pass",
                 started=started, args={k: v for k, v in vars(a).items()}, load_s=time.perf_counter() - t0)
     print(info["device"], f"| target {info['target']}, draft {info['draft']}, drafters {drafters}", flush=True)
     if eng.projection_report:

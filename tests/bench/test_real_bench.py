@@ -58,11 +58,12 @@ def test_each_pass_counts_the_graphs_captured_inside_it(monkeypatch):
     made = {"n": 0, "deferred": 0}  # as in `bass.graphs`: every capture counts in n, a deferred one in both
     monkeypatch.setattr(rb, "decoding_captures", lambda: made["n"] - made["deferred"])
     monkeypatch.setattr(rb, "deferred_captures", lambda: made["deferred"])
-    calls = {"a": 0, "b": 0}
+    calls, seen = {"a": 0, "b": 0}, []
 
     def runner(name, capture_on, defer_on):
-        def run(i):
+        def run(i, p):
             calls[name] += 1
+            seen.append((name, i, p))
             made["n"] += (calls[name] in capture_on) + 2 * (calls[name] in defer_on)
             made["deferred"] += 2 * (calls[name] in defer_on)  # this call's stream captured two after "done"
             cand = Candidate(0, 0, "", (), "length", SequenceStats(10, 4, 8, 5, 1.0))
@@ -73,6 +74,8 @@ def test_each_pass_counts_the_graphs_captured_inside_it(monkeypatch):
     got = rb.measure({"a": runner("a", {1, 4, 6}, {2, 3, 4}), "b": runner("b", {2, 5}, {1, 6})},
                      n_prompts=2, repeats=2)
     assert got["a"]["captures_passes"] == [1, 1] and got["b"]["captures_passes"] == [0, 1]
+    # interleaved prompt by prompt, each call told its pass: 0 the warm-up, then 1 and 2
+    assert seen == [(n, i, p) for p in range(3) for i in range(2) for n in "ab"]
     assert got["a"]["deferred_captures_passes"] == [4, 0] and got["b"]["deferred_captures_passes"] == [0, 2]
 
 
@@ -94,6 +97,7 @@ def test_dry_run_rows_and_ratios(dry_run):
     info, rows = res["info"], res["rows"]
     assert info["drafters"] == ["ngram", "layer-skip", "model"]  # what the engine offered, not a fixed list
     assert info["device"].startswith("CPU") and info["torch"] in info["device"] and info["started"] <= info["finished"]
+    assert info["seeds"] == "seed + pass"
     labels = [pr.row_label(r) for r in rows]
     bass = {r["drafter"]: r for r in rows if r["method"] == "bass" and r["policy"] == "cost" and not r.get("pair")}
     assert set(bass) == {"ngram", "layer-skip", "model"} and labels[0] == "regular"
@@ -137,6 +141,25 @@ def test_dry_run_rows_and_ratios(dry_run):
         assert r["ms_per_token"] == r["ms_per_token_passes"][0]  # one pass: the row is that pass
     assert regular["acceptance"] is None and regular["mean_draft_length"] == 0.0
     assert next(r for r in rows if r["policy"] == "fixed L=3")["mean_draft_length"] <= 3
+
+
+def test_each_pass_samples_with_its_own_seed_unless_told_otherwise(tmp_path):
+    """Pass p samples with seed + p, so regular decoding and fixed lengths draw new texts in every pass as the
+    cost policy does (module docstring); --same-seeds gives every pass the run's seed."""
+    import real_bench as rb
+
+    target = make_model(tmp_path / "target", seed=0)
+    args = ["--target", str(target), "--draft", "none", "--device", "cpu", "--prompts", "1", "--max-new-tokens", "6",
+            "--seed", "5"]
+    for extra, seeds in (([], [5, 6, 7]), (["--same-seeds"], [5, 5, 5])):
+        b = rb.Bench(rb.parse_args(args + extra))
+        assert [b.pass_params(p).seed for p in range(3)] == seeds
+        assert b.pass_params(2).temperature == b.params.temperature
+    b = rb.Bench(rb.parse_args(args))
+    run = b.runner("regular", 2)
+    texts = [[c.text for c in run(0, p).candidates] for p in (1, 1, 2)]
+    assert texts[0] == texts[1]  # a pass's seed decides its samples
+    assert texts[0] != texts[2]  # and the next pass draws others
 
 
 def test_dry_run_files_and_profile(dry_run):
