@@ -84,6 +84,10 @@ class DraftLengthConfig:
     length_margin: float = 0.0
     # pseudo-trials of the batch's acceptance prior once it comes from an earlier request's rounds (memory)
     memory_strength: float = 32.0
+    # scale each draft position's predicted reach by what the rounds that asked for it accepted over what was
+    # predicted (bass.acceptance, Calibration), shrunk to 1 with this many pseudo-counts
+    calibrate: bool = True
+    calibration_strength: float = 8.0
     remember: bool = True  # start from the costs and acceptance an engine's earlier requests measured
     # record every round's length, batch and clock time, whatever the policy (`describe()["trace"]`): for
     # benchmarks that compare what the cost policy timed with what a fixed length pays
@@ -110,6 +114,8 @@ class DraftLengthConfig:
         if not 0.0 <= self.probe_margin <= 1.0 or self.memory_strength <= 0:
             raise ValueError(f"need 0 <= probe_margin <= 1 and memory_strength > 0, got {self.probe_margin}, "
                              f"{self.memory_strength}")
+        if self.calibration_strength <= 0:
+            raise ValueError(f"calibration_strength must be > 0, got {self.calibration_strength}")
         if not 0.0 <= self.length_margin < 1.0:
             raise ValueError(f"length_margin must be in [0, 1), got {self.length_margin}")
         if not all(isinstance(n, int) and 0 <= n <= self.l_limit for n in self.probe_lengths):

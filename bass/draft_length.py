@@ -104,7 +104,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bass.acceptance import AcceptanceEstimator, expected_accepted, expected_tokens, shortest_within
+from bass.acceptance import AcceptanceEstimator, expected_tokens, shortest_within
 from bass.config import DraftLengthConfig
 from bass.round_costs import L_BUCKETS, CostModel, RoundClock, bucket
 
@@ -130,10 +130,12 @@ class PolicyMemory:
     alpha: float
     plain_gap: int = 0
     profile: np.ndarray | None = None
+    calibration: tuple[np.ndarray, np.ndarray] | None = None  # (O_j, P_j) of `bass.acceptance`, Calibration
 
     def learn(self, acceptance: AcceptanceEstimator) -> None:
         """Keep what a request's rounds ended with as the next request's prior."""
         self.alpha, self.profile = acceptance.pooled(), acceptance.profile().copy()
+        self.calibration = acceptance.cal_obs.copy(), acceptance.cal_pred.copy()
 
 
 class DraftLengthPolicy:
@@ -150,7 +152,8 @@ class DraftLengthPolicy:
         self._shared = (cfg.l0, 0)
         self._own = {q: (cfg.l0, 0) for q in seqs}
         # the cost policy's state
-        self.acceptance = AcceptanceEstimator(cfg, *(() if memory is None else (memory.alpha, memory.profile)))
+        self.acceptance = AcceptanceEstimator(cfg, *(() if memory is None else
+                                                     (memory.alpha, memory.profile, memory.calibration)))
         self.costs = CostModel(cfg) if memory is None else memory.costs
         self.clock = clock or RoundClock()
         self.rounds = 0  # rounds started by `lengths`
@@ -184,8 +187,8 @@ class DraftLengthPolicy:
         cost = self.costs.round_curve(B, l_max)
         if cost is None:
             return None
-        alphas = np.ones(B) if perfect else self.acceptance.position_alphas(seqs)
-        return expected_tokens(alphas, l_max) / np.maximum(cost, 1e-12)
+        tokens = expected_tokens(np.ones(B), l_max) if perfect else self.acceptance.expected_tokens(seqs, l_max)
+        return tokens / np.maximum(cost, 1e-12)
 
     def _hopeless(self, seqs: Sequence[int]) -> bool:
         """Even perfect acceptance would not pay for drafting at the measured costs: skip a probe."""
@@ -330,9 +333,9 @@ class DraftLengthPolicy:
 
     def _predicted(self, seqs: Sequence[int], asked: Sequence[int]) -> float:
         """The drafts the estimates before this round's outcome expect the batch to accept of what it was asked
-        (`bass.acceptance.expected_accepted`), so that a trace holds the objective's numerator against what the
-        round did (`bench/round_trace.py`, calibration)."""
-        return expected_accepted(self.acceptance.position_alphas(seqs), asked)
+        (`AcceptanceEstimator.expected_accepted`, calibrated), so that a trace holds the objective's numerator
+        against what the round did (`bench/round_trace.py`, calibration)."""
+        return self.acceptance.expected_accepted(seqs, asked)
 
     def describe(self, seqs: Sequence[int] | None = None) -> dict:
         """What the policy measured and decided, for logs and benchmarks (times in ms)."""
@@ -346,6 +349,7 @@ class DraftLengthPolicy:
         out.update(L=self.choice, rounds=self.ended, probes=self.probes,
                    alpha_pooled=round(self.acceptance.pooled(), 4),
                    alpha_positions=[round(float(a), 4) for a in self.acceptance.profile()[:8]],
+                   calibration=[round(float(k), 4) for k in self.acceptance.calibration()[:8]],
                    alpha={q: round(float(a), 4) for q, a in zip(seqs, self.acceptance.alphas(seqs), strict=True)},
                    **self.costs.describe())
         rate = self.rates(seqs) if seqs else None

@@ -27,6 +27,7 @@ Costs are fixed here, so the replay isolates the acceptance model from what the 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Callable
@@ -35,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bass.acceptance import AcceptanceEstimator, best_length, expected_accepted  # noqa: E402
+from bass.acceptance import AcceptanceEstimator, shortest_within  # noqa: E402
 from bass.config import DraftLengthConfig, SamplingParams  # noqa: E402
 
 H100_COSTS_MS = (1.745, 1.98, 2.11, 2.22, 2.47, 2.65, 2.77, 2.87, 3.10)  # L = 0 .. 8 at batch 8 (L = 1 read 1.94-2.0)
@@ -81,13 +82,13 @@ def replay(requests: list[list[Round]], costs: np.ndarray, choose: Chooser,
             if est is not None and L > 0:
                 c = calibration.setdefault(L, [0.0, 0.0])
                 c[0] += sum(got)
-                c[1] += expected_accepted(est.position_alphas(seqs), [min(n, L) for n in asked])
+                c[1] += est.expected_accepted(seqs, [min(n, L) for n in asked])
             tokens += sum(got) + len(seqs)
             ms += costs[L]
             if est is not None:
                 est.observe(seqs, [min(n, L) for n in asked], got)
         if est is not None:
-            memory = (est.pooled(), est.profile().copy())
+            memory = (est.pooled(), est.profile().copy(), (est.cal_obs.copy(), est.cal_pred.copy()))
     return tokens / ms, calibration
 
 
@@ -114,10 +115,16 @@ def policies(costs: np.ndarray, cfg: DraftLengthConfig, margins: tuple[float, ..
     """Every policy `replay` compares: name -> (chooser, estimator factory or None)."""
     out: dict[str, tuple[Chooser, Callable | None]] = {
         f"fixed L={L}": ((lambda e, r, L=L: L), None) for L in range(len(costs))}
-    fresh = lambda memory: AcceptanceEstimator(cfg, *(() if memory is None else memory))  # noqa: E731
-    out["acceptance estimate"] = (lambda e, r: best_length(e.position_alphas(r[0]), costs), fresh)
+    def fresh(cfg: DraftLengthConfig) -> Callable:
+        return lambda memory: AcceptanceEstimator(cfg, *(() if memory is None else memory))
+
+    def choose(margin: float = 0.0) -> Chooser:  # the live policy's argmax, over the calibrated reach
+        return lambda e, r: shortest_within(e.expected_tokens(r[0], len(costs) - 1) / costs, margin)
+
+    out["acceptance estimate"] = (choose(), fresh(cfg))
+    out["estimate, uncalibrated"] = (choose(), fresh(dataclasses.replace(cfg, calibrate=False)))
     for m in margins:
-        out[f"estimate, margin {m:g}"] = (lambda e, r, m=m: best_length(e.position_alphas(r[0]), costs, m), fresh)
+        out[f"estimate, margin {m:g}"] = (choose(m), fresh(cfg))
     return out
 
 

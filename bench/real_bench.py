@@ -22,7 +22,8 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                (`EngineConfig.proposal_graphs`); with --policy-ab, BASS with the best drafter under the cost
                policy and under POLICY_BEFORE (no probe screen, weak memory prior), interleaved; with
                --margin-ab M, BASS with the best drafter under the cost policy, under the same with a length
-               margin M (`DraftLengthConfig.length_margin`) and at the first --fixed-l length, interleaved.
+               margin M (`DraftLengthConfig.length_margin`) and at the first --fixed-l length, interleaved; with
+               --calibration-ab the same with the policy uncalibrated (`DraftLengthConfig.calibrate`).
 
 Every configuration runs one untimed warm-up pass over the prompts first (CUDA graphs captured, caches
 sized; a BASS cost-policy row first drafts each length of `bass.engine.WARM_LENGTHS` once, whose graphs its
@@ -313,17 +314,18 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
             pair = measure(runners, len(b.prompts), a.repeats)
             add(row("bass", k, best, "cost", pair["now"], pair="policy"), t)
             add(row("bass", k, best, "cost, every probe", pair["before"], pair="policy"), t)
-        if a.margin_ab is not None:  # the cost policy against itself with a length margin, and a fixed length
+        variants = ([("margin", DraftLengthConfig(length_margin=a.margin_ab), f"cost, margin {a.margin_ab:g}")]
+                    if a.margin_ab is not None else []) + \
+            ([("calibration", DraftLengthConfig(calibrate=False), "cost, uncalibrated")] if a.calibration_ab else [])
+        for kind, cfg, label in variants:  # the cost policy against a variant of it, and a fixed length
             t = time.perf_counter()
-            runners = {"cost": (b.runner("bass", k, best), "cost"),
-                       "margin": (b.runner("bass", k, best, DraftLengthConfig(length_margin=a.margin_ab)),
-                                  f"cost, margin {a.margin_ab:g}")}
+            runners = {"cost": (b.runner("bass", k, best), "cost"), "variant": (b.runner("bass", k, best, cfg), label)}
             if a.fixed_l:
                 n = a.fixed_l[0]
                 runners["fixed"] = (b.runner("bass", k, best, DraftLengthConfig(policy="fixed", l0=n)), f"fixed L={n}")
             got = measure({name: run for name, (run, _) in runners.items()}, len(b.prompts), a.repeats)
             for name, (_, label) in runners.items():
-                add(row("bass", k, best, label, got[name], pair="margin"), t)
+                add(row("bass", k, best, label, got[name], pair=kind), t)
         if a.cublas_pair:  # the tuned projections against cuBLAS throughout
             add_pair(k, best, "projections", {
                 "regular": (b.runner("regular", k), {"projections": "tuned"}),
@@ -378,6 +380,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "every probe and a weak memory prior (POLICY_BEFORE), interleaved")
     p.add_argument("--margin-ab", type=float, default=None, help="at --policy-k, the cost policy against itself "
                    "with this length margin and the first --fixed-l length, interleaved")
+    p.add_argument("--calibration-ab", action="store_true", help="at --policy-k, the cost policy against itself "
+                   "without its calibration (DraftLengthConfig.calibrate) and the first --fixed-l length, interleaved")
     p.add_argument("--no-verdicts", action="store_true", help="skip the with/without verdict-tester pair")
     p.add_argument("--profile", action="store_true", help="also profile regular steps and BASS rounds at --policy-k")
     p.add_argument("--trace", action="store_true", help="time every round of every BASS row with the cost "

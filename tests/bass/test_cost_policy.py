@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from policy_clocks import FakeClock, by_position, geometric, make_policy, rounds
 
-from bass.acceptance import AcceptanceEstimator, best_length, expected_accepted, expected_tokens
+from bass.acceptance import AcceptanceEstimator, best_length, expected_accepted, expected_tokens, shortest_within
 from bass.config import DraftLengthConfig
+from bass.round_costs import L_BUCKETS, bucket
 
 # ---- the objective, by hand -------------------------------------------------------------------------
 
@@ -111,12 +112,13 @@ def test_the_length_follows_each_positions_rate():
     1.22x. Here the first position is accepted 0.7 of the time, the second 0.25, and a round costs 2.05 plain,
     3.2 at L = 1, 3.65 at L = 2: tokens per unit of time 0.488, 0.531 and 0.514, so L = 1 is best. Per
     position the policy runs L = 1; with one rate, rounds of L = 1 say α = 0.7, which makes L = 2 look best
-    (0.600), and rounds of L = 2 then say α = 0.51, where every length looks alike."""
+    (0.600), and rounds of L = 2 then say α = 0.51, where every length looks alike. The calibration
+    (`bass.acceptance`) mends the one rate too: what position 2 accepted against what it promised scales it."""
     rng = np.random.default_rng(6)
     seqs = list(range(8))
 
-    def run(single_rate: bool) -> list[int]:
-        cfg = DraftLengthConfig(explore_every=8, alpha_decay=0.98)
+    def run(single_rate: bool, calibrate: bool = True) -> list[int]:
+        cfg = DraftLengthConfig(explore_every=8, alpha_decay=0.98, calibrate=calibrate)
         policy = make_policy(cfg, seqs, FakeClock(lambda L: 2.05 if L == 0 else 2.75, 0.45))
         if single_rate:
             est = policy.acceptance
@@ -124,7 +126,9 @@ def test_the_length_follows_each_positions_rate():
         return rounds(policy, seqs, 200, lambda lengths: [by_position(rng, [0.7, 0.25], n) for n in lengths])
 
     assert run(single_rate=False)[-150:].count(1) >= 120
-    assert run(single_rate=True)[-150:].count(1) <= 30
+    assert run(single_rate=False, calibrate=False)[-150:].count(1) >= 120
+    assert run(single_rate=True, calibrate=False)[-150:].count(1) <= 30
+    assert run(single_rate=True)[-150:].count(1) >= 100
 
 
 def test_acceptance_prior_and_pooling():
@@ -135,6 +139,49 @@ def test_acceptance_prior_and_pooling():
     pool = (0 + 4 * 0.5) / (1 + 4)
     assert est.pooled() == pytest.approx(pool)
     assert est.alphas([0, 1]).tolist() == pytest.approx([(0 + 4 * pool) / (1 + 4), pool])
+
+
+def test_calibration_by_hand():
+    """Before a round's outcome updates the counts, the reach it was predicted is checked against it, per asked
+    position (`bass.acceptance`, Calibration): κ_j = (O_j + c) / (P_j + c)."""
+    cfg = DraftLengthConfig(alpha_prior=0.5, prior_strength=4.0, alpha_decay=1.0, calibration_strength=8.0, l0=2,
+                            l_limit=4)
+    est = AcceptanceEstimator(cfg)
+    est.observe([0, 1], [2, 0], [2, 0])  # sequence 0 asked 2, took both, predicted 0.5 and 0.25; 1 drafted nothing
+    assert est.calibration() == pytest.approx([9 / 8.5, 9 / 8.25, 1.0, 1.0])
+    # the reach the objective reads: each position's, scaled, never rising along the draft, never above 1
+    raw = np.cumprod(est.position_alphas([0]), axis=1)[:, :3]
+    assert est.reach([0], 3) == pytest.approx(np.minimum.accumulate(raw * est.calibration()[:3], axis=1))
+    assert est.expected_tokens([0, 1], 3) == pytest.approx(
+        [2.0, *(2 + np.cumsum(est.reach([0, 1], 3).sum(0)))])
+    assert est.expected_accepted([0, 1], [1, 3]) == pytest.approx(est.reach([0, 1], 3)[0, 0] +
+                                                                  est.reach([0, 1], 3)[1].sum())
+    off = AcceptanceEstimator(DraftLengthConfig(calibrate=False))
+    off.observe([0], [2], [2])
+    assert off.calibration().tolist() == [1.0] * off.cfg.l_limit and not off.cal_pred.any()
+    assert off.expected_tokens([0], 5) == pytest.approx(expected_tokens(off.position_alphas([0]), 5))
+
+
+def test_calibration_shortens_drafts_whose_deep_positions_overpromised():
+    """A memory whose rounds accepted half of what positions 4 and on promised: the policy drafts shorter than
+    the same policy without calibration, and a new request starts from that memory's calibration."""
+    from bass.draft_length import PolicyMemory
+    from bass.round_costs import CostModel
+
+    seqs, rng = list(range(8)), np.random.default_rng(4)
+    chosen = {}
+    for calibrate in (True, False):
+        cfg = DraftLengthConfig(l_limit=12, alpha_decay=0.99, calibrate=calibrate)
+        memory = PolicyMemory(CostModel(cfg), cfg.alpha_prior)
+        first = make_policy(cfg, seqs, FakeClock(lambda L: 1.0 + 0.01 * L, 0.1), memory=memory)
+        rounds(first, seqs, 200, lambda lengths: [geometric(rng, 0.9, n) for n in lengths])
+        first.acceptance.cal_pred[3:], first.acceptance.cal_obs[3:] = 400.0, 200.0  # positions 4 ..: half
+        memory.learn(first.acceptance)
+        second = make_policy(cfg, seqs, FakeClock(lambda L: 1.0 + 0.01 * L, 0.1), memory=memory)
+        assert second.acceptance.calibration() == pytest.approx(first.acceptance.calibration())
+        second.lengths(seqs)
+        chosen[calibrate] = second.choice
+    assert chosen[True] <= 5 < 8 <= chosen[False]
 
 
 # ---- the policy, with injected costs and acceptance ---------------------------------------------------
@@ -183,8 +230,10 @@ def test_a_length_margin_takes_the_shortest_length_near_the_best():
             lengths = policy.lengths(seqs)
             policy.update(seqs, [geometric(rng, a, n) for a, n in zip(alphas, lengths)], lengths)
         curve = policy.costs.round_curve(len(seqs), 16)
-        est = policy.acceptance.position_alphas(seqs)
-        assert policy.choice == best_length(est, curve, margin)
+        objective = policy.acceptance.expected_tokens(seqs, 16) / curve
+        policy.lengths(seqs)  # decides from the estimates the last round left, up to a bucket past the longest timed
+        cap = L_BUCKETS[L_BUCKETS.index(bucket(policy.costs.reach(len(seqs)), L_BUCKETS)) + 1]
+        assert policy.choice == shortest_within(objective[:cap + 1], margin)
         chosen[margin] = policy.choice
     # at the true rates the argmax is L = 9 and the shortest within 5 % L = 6; the estimates move them a little
     assert chosen[0.0] >= 8 and 5 <= chosen[0.05] <= 7

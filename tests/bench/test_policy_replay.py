@@ -62,5 +62,5 @@ def test_log_of_tiny_models_replays(tmp_path):
         assert all(0 <= a <= n <= 3 for n, a in zip(asked, accepted, strict=True))
     table = pr.main(["replay", str(out), "--costs", "1,1.5,2,2.5,3,3.5"])
     assert set(table) == {"fixed L=0", "fixed L=1", "fixed L=2", "fixed L=3", "oracle",
-                          "acceptance estimate"}  # (no length past the logged L = 3)
+                          "acceptance estimate", "estimate, uncalibrated"}  # (no length past the logged L = 3)
     assert table["oracle"]["tokens_per_ms"] >= max(v["tokens_per_ms"] for v in table.values()) - 1e-12

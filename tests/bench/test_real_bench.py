@@ -88,7 +88,8 @@ def dry_run(tmp_path_factory):
     out = root / "out"
     rb.main(["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "1",
              "--max-new-tokens", "8", "--repeats", "1", "--policy-k", "2", "--fixed-l", "3", "--profile",
-             "--cublas-pair", "--chain-pair", "--policy-ab", "--margin-ab", "0.05", "--out", str(out)])
+             "--cublas-pair", "--chain-pair", "--policy-ab", "--margin-ab", "0.05", "--calibration-ab",
+             "--out", str(out)])
     return out, json.loads((out / "real_bench.json").read_text())
 
 
@@ -133,6 +134,10 @@ def test_dry_run_rows_and_ratios(dry_run):
     assert [(r["policy"], r["drafter"]) for r in margin] == [("cost", best), ("cost, margin 0.05", best),
                                                              ("fixed L=3", best)]
     assert margin[2]["mean_draft_length"] <= 3
+    calibration = [r for r in rows if r.get("pair") == "calibration"]  # the cost policy, uncalibrated, fixed L = 3
+    assert [r["policy"] for r in calibration] == ["cost", "cost, uncalibrated", "fixed L=3"]
+    assert calibration[0]["policy_state"]["calibration"] != [1.0] * 8  # (a drafting row checks what it predicted)
+    assert calibration[1]["policy_state"]["calibration"] == [1.0] * 8
     regular = next(r for r in rows if r["method"] == "regular")
     for r in rows:
         assert r["k"] == 2 and r["sequences"] == 2 and 2 <= r["tokens"] <= 16
