@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import torch
 
 from bass.config import SamplingParams
-from bass.sampling import Verdict, draft_sample, process_logits_deferred, sample_from, verify_logits, verify_top_p_fused
+from bass.sampling import draft_sample, process_logits_deferred, sample_from
+from bass.verify import Verdict, verify_logits, verify_top_p_fused
 
 
 def processing(params: SamplingParams) -> SamplingParams:
@@ -44,7 +45,7 @@ class VerifyRule:
       - rejected = draft_len − accepted (int32), the rows the target's cache rolls back.
     The last three are the round's glue, computed here because in the graph they cost no launch.
 
-    Under top-p the rule works over each position's most likely candidates (`bass.sampling.verify_logits`:
+    Under top-p the rule works over each position's most likely candidates (`bass.verify.verify_logits`:
     `verify_top_p`; without top-p, over the vocabulary: `verify_sampled`). A row's result is exact when
     the candidates decided the top-p set at every position it used: positions 0 .. a_b (the accept tests
     before a_b passed and the test at a_b failed with exact p, so the exact rule accepts a_b too, and

@@ -10,7 +10,7 @@ Four views of the same engine, one model load:
   rule        top-p processing + the accept/resample rule of those logits launched eagerly (host-bound on
               a GPU), and forward + rule as the round runs them (one graph on CUDA); the rule alone in a
               graph of its own, as `VerifyRule` computes it (over the sorted top-p candidates,
-              `sampling.verify_top_p`) and as the dense reference does (`verify_sampled` over the
+              `bass.verify.verify_top_p`) and as the dense reference does (`verify_sampled` over the
               processed vocabulary), side by side;
   rounds      `profile_round.round_breakdown` of whole rounds (wall = drafter + verify + host) for regular
               decoding and BASS under fixed L and the cost policy, with torch.profiler tables per config;
@@ -47,8 +47,9 @@ from bass.attention import get_backend  # noqa: E402
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import Engine, device_line  # noqa: E402
 from bass.rules import run_then, verify_rule  # noqa: E402
-from bass.sampling import process_logits_deferred, verify_sampled  # noqa: E402
+from bass.sampling import process_logits_deferred  # noqa: E402
 from bass.streams import SequenceRNG  # noqa: E402
+from bass.verify import verify_sampled  # noqa: E402
 
 
 def timed_ms(fn, reps: int) -> float:

@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python bench/vocab_ops_bench.py [--rows 8,16,24,64] [--out DIR]
 
-`bass.sampling.verify_top_p` works over each position's sorted top-p candidates; what it still does over
+`bass.verify.verify_top_p` works over each position's sorted top-p candidates; what it still does over
 the whole vocabulary is the tempered softmax and the top-K (K = `TOP_P_CANDIDATES`). On an H100 those
 were about 125 µs of its 239 µs at k = 8 (`bench/results/step_costs_2026-11-24_h100_profile_step_eager.txt`),
 so this times them alone, each in a CUDA graph (the way the rule runs), on peaked Zipf logits
@@ -12,7 +12,7 @@ so this times them alone, each in a CUDA graph (the way the rule runs), on peake
              | exp(z − logsumexp(z))
   top-K      torch.topk over the row | in two stages: the top K of each of S equal chunks, then the top K
              of those S·K (the same values: a row's top K lie in their chunks' top K)
-  candidates the rule's whole candidate step (`bass.sampling._sorted_top_p`: tempered probabilities to
+  candidates the rule's whole candidate step (`bass.sampling.sorted_top_p`: tempered probabilities to
              sorted top-p candidates, kept masses and `covered`), by torch (softmax, top-K, sort) | by
              `kernels.top_p` (one program per row, what the rule runs on CUDA); checked to decide the
              same rows and keep the same masses
@@ -33,6 +33,7 @@ by graphs (the figures then only check the plumbing).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -48,6 +49,7 @@ from round_overhead import logit_bank  # noqa: E402
 from step_costs import timed_ms  # noqa: E402
 
 from bass import sampling  # noqa: E402
+from bass import verify as verify_module  # noqa: E402
 from bass.config import SamplingParams  # noqa: E402
 from bass.engine import device_line  # noqa: E402
 from bass.rules import TokenSubset, draft_rule, verify_rule  # noqa: E402
@@ -74,10 +76,13 @@ def topk_two_stage(p: torch.Tensor, k: int, chunks: int) -> tuple[torch.Tensor, 
     return v2, i1.view(N, chunks * k).gather(-1, j)
 
 
+@contextlib.contextmanager
 def top_p_kernels(on: bool, verify: bool = False):
     """For the block, `bass.sampling`'s top-p candidates by the kernels (the interpreter off CUDA) or by torch,
-    and with `verify` the rest of the verify rule by its kernel too."""
-    return mock.patch.multiple(sampling, FUSED_TOP_P="always" if on else False, FUSED_VERIFY=verify)
+    and with `verify` the rest of the verify rule by its kernel too (`bass.verify.FUSED_VERIFY`)."""
+    with mock.patch.object(sampling, "FUSED_TOP_P", "always" if on else False), \
+            mock.patch.object(verify_module, "FUSED_VERIFY", verify):
+        yield
 
 
 # the verify rule's variants: (top-p candidates by the kernels, the rest by the kernel too)
@@ -114,7 +119,7 @@ def verify_rule_costs(batch: int, width: int, vocab: int, reps: int, device: tor
 def candidates(logits: torch.Tensor, params: SamplingParams, kernel: bool) -> tuple[torch.Tensor, ...]:
     """The rule's candidate step (kept [N, K], ids [N, K], covered [N]) by torch or by the kernel."""
     with top_p_kernels(kernel):
-        return sampling._sorted_top_p(logits, params, full_sort=False)
+        return sampling.sorted_top_p(logits, params, full_sort=False)
 
 
 def draft_rule_costs(n: int, vocab: int, draft_vocab: int, reps: int, kernels_run: bool,

@@ -19,7 +19,7 @@ A model draft's q comes sparse, as KQ (mass, id) pairs per position (`kernels.dr
 
 and the residual subtracts each nonzero pair from the candidate holding its id: a loop over the pairs up
 to the last nonzero one (the draft's kept set: a few tokens), each a [K] comparison.
-`bass.rules.VerifyRule` redoes the others by a full sort. That is `bass.sampling.verify_top_p` (its torch
+`bass.rules.VerifyRule` redoes the others by a full sort. That is `bass.verify.verify_top_p` (its torch
 twin, the reference the tests hold this to) plus the round's glue of `VerifyRule`: the packed row the host
 reads, the emitted tokens the feature draft feeds next, and the rejected counts the cache rolls back.
 

@@ -379,7 +379,7 @@ def test_top_p_from_few_candidates_samples_what_the_full_sort_samples(tiny_engin
     (n-gram drafts: a model draft's own q never needs the redo, `sampling.draft_proposal`, and its
     exactness is test_lossless.py's few-candidates case.)"""
     drafter = "ngram"
-    from bass import sampling
+    from bass import sampling, verify
     engine = tiny_engine("llama", draft_seed=1, head_scale=6.0)
     prompt = "for i in range(10):\n    print(i)\n" * 2
     params = SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=16, seed=3)
@@ -388,13 +388,13 @@ def test_top_p_from_few_candidates_samples_what_the_full_sort_samples(tiny_engin
     monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 8)
     redone = []
 
-    verify_top_p = sampling.verify_top_p
+    verify_top_p = verify.verify_top_p
 
     def counted(*args, full_sort=False):
         redone.append(full_sort)
         return verify_top_p(*args, full_sort=full_sort)
 
-    monkeypatch.setattr(sampling, "verify_top_p", counted)
+    monkeypatch.setattr(verify, "verify_top_p", counted)
     assert _ids(engine.generate(prompt, **kw)) == _ids(full)
     assert any(redone) and not all(redone)  # some rounds were decided by the candidates, some redone
 

@@ -5,16 +5,10 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from bass import sampling
+from bass import sampling, verify
 from bass.config import SamplingParams
-from bass.sampling import (
-    process_logits,
-    sample_from,
-    top_p_filter,
-    top_p_filter_sorted,
-    verify_greedy,
-    verify_sampled,
-)
+from bass.sampling import process_logits, sample_from, top_p_filter, top_p_filter_sorted
+from bass.verify import verify_greedy, verify_sampled
 
 
 def _reference_filter(logits: np.ndarray, t: float, top_k: int, top_p: float) -> np.ndarray:
@@ -230,7 +224,7 @@ def test_verify_top_p_emits_what_the_dense_rule_emits(one_hot, monkeypatch):
     grid = (torch.arange(N) + 0.5) / N
     rows = lambda x: None if x is None else x.repeat_interleave(N, 0)  # noqa: E731
     args = (rows(drafts), rows(dlen), rows(probs), rows(u_acc), grid.repeat(B))
-    cand, covered = sampling.verify_top_p(rows(logits), params, *args)
+    cand, covered = verify.verify_top_p(rows(logits), params, *args)
     dense = verify_sampled(*args[:2], args[2], process_logits(rows(logits), params), *args[3:])
     assert bool(covered.all())
     assert torch.equal(cand.accepted, dense.accepted)
@@ -239,7 +233,7 @@ def test_verify_top_p_emits_what_the_dense_rule_emits(one_hot, monkeypatch):
         got = torch.bincount(cand.next_token[b * N:(b + 1) * N], minlength=V)
         want = torch.bincount(dense.next_token[b * N:(b + 1) * N], minlength=V)
         assert int((got - want).abs().max()) <= 2, b
-    full = sampling.verify_top_p(rows(logits), params, *args, full_sort=True)[0]
+    full = verify.verify_top_p(rows(logits), params, *args, full_sort=True)[0]
     assert torch.equal(full.accepted, cand.accepted) and torch.equal(full.next_token, cand.next_token)
 
 
@@ -258,16 +252,16 @@ def test_verify_top_p_from_the_kernels_candidates_gives_the_torch_paths_verdict(
     args = (drafts, torch.tensor([L, L, 2, 0, 1, L]), q, torch.rand(B, L, generator=g), torch.rand(B, generator=g))
     device = "cuda" if torch.cuda.is_available() else "cpu"  # the kernel compiled, or interpreted
     logits, args = logits.to(device), tuple(a.to(device) for a in args)
-    torch_path, torch_covered = sampling.verify_top_p(logits, params, *args)
+    torch_path, torch_covered = verify.verify_top_p(logits, params, *args)
     monkeypatch.setattr(sampling, "FUSED_TOP_P", "always")
     import kernels.top_p
 
     calls = []
     kernel = kernels.top_p.top_p_candidates_fused
     monkeypatch.setattr(kernels.top_p, "top_p_candidates_fused", lambda *a: calls.append(a) or kernel(*a))
-    fused, covered = sampling.verify_top_p(logits, params, *args)
+    fused, covered = verify.verify_top_p(logits, params, *args)
     assert len(calls) == 1  # the kernel's candidates, not torch's
-    full = sampling.verify_top_p(logits, params, *args, full_sort=True)[0]
+    full = verify.verify_top_p(logits, params, *args, full_sort=True)[0]
     assert torch.equal(covered, torch_covered) and not covered[5].any() and bool(covered[:5].all())
     for other in (torch_path, full):  # row 5 is undecided: what either path says there is redone
         assert torch.equal(fused.accepted[:5], other.accepted[:5])
@@ -292,7 +286,7 @@ def test_a_sparse_q_gives_the_verdicts_of_the_dense_q_it_stands_for(top_p):
     drafts = ids.gather(-1, torch.multinomial(m.view(-1, K), 1, generator=g).view(B, L, 1))[..., 0]
     args = (drafts, torch.randint(0, L + 1, (B,), generator=g))
     u = (torch.rand(B, L, generator=g), torch.rand(B, generator=g))
-    sparse_v = sampling.verify_logits(logits, params, *args, m, *u, ids)[0]
-    dense_v = sampling.verify_logits(logits, params, *args, dense, *u)[0]
+    sparse_v = verify.verify_logits(logits, params, *args, m, *u, ids)[0]
+    dense_v = verify.verify_logits(logits, params, *args, dense, *u)[0]
     assert torch.equal(sparse_v.accepted, dense_v.accepted) and torch.equal(sparse_v.next_token, dense_v.next_token)
     assert bool((sparse_v.accepted < args[1]).any()) and bool((sparse_v.accepted > 0).any())  # rejects and accepts

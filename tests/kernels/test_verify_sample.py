@@ -10,7 +10,7 @@ import torch
 from fused_cases import DEVICE, fresh_gen, poison
 
 import kernels.verify_sample as mod
-from bass import sampling
+from bass import sampling, verify
 from bass.config import SamplingParams
 from bass.rules import verify_rule
 from kernels.top_p import top_p_candidates_fused
@@ -66,7 +66,7 @@ def test_the_kernel_gives_the_rules_torch_outputs_on_the_same_candidates(monkeyp
     monkeypatch.setattr(mod, "_verify_row", _counting(mod._verify_row, calls))
     fused = rule(logits, *args)
     assert len(calls) == 1
-    monkeypatch.setattr(sampling, "FUSED_VERIFY", False)
+    monkeypatch.setattr(verify, "FUSED_VERIFY", False)
     torch_ops = rule(logits, *args)
     assert len(calls) == 1
     for name, got, want in zip(["accepted", "next", "decided", "logits", "packed", "emitted", "rejected"],
@@ -117,7 +117,7 @@ def test_a_dense_q_takes_the_torch_rule(monkeypatch) -> None:
     logits, args = _round(2, True, fresh_gen())
     drafts, dlen, u_accept, u_sample, q, q_ids = args
     dense = torch.zeros(*q.shape[:2], logits.shape[-1], device=DEVICE).scatter_add_(-1, q_ids, q)
-    assert sampling.verify_top_p_fused(logits, PARAMS, drafts, dlen, dense, u_accept, u_sample) is None
+    assert verify.verify_top_p_fused(logits, PARAMS, drafts, dlen, dense, u_accept, u_sample) is None
     with pytest.raises(ValueError, match="sparse q"):
         verify_candidates(*top_p_candidates_fused(logits, 0.8, 64), 0.9, 1e-6, drafts, dlen, u_accept, u_sample, dense)
     want = verify_rule(PARAMS)(logits, *args)  # the same q as pairs, through the kernel
