@@ -86,11 +86,10 @@ def expected_tokens(alphas: Sequence[float] | np.ndarray, l_max: int) -> np.ndar
     return np.concatenate([[float(a.shape[0])], a.shape[0] + np.cumsum(reach.sum(0))])
 
 
-def expected_accepted(alphas: np.ndarray, asked: Sequence[int]) -> float:
-    """Σ_b E[a_b | l_b] = Σ_b Σ_{j <= l_b} Π_{i <= j} α_{b,i}: the drafts a batch is expected to accept when
-    sequence b is asked for asked[b]. alphas: [B, >= max(asked)] α_{b,i} per position i = 1 .. (Model)."""
-    reach = np.cumprod(np.asarray(alphas, dtype=np.float64), axis=1)  # [B, positions] P(a_b >= j)
-    return float(sum(reach[b, :n].sum() for b, n in enumerate(asked)))
+def expected_accepted(reach: np.ndarray, asked: Sequence[int]) -> float:
+    """Σ_b E[a_b | l_b] = Σ_b Σ_{j <= l_b} P(a_b >= j): the drafts a batch is expected to accept when sequence b
+    is asked for asked[b]. reach: [B, >= max(asked)] P(a_b >= j) for j = 1 .. (Model: Π_{i <= j} α_{b,i})."""
+    return float(sum(np.asarray(reach, dtype=np.float64)[b, :n].sum() for b, n in enumerate(asked)))
 
 
 def best_length(alphas: Sequence[float] | np.ndarray, round_cost: Sequence[float] | np.ndarray,
@@ -191,9 +190,8 @@ class AcceptanceEstimator:
         return np.concatenate([[float(len(seqs))], len(seqs) + np.cumsum(reach.sum(0))])
 
     def expected_accepted(self, seqs: Sequence[int], asked: Sequence[int]) -> float:
-        """Σ_b E[a_b | l_b = asked[b]] from the calibrated reach."""
-        reach = self.reach(seqs, max(asked, default=0))
-        return float(sum(reach[b, :n].sum() for b, n in enumerate(asked)))
+        """Σ_b E[a_b | l_b = asked[b]] from the calibrated reach (`expected_accepted`)."""
+        return expected_accepted(self.reach(seqs, max(asked, default=0)), asked)
 
     def pooled(self) -> float:
         """ᾱ, the batch's rate under the prior."""

@@ -13,10 +13,10 @@ from bass.round_costs import L_BUCKETS, bucket
 # ---- the objective, by hand -------------------------------------------------------------------------
 
 def test_expected_accepted_sums_each_sequence_to_its_own_length():
-    alphas = [[0.5, 0.5, 0.5], [1.0, 0.8, 0.0]]
+    reach = np.cumprod([[0.5, 0.5, 0.5], [1.0, 0.8, 0.0]], axis=1)  # P(a_b >= j) from α_{b,i}
     # sequence 0 asked 2: 0.5 + 0.25; sequence 1 asked 3: 1 + 0.8 + 0
-    assert expected_accepted(alphas, [2, 3]) == pytest.approx(0.75 + 1.8)
-    assert expected_accepted(alphas, [0, 0]) == 0.0
+    assert expected_accepted(reach, [2, 3]) == pytest.approx(0.75 + 1.8)
+    assert expected_accepted(reach, [0, 0]) == 0.0
 
 
 def test_expected_tokens_is_the_geometric_sum():
