@@ -177,7 +177,8 @@ def cmd_eval(a: argparse.Namespace) -> int:
         raise ValueError(f"--methods takes a comma-separated subset of {','.join(METHODS)}; got {a.methods!r}")
     import time
 
-    from bass.engine import Engine, device_line
+    from bass.device import device_line
+    from bass.engine import Engine
 
     cfg = engine_config(a)
     engine = Engine(cfg, progress=None if a.json else _progress)  # one load serves every method

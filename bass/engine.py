@@ -24,6 +24,7 @@ from bass import baselines
 from bass.attention import available_backends, get_backend
 from bass.cache import CacheArena
 from bass.config import METHODS, DraftLengthConfig, EngineConfig, SamplingParams
+from bass.device import resolve_device, resolve_dtype
 from bass.draft_length import DraftLengthPolicy, PolicyMemory
 from bass.drafters import Drafter, build_drafter
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceUpdate
@@ -47,37 +48,6 @@ MAX_K = 64
 # (`bass.round_costs.L_BUCKETS`): at k = 32 its first round of L = 10 (width 12, never warmed) came in a timed
 # pass, 60 ms, after one of 788 ms against ~4 for its neighbours (`real_bench_2026-11-26_h100f_cycle8.json`).
 WARM_LENGTHS = tuple(sorted(set(range(1, 9)) | {w - 1 for w in WIDTH_BUCKETS if 10 < w <= 16}))
-
-
-def resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} but no CUDA GPU is visible: use device='cpu' or 'auto'")
-    return torch.device(device)
-
-
-def device_line(device: torch.device) -> str:
-    """What a result was measured on: the GPU's or CPU's name, the torch version and the date."""
-    import datetime
-    import platform
-
-    if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-    else:
-        try:
-            lines = Path("/proc/cpuinfo").read_text().splitlines()
-            name = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
-        except (OSError, StopIteration):
-            name = platform.processor() or platform.machine()
-        name = f"CPU {name}"
-    return f"{name}, torch {torch.__version__}, {datetime.date.today().isoformat()}"
-
-
-def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    return getattr(torch, dtype)
 
 
 def _load(role: str, spec: str, kwargs: dict) -> LoadedModel:

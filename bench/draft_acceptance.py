@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bass import DraftLengthConfig, Engine, EngineConfig, SamplingParams  # noqa: E402
 from bass.config import HUMANEVAL_STOPS  # noqa: E402
+from bass.device import device_line  # noqa: E402
 from bass.drafters import build_drafter  # noqa: E402
-from bass.engine import device_line  # noqa: E402
 from bass.models.loader import LoadedModel  # noqa: E402
 from sandbox.humaneval import load_humaneval  # noqa: E402
 

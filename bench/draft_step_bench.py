@@ -39,7 +39,8 @@ from host_costs import device_ops, engine_graphs, measure  # noqa: E402
 from profile_round import pipelined_round  # noqa: E402
 
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
-from bass.engine import Engine, device_line  # noqa: E402
+from bass.device import device_line  # noqa: E402
+from bass.engine import Engine  # noqa: E402
 from bass.models.draft import DRAFT_FILE, derive_draft, read_draft_file  # noqa: E402
 from bass.models.loader import LoadedModel, build_random  # noqa: E402
 from bass.synthetic import (  # noqa: E402

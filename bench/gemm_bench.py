@@ -25,7 +25,7 @@ import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bass.engine import device_line  # noqa: E402
+from bass.device import device_line  # noqa: E402
 from bass.models.linear import graph_timer  # noqa: E402
 from kernels.skinny_gemm import SkinnyConfig, skinny_gemm  # noqa: E402
 

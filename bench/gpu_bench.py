@@ -53,7 +53,7 @@ from profile_round import profile_round  # noqa: E402
 from round_trace import format_summary, split_trace  # noqa: E402
 
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
-from bass.engine import device_line as engine_device_line  # noqa: E402
+from bass.device import device_line as engine_device_line  # noqa: E402
 from bass.graphs import decoding_captures  # noqa: E402
 from bass.metrics import decoder_flops_per_token  # noqa: E402
 from bass.synthetic import (  # noqa: E402
@@ -218,7 +218,7 @@ class Bench:
 
 
 def device_line(device: str) -> str:
-    """The engine's device line (`bass.engine.device_line`) plus what kernel timings also depend on."""
+    """The engine's device line (`bass.device.device_line`) plus what kernel timings also depend on."""
     import transformers
 
     try:

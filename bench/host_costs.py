@@ -40,7 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from profile_round import is_device_work, sync  # noqa: E402
 
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
-from bass.engine import Engine, device_line  # noqa: E402
+from bass.device import device_line  # noqa: E402
+from bass.engine import Engine  # noqa: E402
 from bass.graphs import ChainKey  # noqa: E402
 
 CHAIN_NODES = 256

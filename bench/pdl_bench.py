@@ -25,7 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bass.engine import device_line  # noqa: E402
+from bass.device import device_line  # noqa: E402
 from bass.graphs import capture  # noqa: E402
 from bass.models import linear  # noqa: E402
 from bass.models.loader import build_random  # noqa: E402

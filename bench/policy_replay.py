@@ -48,7 +48,8 @@ Chooser = Callable[[AcceptanceEstimator | None, Round], int]
 def log(a: argparse.Namespace) -> dict:
     """Run the fixed-L BASS requests of the module docstring; return the log (one list of rounds per request)."""
     from bass.config import EngineConfig
-    from bass.engine import Engine, device_line
+    from bass.device import device_line
+    from bass.engine import Engine
     from sandbox import load_humaneval
 
     engine = Engine(EngineConfig(target=a.target, draft=a.draft, backend=a.backend, device=a.device))

@@ -77,7 +77,8 @@ from profile_round import round_breakdown  # noqa: E402
 from round_trace import format_summary, split_trace  # noqa: E402
 
 from bass.config import HUMANEVAL_STOPS, DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
-from bass.engine import Engine, device_line  # noqa: E402
+from bass.device import device_line  # noqa: E402
+from bass.engine import Engine  # noqa: E402
 from bass.events import GenerationResult  # noqa: E402
 from bass.graphs import decoding_captures, deferred_captures  # noqa: E402
 from bass.models import linear  # noqa: E402

@@ -45,7 +45,8 @@ from profile_round import graphed, pipelined_round, profiler_tables, round_break
 
 from bass.attention import get_backend  # noqa: E402
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
-from bass.engine import Engine, device_line  # noqa: E402
+from bass.device import device_line  # noqa: E402
+from bass.engine import Engine  # noqa: E402
 from bass.rules import run_then, verify_rule  # noqa: E402
 from bass.sampling import process_logits_deferred  # noqa: E402
 from bass.streams import SequenceRNG  # noqa: E402

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from draft_step_bench import build_engine, round_ms  # noqa: E402
 
 from bass.config import SamplingParams  # noqa: E402
-from bass.engine import device_line  # noqa: E402
+from bass.device import device_line  # noqa: E402
 from bass.models import linear  # noqa: E402
 from bass.synthetic import random_prompt  # noqa: E402
 from kernels.skinny_gemm import CANDIDATES  # noqa: E402

@@ -51,7 +51,7 @@ from step_costs import timed_ms  # noqa: E402
 from bass import sampling  # noqa: E402
 from bass import verify as verify_module  # noqa: E402
 from bass.config import SamplingParams  # noqa: E402
-from bass.engine import device_line  # noqa: E402
+from bass.device import device_line  # noqa: E402
 from bass.rules import TokenSubset, draft_rule, verify_rule  # noqa: E402
 from bass.sampling import TOP_P_CANDIDATES  # noqa: E402
 from kernels.draft_sample import sample_candidates  # noqa: E402
