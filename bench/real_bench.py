@@ -83,9 +83,7 @@ from bass.events import GenerationResult  # noqa: E402
 from bass.graphs import decoding_captures, deferred_captures  # noqa: E402
 from bass.models import linear  # noqa: E402
 
-# (prompt index, pass index) -> one generation of k samples of that prompt; pass 0 is the warm-up, whose seed the
-# first timed pass's would otherwise repeat
-Runner = Callable[[int, int], GenerationResult]
+Runner = Callable[[int, int], GenerationResult]  # (prompt index, pass index) -> a generation of k samples of the prompt
 
 
 def aggregate(results: list[GenerationResult]) -> dict:
@@ -168,11 +166,8 @@ class Bench:
                                      stop=HUMANEVAL_STOPS if a.stops else (), seed=a.seed)
 
     def pass_params(self, p: int) -> SamplingParams:
-        """The sampling of pass p (0: the warm-up): the run's seed + p, so each pass draws new samples (--same-seeds:
-        the run's seed in every pass). A row whose choices do not depend on the clock (regular decoding, a
-        fixed length) draws the same texts whenever its seed is the same, while the cost policy's lengths, and
-        with them its uniforms' use, follow the clock: with one seed for every pass, fixed L = 3's median was
-        one draw of 64 samples, the policy's the middle of five (module docstring)."""
+        """The sampling of pass p (0: the warm-up): the run's seed + p, so that every row draws new samples in
+        every pass; with --same-seeds the run's seed in every pass (module docstring: why)."""
         return self.params if self.a.same_seeds else dataclasses.replace(self.params, seed=self.params.seed + p)
 
     def runner(self, method: str, k: int, drafter: str | None = None,
