@@ -92,15 +92,16 @@ def expected_accepted(reach: np.ndarray, asked: Sequence[int]) -> float:
     return float(sum(np.asarray(reach, dtype=np.float64)[b, :n].sum() for b, n in enumerate(asked)))
 
 
-def best_length(alphas: Sequence[float] | np.ndarray, round_cost: Sequence[float] | np.ndarray,
+def best_length(tokens: Sequence[float] | np.ndarray, round_cost: Sequence[float] | np.ndarray,
                 margin: float = 0.0) -> int:
-    """L* = argmax_L expected_tokens(L) / round_cost[L], L = 0 .. len(round_cost) - 1; with a margin m, the
-    shortest L within m of it (`shortest_within`).
+    """L* = argmax_L tokens[L] / round_cost[L], L = 0 .. len(round_cost) - 1, where tokens[L] = Σ_b E[tokens_b | L]
+    (`expected_tokens`, or the calibrated `AcceptanceEstimator.expected_tokens`); with a margin m, the shortest L
+    within m of it (`shortest_within`).
 
     Ties go to the shorter length (np.argmax returns the first maximum).
     """
     c = np.asarray(round_cost, dtype=np.float64)
-    return shortest_within(expected_tokens(alphas, len(c) - 1) / np.maximum(c, 1e-12), margin)
+    return shortest_within(np.asarray(tokens, dtype=np.float64)[:len(c)] / np.maximum(c, 1e-12), margin)
 
 
 def shortest_within(rate: np.ndarray, margin: float = 0.0) -> int:

@@ -13,7 +13,8 @@ replay keeps the logged text.)
 
 `replay` walks the logged rounds in order and lets each policy pick a round's L from what it saw before it: fixed
 lengths; the engine's acceptance estimate (`bass.acceptance`, carried from request to request as `PolicyMemory`
-does) with the argmax of `bass.acceptance.best_length` over a known cost table; and the oracle, the best L of each
+does) with the argmax of `bass.acceptance.best_length` over a known cost table, calibrated as the engine's is
+(and beside it uncalibrated); and the oracle, the best L of each
 round for the whole log's tokens per ms, knowing every outcome (no policy can beat it). With --margins, the estimate
 also chooses with each length margin m (`DraftLengthConfig.length_margin`): the shortest L whose predicted tokens
 per ms is within m of the best. A round of length L costs c(L) (--costs, ms; the default is what rounds at batch 8
@@ -36,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bass.acceptance import AcceptanceEstimator, shortest_within  # noqa: E402
+from bass.acceptance import AcceptanceEstimator, best_length  # noqa: E402
 from bass.config import DraftLengthConfig, SamplingParams  # noqa: E402
 
 H100_COSTS_MS = (1.745, 1.98, 2.11, 2.22, 2.47, 2.65, 2.77, 2.87, 3.10)  # L = 0 .. 8 at batch 8 (L = 1 read 1.94-2.0)
@@ -120,7 +121,7 @@ def policies(costs: np.ndarray, cfg: DraftLengthConfig, margins: tuple[float, ..
         return lambda memory: AcceptanceEstimator(cfg, *(() if memory is None else memory))
 
     def choose(margin: float = 0.0) -> Chooser:  # the live policy's argmax, over the calibrated reach
-        return lambda e, r: shortest_within(e.expected_tokens(r[0], len(costs) - 1) / costs, margin)
+        return lambda e, r: best_length(e.expected_tokens(r[0], len(costs) - 1), costs, margin)
 
     out["acceptance estimate"] = (choose(), fresh(cfg))
     out["estimate, uncalibrated"] = (choose(), fresh(dataclasses.replace(cfg, calibrate=False)))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from policy_clocks import FakeClock, by_position, geometric, make_policy, rounds
 
-from bass.acceptance import AcceptanceEstimator, best_length, expected_accepted, expected_tokens, shortest_within
+from bass.acceptance import AcceptanceEstimator, best_length, expected_accepted, expected_tokens
 from bass.config import DraftLengthConfig
 from bass.round_costs import L_BUCKETS, bucket
 
@@ -25,34 +25,39 @@ def test_expected_tokens_is_the_geometric_sum():
     assert np.allclose(got, [3, 1.5 + 2 + 1, 1.75 + 3 + 1, 1.875 + 4 + 1])
 
 
+def best_at(alphas, round_cost, margin=0.0) -> int:
+    """`best_length` at the expected tokens of these acceptance rates."""
+    return best_length(expected_tokens(alphas, len(round_cost) - 1), round_cost, margin)
+
+
 def test_best_length_hand_cases():
     flat = np.ones(9)  # a plain step; a round of L costs 1 + L * draft
     per_draft = lambda d, n=9: 1 + d * np.arange(n)  # noqa: E731
     # useless draft: every L gives B tokens, any cost makes L = 0 the best (and ties go to 0 too)
-    assert best_length([0.0] * 8, per_draft(0.01)) == 0
-    assert best_length([0.0] * 8, flat) == 0
+    assert best_at([0.0] * 8, per_draft(0.01)) == 0
+    assert best_at([0.0] * 8, flat) == 0
     # α 0.5, draft a quarter of a step: rates 1, 1.5/1.25 = 1.2, 1.75/1.5 = 1.167, ... -> L = 1
-    assert best_length([0.5], per_draft(0.25, 5)) == 1
+    assert best_at([0.5], per_draft(0.25, 5)) == 1
     # α 0.9, draft half a step: 1, 1.9/1.5 = 1.267, 2.71/2 = 1.355, 3.439/2.5 = 1.376, 4.095/3 = 1.365
-    assert best_length([0.9], per_draft(0.5)) == 3
+    assert best_at([0.9], per_draft(0.5)) == 3
     # α 0.9, draft as costly as a step: 1.9 / 2 < 1 -> plain decoding
-    assert best_length([0.9], per_draft(1.0)) == 0
+    assert best_at([0.9], per_draft(1.0)) == 0
     # α 0.9 and a nearly free draft: the longest allowed draft
-    assert best_length([0.9], per_draft(0.01)) == 8
+    assert best_at([0.9], per_draft(0.01)) == 8
     # a round growing fast with L (compute-bound CPU) shortens it:
     # 1.9 / 1.51 = 1.258, 2.71 / 2.02 = 1.342, 3.439 / 2.53 = 1.359, 4.095 / 3.04 = 1.347
-    assert best_length([0.9], 1 + 0.51 * np.arange(9)) == 3
+    assert best_at([0.9], 1 + 0.51 * np.arange(9)) == 3
     # a batch: the sum decides; sequences with α = 0 add 1 token at every L, which favours shorter drafts:
     # alone 4.095 / 2.2 = 1.861 < 4.686 / 2.5 = 1.874 > 5.217 / 2.8 = 1.863 -> 5;
     # with two α = 0: (2 * 3.439 + 2) / 1.9 = 4.673 > (2 * 2.71 + 2) / 1.6 = 4.638, (2 * 4.095 + 2) / 2.2 = 4.632
-    assert best_length([0.9], per_draft(0.3)) == 5
-    assert best_length([0.9, 0.9, 0.0, 0.0], per_draft(0.3)) == 3
+    assert best_at([0.9], per_draft(0.3)) == 5
+    assert best_at([0.9, 0.9, 0.0, 0.0], per_draft(0.3)) == 3
     # a length margin: the shortest L within it of the best rate. At α 0.9 and a draft half a step, L = 3's
     # 1.376 leads L = 2's 1.355 by 1.5 % and L = 1's 1.267 by 7.9 %
-    assert best_length([0.9], per_draft(0.5), margin=0.01) == 3
-    assert best_length([0.9], per_draft(0.5), margin=0.02) == 2
-    assert best_length([0.9], per_draft(0.5), margin=0.08) == 1
-    assert best_length([0.9], per_draft(0.5), margin=0.5) == 0  # plain decoding, within half of the best
+    assert best_at([0.9], per_draft(0.5), margin=0.01) == 3
+    assert best_at([0.9], per_draft(0.5), margin=0.02) == 2
+    assert best_at([0.9], per_draft(0.5), margin=0.08) == 1
+    assert best_at([0.9], per_draft(0.5), margin=0.5) == 0  # plain decoding, within half of the best
 
 
 # ---- estimators ---------------------------------------------------------------------------------------
@@ -200,11 +205,14 @@ def test_policy_picks_the_argmax_of_the_formula(alphas, verify, draft, expected)
         lengths = policy.lengths(seqs)
         policy.update(seqs, [geometric(rng, a, n) for a, n in zip(alphas, lengths)], lengths)
         chosen.append(lengths[0])
-    # exactly the argmax of the formula at the policy's own estimates
-    est = policy.acceptance.position_alphas(seqs)
-    assert policy.choice == best_length(est, policy.costs.round_curve(len(seqs), 16))
+    # exactly the argmax of the formula at the policy's own estimates (the next decision, up to a bucket past the
+    # longest length timed)
+    tokens, curve = policy.acceptance.expected_tokens(seqs, 16), policy.costs.round_curve(len(seqs), 16)
+    policy.lengths(seqs)
+    cap = L_BUCKETS[L_BUCKETS.index(bucket(policy.costs.reach(len(seqs)), L_BUCKETS)) + 1]
+    assert policy.choice == best_length(tokens, curve[:cap + 1])
     # and the estimates found the truth, so it is the argmax at the true values
-    L_true = best_length(alphas, [verify(L) + L * draft for L in range(17)])
+    L_true = best_at(alphas, [verify(L) + L * draft for L in range(17)])
     assert policy.choice == L_true
     if expected == "long":
         assert L_true >= 10
@@ -230,10 +238,10 @@ def test_a_length_margin_takes_the_shortest_length_near_the_best():
             lengths = policy.lengths(seqs)
             policy.update(seqs, [geometric(rng, a, n) for a, n in zip(alphas, lengths)], lengths)
         curve = policy.costs.round_curve(len(seqs), 16)
-        objective = policy.acceptance.expected_tokens(seqs, 16) / curve
+        tokens = policy.acceptance.expected_tokens(seqs, 16)
         policy.lengths(seqs)  # decides from the estimates the last round left, up to a bucket past the longest timed
         cap = L_BUCKETS[L_BUCKETS.index(bucket(policy.costs.reach(len(seqs)), L_BUCKETS)) + 1]
-        assert policy.choice == shortest_within(objective[:cap + 1], margin)
+        assert policy.choice == best_length(tokens, curve[:cap + 1], margin)
         chosen[margin] = policy.choice
     # at the true rates the argmax is L = 9 and the shortest within 5 % L = 6; the estimates move them a little
     assert chosen[0.0] >= 8 and 5 <= chosen[0.05] <= 7
