@@ -82,8 +82,14 @@ def expected_tokens(alphas: Sequence[float] | np.ndarray, l_max: int) -> np.ndar
     """
     a = np.asarray(alphas, dtype=np.float64)
     a = np.repeat(a.reshape(-1, 1), l_max, 1) if a.ndim == 1 else a[:, :l_max]  # [B, l_max]
-    reach = np.cumprod(a, axis=1)  # [B, l_max] P(a_b >= j), j = 1 .. l_max
-    return np.concatenate([[float(a.shape[0])], a.shape[0] + np.cumsum(reach.sum(0))])
+    return tokens_from_reach(np.cumprod(a, axis=1))
+
+
+def tokens_from_reach(reach: np.ndarray) -> np.ndarray:
+    """[l_max + 1]: Σ_b E[tokens_b | L] = Σ_b (1 + Σ_{j <= L} P(a_b >= j)) for L = 0 .. l_max, from reach [B, l_max]
+    P(a_b >= j), j = 1 .. l_max (Model; the calibrated reach, Calibration)."""
+    B = reach.shape[0]
+    return np.concatenate([[float(B)], B + np.cumsum(reach.sum(0))])
 
 
 def expected_accepted(reach: np.ndarray, asked: Sequence[int]) -> float:
@@ -187,8 +193,7 @@ class AcceptanceEstimator:
 
     def expected_tokens(self, seqs: Sequence[int], l_max: int) -> np.ndarray:
         """[l_max + 1] Σ_b E[tokens_b | L] for L = 0 .. l_max from the calibrated reach (Model, Calibration)."""
-        reach = self.reach(seqs, l_max)
-        return np.concatenate([[float(len(seqs))], len(seqs) + np.cumsum(reach.sum(0))])
+        return tokens_from_reach(self.reach(seqs, l_max))
 
     def expected_accepted(self, seqs: Sequence[int], asked: Sequence[int]) -> float:
         """Σ_b E[a_b | l_b = asked[b]] from the calibrated reach (`expected_accepted`)."""
