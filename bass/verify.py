@@ -32,6 +32,8 @@ FUSED_VERIFY = True  # where the candidates come from `kernels.top_p`, the rest 
 
 @dataclass
 class Verdict:
+    """What a verify pass decides for each sequence: how many drafts it takes, and the token it emits after them."""
+
     accepted: torch.Tensor  # [B] long: a_b, draft tokens accepted (0 .. draft_len[b])
     next_token: torch.Tensor  # [B] long: the correction (first rejection) or bonus token
 
