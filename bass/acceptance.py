@@ -132,7 +132,8 @@ class AcceptanceEstimator:
 
     def __init__(self, cfg: DraftLengthConfig, prior: float | None = None, profile: np.ndarray | None = None,
                  calibration: tuple[np.ndarray, np.ndarray] | None = None):
-        """`calibration`: an earlier request's (O_j, P_j) (module docstring, Calibration)."""
+        """`calibration`: an earlier request's (O_j, P_j) (module docstring, Calibration); the three as `memory()`
+        returns them."""
         self.cfg = cfg
         self.prior = cfg.alpha_prior if prior is None else prior  # the pooled prior mean
         self.prior_profile = None if profile is None else np.asarray(profile, dtype=np.float64)  # [l_limit]
@@ -143,9 +144,17 @@ class AcceptanceEstimator:
         self.pos_succ = np.zeros(cfg.l_limit)  # [l_limit] per draft position: the batch's discounted counts
         self.pos_trials = np.zeros(cfg.l_limit)
         self._profile: np.ndarray | None = None  # `profile()` until the next observation (read on every round)
+        # `expected_tokens` of the last batch asked, until the next observation: a plain round observes nothing,
+        # so a policy at L* = 0 would otherwise recompute the same curve on the host every round
+        self._tokens: tuple[tuple[tuple[int, ...], int], np.ndarray] | None = None
         # per position: outcomes O_j and predicted reach P_j of the rounds that asked for it (Calibration)
         self.cal_obs, self.cal_pred = (np.zeros(cfg.l_limit), np.zeros(cfg.l_limit)) if calibration is None else \
             (np.array(calibration[0], dtype=np.float64), np.array(calibration[1], dtype=np.float64))
+
+    def memory(self) -> tuple:
+        """What the next request of this kind starts from (`PolicyMemory`): this constructor's arguments after
+        `cfg`, (ᾱ, ᾱ_i, (O_j, P_j))."""
+        return self.pooled(), self.profile().copy(), (self.cal_obs.copy(), self.cal_pred.copy())
 
     def observe(self, seqs: Sequence[int], asked: Sequence[int], accepted: Sequence[int]) -> None:
         """One round: sequence seqs[i] was asked for asked[i] positions and accepted accepted[i]."""
@@ -155,7 +164,7 @@ class AcceptanceEstimator:
             return
         if self.cfg.calibrate:  # what the estimates before this outcome predicted of it
             self._check([q for q, _, _ in drafted], [n for _, n, _ in drafted], [a for _, _, a in drafted])
-        self._profile = None
+        self._profile = self._tokens = None
         self.pool_succ *= g
         self.pool_trials *= g
         self.pos_succ *= g
@@ -192,8 +201,14 @@ class AcceptanceEstimator:
         return np.minimum.accumulate(np.minimum(raw, 1.0), axis=1)
 
     def expected_tokens(self, seqs: Sequence[int], l_max: int) -> np.ndarray:
-        """[l_max + 1] Σ_b E[tokens_b | L] for L = 0 .. l_max from the calibrated reach (Model, Calibration)."""
-        return tokens_from_reach(self.reach(seqs, l_max))
+        """[l_max + 1] Σ_b E[tokens_b | L] for L = 0 .. l_max from the calibrated reach (Model, Calibration);
+        read-only, the same array until an observation changes the estimates or another batch is asked."""
+        key = (tuple(seqs), l_max)
+        if self._tokens is None or self._tokens[0] != key:
+            tokens = tokens_from_reach(self.reach(seqs, l_max))
+            tokens.flags.writeable = False
+            self._tokens = key, tokens
+        return self._tokens[1]
 
     def expected_accepted(self, seqs: Sequence[int], asked: Sequence[int]) -> float:
         """Σ_b E[a_b | l_b = asked[b]] from the calibrated reach (`expected_accepted`)."""

@@ -134,8 +134,11 @@ class PolicyMemory:
 
     def learn(self, acceptance: AcceptanceEstimator) -> None:
         """Keep what a request's rounds ended with as the next request's prior."""
-        self.alpha, self.profile = acceptance.pooled(), acceptance.profile().copy()
-        self.calibration = acceptance.cal_obs.copy(), acceptance.cal_pred.copy()
+        self.alpha, self.profile, self.calibration = acceptance.memory()
+
+    def estimator(self, cfg: DraftLengthConfig) -> AcceptanceEstimator:
+        """A request's acceptance estimate, starting from what the earlier ones ended with."""
+        return AcceptanceEstimator(cfg, self.alpha, self.profile, self.calibration)
 
 
 class DraftLengthPolicy:
@@ -152,8 +155,7 @@ class DraftLengthPolicy:
         self._shared = (cfg.l0, 0)
         self._own = {q: (cfg.l0, 0) for q in seqs}
         # the cost policy's state
-        self.acceptance = AcceptanceEstimator(cfg, *(() if memory is None else
-                                                     (memory.alpha, memory.profile, memory.calibration)))
+        self.acceptance = AcceptanceEstimator(cfg) if memory is None else memory.estimator(cfg)
         self.costs = CostModel(cfg) if memory is None else memory.costs
         self.clock = clock or RoundClock()
         self.rounds = 0  # rounds started by `lengths`

@@ -90,7 +90,7 @@ def replay(requests: list[list[Round]], costs: np.ndarray, choose: Chooser,
             if est is not None:
                 est.observe(seqs, [min(n, L) for n in asked], got)
         if est is not None:
-            memory = (est.pooled(), est.profile().copy(), (est.cal_obs.copy(), est.cal_pred.copy()))
+            memory = est.memory()
     return tokens / ms, calibration
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from policy_clocks import FakeClock, by_position, geometric, make_policy, rounds
 
-from bass.acceptance import AcceptanceEstimator, best_length, expected_accepted, expected_tokens
+from bass.acceptance import AcceptanceEstimator, best_length, expected_accepted, expected_tokens, tokens_from_reach
 from bass.config import DraftLengthConfig
 from bass.round_costs import L_BUCKETS, bucket
 
@@ -85,6 +85,21 @@ def test_short_proposals_count_as_rejections():
     alpha = est.alphas([0])[0]
     assert alpha == pytest.approx(0.63, abs=0.02)
     assert expected_tokens([alpha], 6)[6] == pytest.approx(np.mean(emitted), rel=0.03)
+
+
+def test_expected_tokens_is_kept_through_plain_rounds_and_follows_every_draft():
+    """The policy reads the curve every round; a plain round (nothing asked) cannot change it, a drafting one
+    must, and another batch gets its own."""
+    est = AcceptanceEstimator(DraftLengthConfig(alpha_decay=0.9))
+    first = est.expected_tokens([0, 1], 4)
+    est.observe([0, 1], [0, 0], [0, 0])
+    assert est.expected_tokens([0, 1], 4) is first and not first.flags.writeable
+    est.observe([0, 1], [4, 4], [0, 0])
+    after = est.expected_tokens([0, 1], 4)
+    assert after[4] < first[4]
+    assert after == pytest.approx(tokens_from_reach(est.reach([0, 1], 4)))
+    assert len(est.expected_tokens([0], 4)) == 5 and est.expected_tokens([0], 4)[1] == pytest.approx(after[1] / 2)
+    assert len(est.expected_tokens([0], 6)) == 7
 
 
 def test_expected_tokens_per_position_by_hand():
