@@ -81,15 +81,23 @@ def read_text_file(path: str, what: str) -> str:
 
 
 def read_prompts(a: argparse.Namespace) -> list[str]:
+    """The prompts of --prompt-file or --prompts-file, refused before any model loads (seconds, not a minute) if
+    one is empty or there are none."""
     if a.prompt_file:
-        return [read_text_file(a.prompt_file, "prompt file")]
-    prompts = []
-    for n, line in enumerate(read_text_file(a.prompts_file, "prompts file").splitlines(), 1):
-        if line.strip():
-            row = json.loads(line)
-            if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
-                raise ValueError(f"{a.prompts_file}:{n}: each line must be a JSON object with a \"prompt\" string")
-            prompts.append(row["prompt"])
+        prompts = [read_text_file(a.prompt_file, "prompt file")]
+    else:
+        prompts = []
+        for n, line in enumerate(read_text_file(a.prompts_file, "prompts file").splitlines(), 1):
+            if line.strip():
+                row = json.loads(line)
+                if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
+                    raise ValueError(f"{a.prompts_file}:{n}: each line must be a JSON object with a \"prompt\" string")
+                prompts.append(row["prompt"])
+        if not prompts:
+            raise ValueError(f"{a.prompts_file} holds no prompt: write one {{\"prompt\": ...}} object per line")
+    for i, p in enumerate(prompts):
+        if not p.strip():
+            raise ValueError(f"prompt {i} is empty: the file must hold a coding prompt")
     return prompts
 
 

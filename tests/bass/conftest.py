@@ -7,7 +7,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # the `tiny` model factory
 
 from tiny import make_model  # noqa: E402
 
-from bass.config import EngineConfig  # noqa: E402
+from bass.config import EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import Engine  # noqa: E402
 from bass.models.loader import load_model  # noqa: E402
 from bass.synthetic import random_feature_draft  # noqa: E402
@@ -49,3 +49,26 @@ def tiny_engine(tiny_dir):
         return made[key]
 
     return get
+
+
+# ---- the embedded target (Qwen2.5-Coder-1.5B-Instruct): about 15 s and 6.7 GB a load on this project's CPU ----
+EMBEDDED_PROMPTS = [
+    'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
+    "from typing import List\n\n\ndef mean(xs: List[float]) -> float:\n",
+    "def is_palindrome(s: str) -> bool:\n",
+]
+
+
+@pytest.fixture(scope="session")
+def embedded_engine() -> Engine:
+    """One engine over the embedded target for every module that decodes with it."""
+    return Engine(EngineConfig(target="embedded"))
+
+
+@pytest.fixture(scope="session")
+def embedded_greedy(embedded_engine):
+    """(prompts, params, regular decoding's result): the greedy tokens each drafter's BASS must reproduce, decoded
+    once for all of them (a token of the three prompts costs about 2 s on a 2-core CPU; 12 take in a policy's first
+    drafting rounds)."""
+    params = SamplingParams(max_new_tokens=12)
+    return EMBEDDED_PROMPTS, params, embedded_engine.generate(EMBEDDED_PROMPTS, k=1, params=params, method="regular")

@@ -6,34 +6,19 @@ import sys
 
 import pytest
 
-from bass import Engine, EngineConfig, SamplingParams
-
 pytestmark = pytest.mark.embedded
 
-PROMPTS = [
-    'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
-    "from typing import List\n\n\ndef mean(xs: List[float]) -> float:\n",
-    "def is_palindrome(s: str) -> bool:\n",
-]
-
-
-@pytest.fixture(scope="module")
-def engine():
-    return Engine(EngineConfig(target="embedded"))
-
-
-def test_bass_equals_regular_on_the_embedded_model(engine):
-    params = SamplingParams(max_new_tokens=16)
-    regular = engine.generate(PROMPTS, k=1, params=params, method="regular")
+def test_bass_equals_regular_on_the_embedded_model(embedded_engine, embedded_greedy):
+    prompts, params, regular = embedded_greedy  # (the shipped draft's case: test_shipped_draft.py)
     assert "return" in regular.candidates[0].text or "if" in regular.candidates[0].text  # real code
     for drafter in ("ngram", "layer-skip"):
-        bass = engine.generate(PROMPTS, k=1, params=params, method="bass", drafter=drafter)
+        bass = embedded_engine.generate(prompts, k=1, params=params, method="bass", drafter=drafter)
         assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates], drafter
 
 
 def test_cli_prints_one_json_object(tmp_path):
     prompt = tmp_path / "p.py"
-    prompt.write_text(PROMPTS[0])
+    prompt.write_text('def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n')
     # the small model: a second copy of the 1.5B model beside the fixture's would double the memory
     out = subprocess.run([sys.executable, "-m", "bass", "generate", "--prompt-file", str(prompt), "-k", "2",
                           "--target", "gemma3-270m", "--max-new-tokens", "8", "--json"],

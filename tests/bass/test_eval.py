@@ -189,6 +189,21 @@ def test_cli_says_a_prompt_file_must_be_utf8(tmp_path, capsys):
     assert main(["generate", "--prompt-file", str(ok), "--stop-at-first-pass"]) == 2
     assert "--stop-at-first-pass needs --tests-file" in capsys.readouterr().err
 
+def test_cli_refuses_empty_prompts_before_loading_a_model(tmp_path, capsys):
+    """--target names no model: an error about the prompts, not about the target, shows they came first."""
+    from bass.cli import main
+
+    blank = tmp_path / "blank.py"
+    blank.write_text("  \n")
+    lines = tmp_path / "prompts.jsonl"
+    for text, want in (("", "holds no prompt"), ('{"prompt": "def f():"}\n{"prompt": " "}\n', "prompt 1 is empty")):
+        lines.write_text(text)
+        assert main(["generate", "--prompts-file", str(lines), "--target", "no-such-model"]) == 2
+        assert want in capsys.readouterr().err
+    assert main(["generate", "--prompt-file", str(blank), "--target", "no-such-model"]) == 2
+    assert "prompt 0 is empty: the file must hold a coding prompt" in capsys.readouterr().err
+
+
 
 def test_cli_passes_the_draft_temperature_to_the_engine(tmp_path, capsys):
     from bass.cli import engine_config, main, parser

@@ -5,22 +5,15 @@ import shutil
 
 import pytest
 
-from bass import Engine, EngineConfig, SamplingParams
 from bass.models.draft import DRAFT_FILE, DRAFT_SHA256, shipped_draft
 from bass.models.feature_draft import FeatureDraft
 
 pytestmark = pytest.mark.embedded
 
-PROMPTS = [
-    'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
-    "from typing import List\n\n\ndef mean(xs: List[float]) -> float:\n",
-    "def is_palindrome(s: str) -> bool:\n",
-]
-
 
 @pytest.fixture(scope="module")
-def engine():
-    return Engine(EngineConfig(target="embedded"))
+def engine(embedded_engine):
+    return embedded_engine
 
 
 def test_the_shipped_draft_is_the_default(engine):
@@ -30,10 +23,9 @@ def test_the_shipped_draft_is_the_default(engine):
     assert sum(p.numel() for p in engine.draft.model.parameters()) < 10_000_000  # its own weights only
 
 
-def test_greedy_bass_with_the_shipped_draft_equals_regular(engine):
-    params = SamplingParams(max_new_tokens=24)
-    regular = engine.generate(PROMPTS, k=1, params=params, method="regular")
-    bass = engine.generate(PROMPTS, k=1, params=params, method="bass", drafter="model")
+def test_greedy_bass_with_the_shipped_draft_equals_regular(engine, embedded_greedy):
+    prompts, params, regular = embedded_greedy
+    bass = engine.generate(prompts, k=1, params=params, method="bass", drafter="model")
     assert [c.token_ids for c in bass.candidates] == [c.token_ids for c in regular.candidates]
     assert bass.stats.drafter == "model" and bass.stats.accepted > 0  # the draft was used, and it helped
 
