@@ -68,7 +68,7 @@ def embedded_engine() -> Engine:
 @pytest.fixture(scope="session")
 def embedded_greedy(embedded_engine):
     """(prompts, params, regular decoding's result): the greedy tokens each drafter's BASS must reproduce, decoded
-    once for all of them (a token of the three prompts costs about 2 s on a 2-core CPU; 12 take in a policy's first
-    drafting rounds)."""
+    once for all of them. A step of the three prompts costs about 2 s on a 2-core CPU; 12 tokens still reach the
+    cost policy's first drafting rounds (after its plain probes)."""
     params = SamplingParams(max_new_tokens=12)
     return EMBEDDED_PROMPTS, params, embedded_engine.generate(EMBEDDED_PROMPTS, k=1, params=params, method="regular")
