@@ -23,11 +23,24 @@ the estimate's calibration per chosen L: drafts accepted over those it predicted
 length than it got).
 Costs are fixed here, so the replay isolates the acceptance model from what the live policy also does
 (timing rounds, probing, warming up): a policy that leads here and trails live loses there.
+
+The replay weighs every round alike (tokens per ms), while the benchmark's headline, ms/token/seq, charges a round
+to every sequence still live: a round at batch 8 counts eight times what a round with one straggler left does. So
+each policy is also *simulated* (`simulate`): the logged rounds are turned into each sequence's text, its length n
+and the positions where the draft failed (a round that started at p and accepted a < n_b drafts failed at p + a; one
+that took all it was asked leaves no failure), and a request is decoded again from position 0 with the policy's own
+lengths: a round at L from position p accepts min(L, f − p) drafts, f the next failure, and a sequence leaves the
+batch at its length. Greedy, a draft's proposals depend only on the prefix, so this is exact for any L; sampled,
+it takes the logged text and its failures as fixed, where a rerun would draw both anew. Every round costs c(L)
+whatever the batch (on the H100 a round at B = 1 costs what one at B = 8 does, the traced `round_ms`), L being the
+longest draft any sequence still gets (none past its text's end), and each policy reports the mean over sequences of
+finish time / length (ms/token/seq; prefill left out) and tokens per ms.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import dataclasses
 import json
 import sys
@@ -94,6 +107,58 @@ def replay(requests: list[list[Round]], costs: np.ndarray, choose: Chooser,
     return tokens / ms, calibration
 
 
+Text = tuple[int, list[int]]  # one sequence's logged text: (length in tokens, sorted positions the draft failed at)
+
+
+def texts(rounds: list[Round]) -> list[Text]:
+    """Each logged sequence's text, from its rounds in order (module docstring, simulated)."""
+    pos: dict[int, int] = {}
+    fails: dict[int, list[int]] = {}
+    for seqs, asked, acc in rounds:
+        for q, n, a in zip(seqs, asked, acc, strict=True):
+            p = pos.get(q, 0)
+            if a < n:
+                fails.setdefault(q, []).append(p + a)
+            pos[q] = p + a + 1
+    return [(pos[q], fails.get(q, [])) for q in sorted(pos)]
+
+
+def simulate(requests: list[list[Round]], costs: np.ndarray, choose: Chooser,
+             estimator: Callable[[tuple | None], AcceptanceEstimator] | None = None) -> dict:
+    """Decode each request's texts again under `choose` (module docstring, simulated): {"ms_per_token_seq", the
+    mean over sequences of finish time / tokens; "tokens_per_ms"; "mean_L"}. The estimate is fed and carried from
+    request to request as in `replay`."""
+    per_seq, tokens, ms, lengths, memory = [], 0, 0.0, [], None
+    for rounds in requests:
+        est = estimator(memory) if estimator is not None else None
+        text = texts(rounds)
+        pos, clock = [0] * len(text), 0.0
+        live = [i for i, (n, _) in enumerate(text) if n > 0]
+        while live:
+            L = min(choose(est, (live, [], [])), len(costs) - 1)
+            asked = [max(0, min(L, text[i][0] - pos[i] - 1)) for i in live]  # no draft past the text's end
+            L = max(asked)  # what the round drafts (and pays for) once every sequence is cut to its text
+            got = []
+            for i, n_b in zip(live, asked, strict=True):
+                n, fails = text[i]
+                j = bisect.bisect_left(fails, pos[i])
+                got.append(min(n_b, (fails[j] if j < len(fails) else n) - pos[i]))
+                pos[i] += got[-1] + 1
+            clock += costs[L]
+            lengths.append(L)
+            if est is not None:
+                est.observe(live, asked, got)
+            for i in live:
+                if pos[i] >= text[i][0]:
+                    per_seq.append(clock / text[i][0])
+            live = [i for i in live if pos[i] < text[i][0]]
+        tokens += sum(n for n, _ in text)
+        ms += clock
+        if est is not None:
+            memory = est.memory()
+    return dict(ms_per_token_seq=float(np.mean(per_seq)), tokens_per_ms=tokens / ms, mean_L=float(np.mean(lengths)))
+
+
 def oracle(requests: list[list[Round]], costs: np.ndarray, iterations: int = 50) -> float:
     """The most tokens per ms any choice of L per round could have made of the logged rounds, knowing each
     round's outcome: max Σ tokens / Σ ms over one L per round, by Dinkelbach's iteration (for a ratio λ, each
@@ -150,6 +215,8 @@ def main(argv: list[str] | None = None) -> dict:
     rp.add_argument("logs", nargs="+")
     rp.add_argument("--costs", default=",".join(map(str, H100_COSTS_MS)), help="ms per round for L = 0, 1, ..")
     rp.add_argument("--first", type=int, default=None, help="only each log's first N requests")
+    rp.add_argument("--passes", type=int, default=1, help="the requests this many times in turn, the estimate's "
+                    "memory carried (real_bench's passes over its 8 prompts: --first 8 --passes 5)")
     rp.add_argument("--margins", default="", help="length margins for the estimate's extra rows, e.g. 0.01,0.02")
     rp.add_argument("--out", default=None, help="write the table as JSON here")
     a = p.parse_args(argv)
@@ -163,6 +230,7 @@ def main(argv: list[str] | None = None) -> dict:
         d = json.loads(Path(path).read_text())
         requests += d["requests"][:a.first]
         top = d["L"] if top is None else min(top, d["L"])
+    requests *= a.passes
     costs = np.array([float(x) for x in a.costs.split(",")])[:top + 1]  # no length past the logged one
     print(f"{len(requests)} requests, {sum(map(len, requests))} rounds, logged at L = {top}; "
           f"costs {[float(c) for c in costs]} ms")
@@ -171,9 +239,13 @@ def main(argv: list[str] | None = None) -> dict:
     margins = tuple(float(m) for m in a.margins.split(",") if m)
     for name, (choose, estimator) in policies(costs, DraftLengthConfig(), margins).items():
         rate, cal = replay(requests, costs, choose, estimator)
-        table[name] = dict(tokens_per_ms=rate, calibration={L: c[0] / c[1] for L, c in sorted(cal.items()) if c[1]})
+        sim = simulate(requests, costs, choose, estimator)
+        table[name] = dict(tokens_per_ms=rate, calibration={L: c[0] / c[1] for L, c in sorted(cal.items()) if c[1]},
+                           simulated=sim)
         shown = " ".join(f"L={L} {c[0] / c[1]:.3f} ({c[1]:.0f})" for L, c in sorted(cal.items()) if c[1])
-        print(f"  {name:20s} {rate:.4f} tokens/ms" + (f"   calibration: {shown}" if shown else ""))
+        print(f"  {name:20s} {rate:.4f} tokens/ms   simulated: {sim['ms_per_token_seq']:.4f} ms/token/seq, "
+              f"{sim['tokens_per_ms']:.3f} tokens/ms, mean L {sim['mean_L']:.2f}"
+              + (f"   calibration: {shown}" if shown else ""))
     if a.out:
         Path(a.out).write_text(json.dumps(table, indent=1))
     return table

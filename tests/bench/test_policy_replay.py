@@ -64,3 +64,31 @@ def test_log_of_tiny_models_replays(tmp_path):
     assert set(table) == {"fixed L=0", "fixed L=1", "fixed L=2", "fixed L=3", "oracle",
                           "acceptance estimate", "estimate, uncalibrated"}  # (no length past the logged L = 3)
     assert table["oracle"]["tokens_per_ms"] >= max(v["tokens_per_ms"] for v in table.values()) - 1e-12
+    assert table["fixed L=0"]["simulated"]["ms_per_token_seq"] == pytest.approx(1.0)  # every token a plain step
+
+
+def test_the_simulation_decodes_the_logged_texts_again_by_hand():
+    # LOG's texts: sequence 0 is 6 tokens long, its draft failing at position 5 (its first round took all 3);
+    # sequence 1 is 4 long, failing at 0 and 3; sequence 2 is 1 long, failing at 0; sequence 3 is 3 long
+    assert pr.texts(LOG[0]) == [(6, [5]), (4, [0, 3])] and pr.texts(LOG[1]) == [(1, [0]), (3, [])]
+    one = pr.simulate(LOG, COSTS, lambda e, r: 1)
+    # request 0 at L = 1: sequence 0 takes 2, 2, 2 tokens, sequence 1 takes 1, 2, 1: both end in round 3 (4.5 ms);
+    # request 1: sequence 2 ends in round 1 (nothing to draft: 1.5 ms, sequence 3 drafted), sequence 3 in round 2,
+    # where nobody drafts (a plain round, 1.0 ms)
+    assert one["ms_per_token_seq"] == pytest.approx((4.5 / 6 + 4.5 / 4 + 1.5 / 1 + 2.5 / 3) / 4)
+    assert one["tokens_per_ms"] == pytest.approx(14 / 7.0) and one["mean_L"] == pytest.approx(4 / 5)
+    three = pr.simulate(LOG, COSTS, lambda e, r: 3)
+    # request 0: round 1 at L = 3 (2.5 ms: 4 tokens and 1); round 2 drafts at most 2 (2.0 ms): both end at 4.5 ms;
+    # request 1: one round drafting 2 (2.0 ms) ends both
+    assert three["ms_per_token_seq"] == pytest.approx((4.5 / 6 + 4.5 / 4 + 2.0 / 1 + 2.0 / 3) / 4)
+    assert three["tokens_per_ms"] == pytest.approx(14 / 6.5)
+    plain = pr.simulate(LOG, COSTS, lambda e, r: 0)  # a token a round, each round costing c(0)
+    assert plain["ms_per_token_seq"] == pytest.approx(COSTS[0]) and plain["mean_L"] == 0
+
+
+def test_the_simulated_estimate_learns_across_passes():
+    cheap = np.array([1.0, 1.1, 1.2, 1.3])
+    choose, estimator = pr.policies(cheap, DraftLengthConfig())["acceptance estimate"]
+    sim = pr.simulate(LOG * 5, cheap, choose, estimator)
+    plain = pr.simulate(LOG * 5, cheap, lambda e, r: 0)
+    assert 0 < sim["mean_L"] <= 3 and sim["ms_per_token_seq"] < plain["ms_per_token_seq"]
