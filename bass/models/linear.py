@@ -8,17 +8,26 @@ kernel (`kernels.skinny_gemm`) read the trained draft's head [32769 × 1536] (as
 large projections, and came within 1-4% of cuBLAS on the 1.5B target's
 (`bench/results/real_bench_2026-11-24_h100_tuned.log`, `gpu_2026-11-24_h100_tuned.log`).
 
-So nothing is assumed: `tune(model)` times, on the device, cuBLAS and each of a few tile configs for every
+On the CPU, float32: oneDNN rather than MKL. `F.linear` goes to MKL's sgemm, which on the AMD EPYC this project
+is tested on (2 cores, AVX2) multiplied 4 rows by the 270M model's head [262144 × 640] in 243-289 ms, 2.3-2.8 GB/s
+against 17 GB/s for reading the same weight once; oneDNN (`torch.ops.mkldnn._linear_pointwise`, what
+`torch.compile` emits for a CPU linear) took 123 ms from the same dense weight, no copy or repacking kept. (A
+weight repacked once for oneDNN took about 70 ms, but a second copy of every projection would not fit beside
+the tests' models in 24 GB.) So `linear` on a CPU float32 tensor without autograd is oneDNN's; BASS_ONEDNN=0 in
+the environment keeps MKL (an A/B, or a torch built without oneDNN, which falls back by itself).
+
+So nothing is assumed on the GPU: `tune(model)` times, on the device, cuBLAS and each of a few tile configs for every
 distinct projection shape of the model at every row tile (16, 32, 48, 64 rows), cycling through the model's
 own weights of that shape as a forward does, and records the fastest config unless cuBLAS beats it by
-`MARGIN`. `linear` then looks the choice up by shape; with nothing recorded (the CPU, prefill-sized
-inputs, a shape cuBLAS won) it is `F.linear`. The engine tunes its models once, before capturing CUDA
-graphs. A shape is measured once per process (a second engine over models of the same shapes reuses the
-measurements); `clear()` forgets every choice and measurement.
+`MARGIN`. `linear` then looks the choice up by shape; with nothing recorded (prefill-sized inputs, a
+shape cuBLAS won) it is `F.linear` (on the CPU, oneDNN's, above). The engine tunes its models once,
+before capturing CUDA graphs. A shape is measured once per process (a second engine over models of the same
+shapes reuses the measurements); `clear()` forgets every choice and measurement.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -27,6 +36,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from bass.graphs import capture
+
+# oneDNN for CPU float32 projections (module docstring); read once, like BASS_PDL (`kernels.pdl`)
+ONEDNN = (os.environ.get("BASS_ONEDNN", "1") != "0" and torch.backends.mkldnn.is_available()
+          and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
 
 # The row counts a choice is timed at; `linear` uses the choice of the smallest tile that holds x's rows. The
 # kernel pads x to 16, 32 or 64 rows (kernels.skinny_gemm: BM), but its padding rows are masked, never read, so a
@@ -63,8 +76,25 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
             from kernels.skinny_gemm import skinny_gemm
 
             return skinny_gemm(x, weight, bias, config, out_dtype)
-    y = F.linear(x, weight, bias)
+    if ONEDNN and x.device.type == "cpu" and _onednn_fits(x, weight, bias):
+        y = _onednn(x, weight, bias)
+    else:
+        y = F.linear(x, weight, bias)
     return y if out_dtype is None else y.to(out_dtype)
+
+
+def _onednn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x [..., K] @ weight [N, K]ᵀ (+ bias) by oneDNN, from the dense weight (module docstring)."""
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+def _onednn_fits(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """float32 throughout, a contiguous weight, rows to multiply, and no gradient asked (the op has no
+    backward: the draft's training runs on `F.linear`)."""
+    return (x.dtype == weight.dtype == torch.float32 and (bias is None or bias.dtype == torch.float32)
+            and weight.is_contiguous() and x.numel() > 0
+            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
+                                                  or (bias is not None and bias.requires_grad))))
 
 
 class Linear(nn.Linear):
