@@ -290,7 +290,7 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
             t = time.perf_counter()
             add(row("single", k, best, "cost", measure({"r": b.runner("single", k, best)}, len(b.prompts),
                                                        a.repeats)["r"]), t)
-        if k != policy_k:
+        if k != policy_k or a.no_policy_rows:
             continue
         policies = [("heuristic", DraftLengthConfig(policy="heuristic"))] + \
             [(f"fixed L={n}", DraftLengthConfig(policy="fixed", l0=n)) for n in a.fixed_l]
@@ -379,6 +379,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--calibration-ab", action="store_true", help="at --policy-k, the cost policy against itself "
                    "without its calibration (DraftLengthConfig.calibrate) and the first --fixed-l length, interleaved")
     p.add_argument("--no-verdicts", action="store_true", help="skip the with/without verdict-tester pair")
+    p.add_argument("--no-policy-rows", action="store_true", help="skip every row at --policy-k past the drafters' "
+                   "own (the heuristic, --fixed-l, the look-ahead pair and the A/B pairs): a CPU run in minutes")
     p.add_argument("--profile", action="store_true", help="also profile regular steps and BASS rounds at --policy-k")
     p.add_argument("--trace", action="store_true", help="time every round of every BASS row with the cost "
                    "policy's clock; per (L, batch) a table of what each row paid (round_trace.py)")

@@ -178,3 +178,14 @@ def test_dry_run_files_and_profile(dry_run):
     assert bass["verify_ms_per_round"] + bass["draft_ms_per_round"] <= bass["wall_ms_per_round"]
     for p in (regular, bass):
         assert "top ops by self CPU time" in (out / f"profile_{p['label']}.txt").read_text()
+
+
+def test_no_policy_rows_keeps_regular_and_each_drafter(tmp_path):
+    import real_bench as rb
+
+    target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)
+    res = rb.main(["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "1",
+                   "--max-new-tokens", "4", "--repeats", "1", "--single-ks", "", "--fixed-l", "3", "--no-verdicts",
+                   "--drafters", "ngram,model", "--no-policy-rows", "--out", str(tmp_path / "out")])
+    assert [(r["method"], r["drafter"], r["policy"], r.get("pair")) for r in res["rows"]] == [
+        ("regular", None, None, None), ("bass", "ngram", "cost", None), ("bass", "model", "cost", None)]
