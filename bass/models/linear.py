@@ -12,9 +12,11 @@ On the CPU, float32: oneDNN rather than MKL. `F.linear` goes to MKL's sgemm, whi
 is tested on (2 cores, AVX2) multiplied 4 rows by the 270M model's head [262144 × 640] in 243-289 ms, 2.3-2.8 GB/s
 against 17 GB/s for reading the same weight once; oneDNN (`torch.ops.mkldnn._linear_pointwise`, what
 `torch.compile` emits for a CPU linear) took 123 ms from the same dense weight, no copy or repacking kept. (A
-weight repacked once for oneDNN took about 70 ms, but a second copy of every projection would not fit beside
-the tests' models in 24 GB.) So `linear` on a CPU float32 tensor without autograd is oneDNN's; BASS_ONEDNN=0 in
-the environment keeps MKL (an A/B, or a torch built without oneDNN, which falls back by itself).
+weight repacked once for oneDNN took about 70 ms, but keeping that copy beside the dense one doubles the
+projections' memory: about 5 GB more for the 1.5B target in float32.) So `linear` on a CPU float32 tensor
+without autograd is oneDNN's; BASS_ONEDNN=0 in the environment keeps MKL (an A/B; a torch built without oneDNN
+falls back by itself). oneDNN sums in another order than MKL, about 3x MKL's rounding error against float64 per
+projection (`tests/bass/models/test_embedded.py` bounds what that makes of Gemma's logits).
 
 So nothing is assumed on the GPU: `tune(model)` times, on the device, cuBLAS and each of a few tile configs for every
 distinct projection shape of the model at every row tile (16, 32, 48, 64 rows), cycling through the model's
