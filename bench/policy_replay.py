@@ -30,11 +30,12 @@ each policy is also *simulated* (`simulate`): the logged rounds are turned into 
 and the positions where the draft failed (a round that started at p and accepted a < n_b drafts failed at p + a; one
 that took all it was asked leaves no failure), and a request is decoded again from position 0 with the policy's own
 lengths: a round at L from position p accepts min(L, f − p) drafts, f the next failure, and a sequence leaves the
-batch at its length. Greedy, a draft's proposals depend only on the prefix, so this is exact for any L; sampled,
-it takes the logged text and its failures as fixed, where a rerun would draw both anew. Every round costs c(L)
-whatever the batch (on the H100 a round at B = 1 costs what one at B = 8 does, the traced `round_ms`), L being the
-longest draft any sequence still gets (none past its text's end), and each policy reports the mean over sequences of
-finish time / length (ms/token/seq; prefill left out) and tokens per ms.
+batch at its length. Greedy, a draft's proposals depend only on the prefix, so this is exact for any L but at one
+kind of position: the one after a round that took every draft it was asked, whose match the log cannot tell (taken
+as a match). Sampled, it takes the logged text and its failures as fixed, where a rerun would draw both anew.
+Every round costs c(L) whatever the batch (on the H100 a round at B = 1 costs what one at B = 8 does, the traced
+`round_ms`), L being the longest draft any sequence still gets (none past its text's end), and each policy reports
+the mean over sequences of finish time / length (ms/token/seq; prefill left out) and tokens per ms.
 """
 
 from __future__ import annotations
