@@ -74,8 +74,10 @@ def test_with_onednn_off_it_is_mkls_f_linear(monkeypatch):
 def test_bass_onednn_0_in_the_environment_switches_it_off():
     import subprocess
     import sys
+    from pathlib import Path
 
     code = "from bass.models import linear; print(linear.ONEDNN)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[3],
                          env={"BASS_ONEDNN": "0", "PATH": "/usr/bin:/bin", "PYTHONPATH": "."}).stdout
     assert out.strip() == "False"
