@@ -239,11 +239,19 @@ def test_grandchildren_are_killed_where_setpriv_is_missing(monkeypatch):
     same result, only dearer for a caller with much memory resident."""
     from sandbox import runner
 
+    kills, real = [], runner.subprocess.run
+
+    def recording(command, **kw):
+        kills.append(("user" in kw, command[0]))
+        return real(command, **kw)
+
     monkeypatch.setattr(runner, "_SETPRIV", None)
+    monkeypatch.setattr(runner.subprocess, "run", recording)
     (outcome,) = run_candidates([GRANDCHILD], ADD_TESTS, entry_point="add", timeout_s=TIMEOUT_S, memory_mb=512,
                                 workers=1)
     assert outcome.status is Status.PASSED
     assert sandbox_processes() == []
+    assert kills and all(by_user and "setpriv" not in program for by_user, program in kills)
 
 
 def test_isolation_level_reported(batch):
