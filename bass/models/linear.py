@@ -39,9 +39,10 @@ from torch import nn
 
 from bass.graphs import capture
 
-# oneDNN for CPU float32 projections (module docstring); read once, like BASS_PDL (`kernels.pdl`)
-ONEDNN = (os.environ.get("BASS_ONEDNN", "1") != "0" and torch.backends.mkldnn.is_available()
-          and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+# oneDNN for CPU float32 projections (module docstring): whether this torch has the op, and whether `linear` uses
+# it (BASS_ONEDNN=0: no), read once, like BASS_PDL (`kernels.pdl`)
+ONEDNN_AVAILABLE = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+ONEDNN = ONEDNN_AVAILABLE and os.environ.get("BASS_ONEDNN", "1") != "0"
 
 # The row counts a choice is timed at; `linear` uses the choice of the smallest tile that holds x's rows. The
 # kernel pads x to 16, 32 or 64 rows (kernels.skinny_gemm: BM), but its padding rows are masked, never read, so a

@@ -9,9 +9,8 @@ import torch.nn.functional as F
 
 from bass.models import linear
 
-has_onednn = pytest.mark.skipif(not (torch.backends.mkldnn.is_available()
-                                     and hasattr(torch.ops.mkldnn, "_linear_pointwise")),
-                                reason="a torch without oneDNN: its twin is the MKL test below")
+has_onednn = pytest.mark.skipif(not linear.ONEDNN_AVAILABLE, reason="a torch without oneDNN: its twin is the MKL "
+                                "test below")
 
 
 @pytest.fixture
