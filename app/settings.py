@@ -10,10 +10,10 @@ import math
 from dataclasses import dataclass
 
 from app.programs import resolve_style
-from bass.config import HUMANEVAL_STOPS, SamplingParams
+from bass.config import CANDIDATE_TEMPERATURE, CANDIDATE_TOP_P, HUMANEVAL_STOPS, SamplingParams
 
 MAX_K = 16
-DEFAULT_K, DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 4, 0.8, 0.95  # what the page's controls start at
+DEFAULT_K, DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 4, CANDIDATE_TEMPERATURE, CANDIDATE_TOP_P  # what the controls start at
 METHOD_LABELS = {
     "bass": "BASS (batched speculative)",
     "regular": "Regular batched decoding",

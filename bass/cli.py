@@ -15,6 +15,8 @@ from pathlib import Path
 
 from bass.config import (
     BACKENDS,
+    CANDIDATE_TEMPERATURE,
+    CANDIDATE_TOP_P,
     DRAFT_LENGTH_POLICIES,
     DRAFTERS,
     METHODS,
@@ -45,9 +47,11 @@ def add_sampling_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-k", "--k", type=int, default=8, help="samples per prompt")
     p.add_argument("--method", default="bass", choices=METHODS)
     p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--temperature", type=float, default=CANDIDATE_TEMPERATURE,
+                   help=f"sampling temperature (default {CANDIDATE_TEMPERATURE}, as in the app); 0 decodes greedily")
     p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-p", type=float, default=CANDIDATE_TOP_P, help=f"nucleus mass (default {CANDIDATE_TOP_P}); 1 "
+                   "keeps the whole distribution")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stop", action="append", default=None, help="a stop string (repeatable)")
     p.add_argument("--humaneval-stops", action="store_true", help="stop at the next top-level statement")
@@ -69,6 +73,16 @@ def sampling_params(a: argparse.Namespace, **overrides) -> SamplingParams:
                   seed=a.seed, stop=stop)
     fields.update(overrides)
     return SamplingParams(**fields)
+
+
+def identical_candidates_note(a: argparse.Namespace) -> str | None:
+    """What to tell a user who asked for k > 1 greedy samples: they are all the same text (greedy decoding is
+    deterministic), k times the work for one answer. A note, not an error: greedy BASS against greedy regular
+    decoding, token for token, is how losslessness is checked."""
+    if a.temperature == 0 and a.k > 1:
+        return (f"note: --temperature 0 decodes greedily, so the {a.k} candidates of each prompt will be identical; "
+                f"use -k 1, or a temperature above 0 (default {CANDIDATE_TEMPERATURE}) for {a.k} different ones")
+    return None
 
 
 def read_text_file(path: str, what: str) -> str:
@@ -127,6 +141,8 @@ def cmd_generate(a: argparse.Namespace) -> int:
     if tests is not None and (len(prompts) != 1 or a.chat):
         raise ValueError("--tests-file tests completions of one code prompt: use --prompt-file, without --chat")
     params = sampling_params(a)
+    if note := identical_candidates_note(a):
+        print(note, file=sys.stderr)
     engine = Engine(engine_config(a), progress=None if a.json else _progress)
     if tests is None:
         result = engine.generate(prompts, k=a.k, params=params, method=a.method, chat=a.chat)
@@ -183,6 +199,8 @@ def cmd_eval(a: argparse.Namespace) -> int:
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         raise ValueError(f"--methods takes a comma-separated subset of {','.join(METHODS)}; got {a.methods!r}")
+    if note := identical_candidates_note(a):
+        print(note, file=sys.stderr)
     import time
 
     from bass.device import device_line

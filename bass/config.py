@@ -13,6 +13,10 @@ DRAFT_LENGTH_POLICIES = ("cost", "heuristic", "fixed", "per-sequence")
 # HumanEval completion style: a function body ends where the next top-level statement starts.
 HUMANEVAL_STOPS = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
 
+# Where the app's controls and the CLI start: the k candidates are samples, at the paper's HumanEval setting (T 0.8,
+# top-p 0.95); greedy decoding (temperature 0, `SamplingParams`' default) would make all k of them the same text.
+CANDIDATE_TEMPERATURE, CANDIDATE_TOP_P = 0.8, 0.95
+
 
 @dataclass(frozen=True)
 class SamplingParams:

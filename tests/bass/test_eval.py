@@ -217,6 +217,28 @@ def test_cli_passes_the_draft_temperature_to_the_engine(tmp_path, capsys):
     assert "draft_temperature must be a multiple of the request's temperature in (0, 2]" in capsys.readouterr().err
 
 
+def test_cli_samples_by_default_and_says_when_greedy_candidates_would_be_identical(tmp_path, capsys):
+    """k candidates of one prompt are samples: the CLI starts where the app does. Asked for k > 1 greedy ones, it
+    says they will be the same text, before any model loads (the target here names none)."""
+    from bass.cli import main, parser, sampling_params
+    from bass.config import CANDIDATE_TEMPERATURE, CANDIDATE_TOP_P
+
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("def f():\n")
+    flags = ["generate", "--prompt-file", str(prompt), "--target", "no-such-model"]
+    params = sampling_params(parser().parse_args(flags))
+    assert (params.temperature, params.top_p) == (CANDIDATE_TEMPERATURE, CANDIDATE_TOP_P) and params.temperature > 0
+    assert main([*flags, "--temperature", "0"]) == 2  # k is 8 by default
+    assert "note: --temperature 0 decodes greedily, so the 8 candidates of each prompt will be identical" in \
+        capsys.readouterr().err
+    assert main(["eval", "humaneval", "--budget-s", "1", "-k", "3", "--temperature", "0", "--target",
+                 "no-such-model"]) == 2
+    assert "the 3 candidates of each prompt will be identical" in capsys.readouterr().err
+    for quiet in ([*flags, "--temperature", "0", "-k", "1"], flags):
+        assert main(quiet) == 2
+        assert "identical" not in capsys.readouterr().err
+
+
 def test_on_verdicts_runs_once_the_verdicts_can_be_polled():
     got: list[list[int]] = []  # what a poll found at each call: the batch that triggered it
     worker: VerdictWorker[bool] = VerdictWorker(
