@@ -209,6 +209,9 @@ def _final_view(run: LiveRun, result, programs: list[str], reports: list[TestRep
         note += " Stopped at the first pass: the others keep what they had generated, untested."
     if s.style == "completion":
         note += " Cards show the generated body; the best candidate above is the whole function."
+    if s.params.temperature == 0 and s.k > 1:
+        note += (f" Temperature 0 decodes greedily, so the {s.k} candidates are one text: raise the temperature for "
+                 "different ones.")
     try:
         path = str(write_generation(generation_payload(rows, summary, stats.to_dict(), s.describe())))
     except OSError:

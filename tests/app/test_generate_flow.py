@@ -18,10 +18,10 @@ from app.session import EngineSession
 from app.settings import METHOD_LABELS, parse_settings
 
 
-def settings(prompt=None, tests=None, k=4, method="bass", budget=0, style="auto"):
+def settings(prompt=None, tests=None, k=4, method="bass", budget=0, style="auto", temperature=0.8):
     problem = load_problems()[0]
     return parse_settings(problem.prompt if prompt is None else prompt,
-                          problem.editable_tests() if tests is None else tests, style, k, 0.8, 0.95, 64, budget,
+                          problem.editable_tests() if tests is None else tests, style, k, temperature, 0.95, 64, budget,
                           METHOD_LABELS[method], "ngram", "torch", None, 0)
 
 
@@ -45,6 +45,14 @@ def test_humaneval0_four_candidates_ranked_with_pass_metrics(session):
     # the live views streamed before the final one, with chart data
     assert any(len(v.speed) and len(v.accept) for v in views[:-1])
     assert "time to first pass" in final.summary and data["pass"]["time_to_first_pass_s"] is not None
+
+
+def test_greedy_candidates_are_said_to_be_one_text():
+    """At temperature 0 every candidate is the same text: the ranked list says so, and how to get different ones."""
+    for temperature, k, said in ((0.0, 2, True), (0.8, 2, False), (0.0, 1, False)):
+        final = list(generate_views(fake_session(), settings(k=k, temperature=temperature), threading.Event()))[-1]
+        assert final.error is None, final.status
+        assert ("Temperature 0 decodes greedily, so the 2 candidates are one text" in final.candidates) is said
 
 
 def test_free_prompt_without_tests_only_runs_code():
