@@ -13,6 +13,10 @@ from app.programs import resolve_style
 from bass.config import CANDIDATE_TEMPERATURE, CANDIDATE_TOP_P, HUMANEVAL_STOPS, SamplingParams
 
 MAX_K = 16
+# The Drafter and Attention backend choices before the model has loaded: the engine's own defaults (the trained draft
+# with the embedded target), whatever they turn out to be. A concrete guess there ("ngram") was what a Generate
+# clicked while the model loaded ran with: the forty-first pass's screenshot run drafted with n-grams so.
+ENGINE_DEFAULT = "auto"
 DEFAULT_K, DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 4, CANDIDATE_TEMPERATURE, CANDIDATE_TOP_P  # what the controls start at
 METHOD_LABELS = {
     "bass": "BASS (batched speculative)",
@@ -77,6 +81,11 @@ def _number(value, name: str, lo: float, hi: float, integer: bool = False) -> fl
     return x
 
 
+def _chosen(value: str | None) -> str | None:
+    """A dropdown's drafter or backend; None (the engine's default) for ENGINE_DEFAULT or nothing."""
+    return None if value in (None, "", ENGINE_DEFAULT) else value
+
+
 def parse_settings(prompt: str | None, tests: str | None, style: str, k, temperature, top_p, max_new_tokens,
                    time_budget_s, method: str, drafter: str | None, backend: str | None, pair_label: str | None,
                    seed, stop_at_first_pass: bool = False) -> RunSettings:
@@ -101,5 +110,5 @@ def parse_settings(prompt: str | None, tests: str | None, style: str, k, tempera
                             stop=HUMANEVAL_STOPS if resolved == "completion" else (), seed=seed_val,
                             time_budget_s=budget or None)
     return RunSettings(prompt=prompt, tests=tests or "", style=resolved, k=k_val, params=params, method=method_id,
-                       drafter=drafter or None, backend=backend or None, pair_label=pair_label,
+                       drafter=_chosen(drafter), backend=_chosen(backend), pair_label=pair_label,
                        stop_at_first_pass=bool(stop_at_first_pass))

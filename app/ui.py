@@ -16,7 +16,16 @@ from app.generate import GenerateView, error_view, generate_views
 from app.problems import Problem, find_problem, load_problems
 from app.programs import STYLES
 from app.session import EngineSession, hub_reachable, model_pairs
-from app.settings import DEFAULT_K, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, MAX_K, METHOD_LABELS, UserError, parse_settings
+from app.settings import (
+    DEFAULT_K,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
+    ENGINE_DEFAULT,
+    MAX_K,
+    METHOD_LABELS,
+    UserError,
+    parse_settings,
+)
 
 log = logging.getLogger("bass.app")
 
@@ -88,8 +97,12 @@ def build_demo(session: EngineSession) -> gr.Blocks:
                 stop_first = gr.Checkbox(False, label="Stop at the first pass", elem_id="bass-stop-first",
                                          info="once a candidate passes every test, the others stop (kept, untested)")
                 with gr.Row():
-                    drafter = gr.Dropdown(["ngram"], value="ngram", label="Drafter", interactive=True)
-                    backend = gr.Dropdown(["torch"], value="torch", label="Attention backend", interactive=True)
+                    # the engine's defaults until the model is loaded, then its own choices (`_model_banner`)
+                    default = [(f"{ENGINE_DEFAULT} (the model's default)", ENGINE_DEFAULT)]
+                    drafter = gr.Dropdown(default, value=ENGINE_DEFAULT, label="Drafter", interactive=True,
+                                          elem_id="bass-drafter")
+                    backend = gr.Dropdown(default, value=ENGINE_DEFAULT, label="Attention backend", interactive=True,
+                                          elem_id="bass-backend")
                 pair = gr.Dropdown([p.label for p in pairs], value=pairs[0].label, label="Model pair",
                                    info="target ← draft; hub pairs appear with a GPU and internet")
                 style = gr.Radio(list(STYLES), value="auto", label="Prompt style",

@@ -52,7 +52,8 @@ class FakeEngine:
 
     def stream(self, prompts, *, k, params: SamplingParams, method="bass", drafter=None, backend=None,
                draft_length=None, chat=False, cancel: threading.Event | None = None):
-        self.calls.append(dict(prompts=prompts, k=k, params=params, method=method, chat=chat))
+        self.calls.append(dict(prompts=prompts, k=k, params=params, method=method, chat=chat, drafter=drafter,
+                               backend=backend))
         if isinstance(prompts, str) and not prompts.strip():
             raise ValueError("prompt 0 is empty: type a coding prompt or pick a HumanEval problem")
         if self.fail_with is not None:

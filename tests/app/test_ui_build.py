@@ -36,6 +36,30 @@ def test_banner_offers_the_engines_drafters_and_backends(session):
     assert timer.active is False
 
 
+def test_a_generate_clicked_while_the_model_loads_runs_the_engines_own_defaults():
+    """Before the model has loaded, the page cannot know its drafters and backends: the dropdowns hold the engine's
+    defaults, and a Generate clicked then runs with them (the trained draft with the embedded target), not a guess."""
+    import threading
+
+    from app_fakes import fake_session
+
+    from app.generate import generate_views
+    from app.problems import load_problems
+    from app.settings import ENGINE_DEFAULT, METHOD_LABELS, parse_settings
+
+    demo = build_demo(EngineSession(env={}, factory=lambda config, progress: FakeEngine(config, progress)))
+    blocks = {getattr(b, "elem_id", None): b for b in demo.blocks.values()}
+    assert blocks["bass-drafter"].value == blocks["bass-backend"].value == ENGINE_DEFAULT
+    p = load_problems()[0]
+    s = parse_settings(p.prompt, p.editable_tests(), "auto", 2, 0.8, 0.95, 16, 0, METHOD_LABELS["bass"],
+                       blocks["bass-drafter"].value, blocks["bass-backend"].value, None, 0)
+    assert (s.drafter, s.backend) == (None, None)  # the engine resolves None to its own default
+    session = fake_session()
+    final = list(generate_views(session, s, threading.Event()))[-1]
+    assert final.error is None, final.status
+    assert {k: session.engine.calls[-1][k] for k in ("drafter", "backend")} == {"drafter": None, "backend": None}
+
+
 def _banner_once_loaded(session: EngineSession) -> str:
     """The model banner once the session's load has ended, in an engine or an error (2 s at most)."""
     session.ensure()
