@@ -44,6 +44,25 @@ def test_table_speed_ups_against_regular():
     assert shown.loc[1, "acceptance"] == "—" and shown.loc[0, "acceptance"] == 0.75
 
 
+def test_a_sequence_stopped_before_its_first_round_has_no_rate():
+    """Single-sequence decoding stopped at the first pass never starts the candidates after it: each holds its
+    prefill's one token at the time of the stop. They are left out of the method's mean, min and max; a candidate
+    cancelled mid-decoding (it ran rounds) and one that ended on its first token by itself are not."""
+    ran = Candidate(0, 0, "t", (), "stop", SequenceStats(40, 20, 30, 20, 18.0))  # 450 ms/token
+    waited = [Candidate(0, i, "", (), "cancelled", SequenceStats(1, 0, 0, 0, 18.0)) for i in (1, 2)]  # 18,000
+    cut = Candidate(0, 3, "t", (), "cancelled", SequenceStats(10, 4, 8, 5, 18.0))  # 1,800, cut mid-way
+    single = GenerationResult((ran, *waited, cut), BatchStats("single", None, "torch", 4, 0.3, 18.0, 52, 24, 38, 25,
+                                                              (450 + 2 * 18000 + 1800) / 4))
+    eos = Candidate(0, 0, "", (), "eos", SequenceStats(1, 0, 0, 0, 0.5))  # 500 ms/token: ended by itself
+    base = GenerationResult((eos,), BatchStats("regular", None, "torch", 1, 0.3, 0.5, 1, 0, 0, 0, 500.0))
+    table = comparison_table({"regular": MethodRun("regular", base, 1.0), "single": MethodRun("single", single, 20.0)})
+    by = {r["method"]: r for r in table.to_dict("records")}
+    assert by["single-seq speculative"]["mean ms/token"] == pytest.approx((450 + 1800) / 2)
+    assert (by["single-seq speculative"]["min ms/token"], by["single-seq speculative"]["max ms/token"]) == (450, 1800)
+    assert by["single-seq speculative"]["speed-up (ms/token)"] == pytest.approx(500 / 1125, abs=0.01)
+    assert by["regular batched"]["mean ms/token"] == 500.0
+
+
 def test_no_regular_run_means_no_speed_up():
     r = runs()
     del r["regular"]
