@@ -4,11 +4,8 @@ Speed-up is regular decoding's mean per-sequence ms/token divided by the method'
 than regular), and likewise for wall time; both are blank when regular decoding did not run. Time to
 first pass (`bass.metrics.time_to_first_pass`) is "none" when no candidate of the method passed, and blank
 when no tests were given.
-
-Per-sequence ms/token is a sequence's finish time over its tokens, so a sequence that a stop cut before its first
-round has no rate: single-sequence decoding with "stop at the first pass" never starts the candidates after the one
-that passed, and each would read its wait over the one token its prefill drew (16,146 ms/token for the method in one
-CPU run, from 457 for the candidate that ran to 21,524). Those are left out of the method's mean, min and max.
+Mean, min and max ms/token are over the sequences that have a rate (`bass.events.Candidate.has_rate`), as the
+engine's own mean is.
 """
 
 from __future__ import annotations
@@ -52,14 +49,7 @@ def method_name(method: str) -> str:
 
 
 def _per_seq_ms(result: GenerationResult) -> list[float]:
-    """Each timed sequence's ms/token: all but those stopped before their first round (module docstring)."""
-    return [c.stats.ms_per_token for c in result.candidates
-            if c.stats.tokens > 0 and not (c.finish_reason == "cancelled" and c.stats.rounds == 0)]
-
-
-def _mean_ms(result: GenerationResult) -> float:
-    per_seq = _per_seq_ms(result)
-    return sum(per_seq) / len(per_seq) if per_seq else 0.0
+    return [c.stats.ms_per_token for c in result.candidates if c.stats.tokens > 0 and c.has_rate]
 
 
 def comparison_table(runs: Mapping[str, MethodRun]) -> pd.DataFrame:
@@ -70,8 +60,8 @@ def comparison_table(runs: Mapping[str, MethodRun]) -> pd.DataFrame:
         run = runs[method]
         stats = run.result.stats
         per_seq = _per_seq_ms(run.result)
-        mean_ms = _mean_ms(run.result)
-        speed_up = (_mean_ms(base.result) / mean_ms) if base and mean_ms > 0 else None
+        mean_ms = stats.mean_ms_per_token
+        speed_up = (base.result.stats.mean_ms_per_token / mean_ms) if base and mean_ms > 0 else None
         wall_up = (base.wall_s / run.wall_s) if base and run.wall_s > 0 else None
         rows.append([
             method_name(method), round(mean_ms, 1), _round(speed_up), round(run.wall_s, 2), _round(wall_up),

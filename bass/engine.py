@@ -29,7 +29,7 @@ from bass.draft_length import DraftLengthPolicy, PolicyMemory
 from bass.drafters import Drafter, build_drafter
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceUpdate
 from bass.graphs import WIDTH_BUCKETS, GraphedModel
-from bass.metrics import mean_ms_per_token
+from bass.metrics import candidates_ms_per_token
 from bass.models import linear
 from bass.models.draft import DRAFT_FILE, DRAFT_SHA256, shipped_draft
 from bass.models.loader import LoadedModel, check_same_vocab, load_model
@@ -385,8 +385,7 @@ class Engine:
                            prefill_s=prefill_s, decode_s=decode_s, tokens=sum(st.tokens for st in per),
                            rounds=sum(st.rounds for st in per), proposed=sum(st.proposed for st in per),
                            accepted=sum(st.accepted for st in per),
-                           mean_ms_per_token=mean_ms_per_token([st.finish_time_s for st in per],
-                                                               [st.tokens for st in per]),
+                           mean_ms_per_token=candidates_ms_per_token(cands),
                            draft_lengths=tuple(draft_lengths), round_ends_s=round_ends, round_waits_s=round_waits,
                            policy=policy)
         return GenerationResult(cands, stats)

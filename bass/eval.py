@@ -26,8 +26,8 @@ from bass.budgets import budget_key, counted_finish_times, record_round_starts
 from bass.config import HUMANEVAL_STOPS, EngineConfig, SamplingParams
 from bass.events import Candidate, GenerationResult
 from bass.metrics import (
+    candidates_ms_per_token,
     format_seconds_or_none,
-    mean_ms_per_token,
     pass_at_all,
     pass_at_first,
     pass_at_k,
@@ -52,8 +52,7 @@ def problem_row(task_id: str, candidates: Sequence[Candidate], passed: Sequence[
     return {"task_id": task_id, "n": n, "finished": sum(t is not None for t in times), "passed": c,
             "pass_at_first": pass_at_first(times, ok), "pass_at_all": pass_at_all(times, ok),
             "pass_at_1": pass_at_k(n, c, 1), f"pass_at_{n}": pass_at_k(n, c, n),
-            "mean_ms_per_token": mean_ms_per_token([x.stats.finish_time_s for x in candidates],
-                                                   [x.stats.tokens for x in candidates]),
+            "mean_ms_per_token": candidates_ms_per_token(candidates),
             TTFP: time_to_first_pass(prefill_s, times, ok)}
 
 

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from math import comb
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bass.events import Candidate
 
 
 def mean_ms_per_token(finish_times_s: Sequence[float], tokens: Sequence[int]) -> float:
@@ -17,6 +21,12 @@ def mean_ms_per_token(finish_times_s: Sequence[float], tokens: Sequence[int]) ->
     """
     per_seq = [1000.0 * t / n for t, n in zip(finish_times_s, tokens, strict=True) if n > 0]
     return sum(per_seq) / len(per_seq) if per_seq else 0.0
+
+
+def candidates_ms_per_token(candidates: Sequence[Candidate]) -> float:
+    """`mean_ms_per_token` over the candidates that have a rate (`Candidate.has_rate`): what a batch reports."""
+    timed = [c.stats for c in candidates if c.has_rate]
+    return mean_ms_per_token([st.finish_time_s for st in timed], [st.tokens for st in timed])
 
 
 def first_finished(finish_times_s: Sequence[float | None]) -> int | None:

@@ -12,6 +12,7 @@ from app.compare import MethodRun, comparison_table, display_table, latency_bars
 from app.export import generation_payload, write_comparison, write_generation
 from app.ranking import PassSummary, RankedCandidate, TestReport
 from bass.events import BatchStats, Candidate, GenerationResult, SequenceStats
+from bass.metrics import candidates_ms_per_token
 
 
 def result(method, per_seq_ms, proposed=0, accepted=0):
@@ -52,7 +53,7 @@ def test_a_sequence_stopped_before_its_first_round_has_no_rate():
     waited = [Candidate(0, i, "", (), "cancelled", SequenceStats(1, 0, 0, 0, 18.0)) for i in (1, 2)]  # 18,000
     cut = Candidate(0, 3, "t", (), "cancelled", SequenceStats(10, 4, 8, 5, 18.0))  # 1,800, cut mid-way
     single = GenerationResult((ran, *waited, cut), BatchStats("single", None, "torch", 4, 0.3, 18.0, 52, 24, 38, 25,
-                                                              (450 + 2 * 18000 + 1800) / 4))
+                                                              candidates_ms_per_token((ran, *waited, cut))))
     eos = Candidate(0, 0, "", (), "eos", SequenceStats(1, 0, 0, 0, 0.5))  # 500 ms/token: ended by itself
     base = GenerationResult((eos,), BatchStats("regular", None, "torch", 1, 0.3, 0.5, 1, 0, 0, 0, 500.0))
     table = comparison_table({"regular": MethodRun("regular", base, 1.0), "single": MethodRun("single", single, 20.0)})

@@ -4,8 +4,9 @@ from math import comb
 
 import pytest
 
-from bass.events import BatchStats
+from bass.events import BatchStats, Candidate, SequenceStats
 from bass.metrics import (
+    candidates_ms_per_token,
     decoder_flops_per_token,
     first_finished,
     gpu_utilization,
@@ -14,6 +15,21 @@ from bass.metrics import (
     pass_at_first,
     pass_at_k,
 )
+
+
+def test_a_sequence_cut_before_its_first_round_has_no_rate():
+    """A cancel or the time budget that ends a sequence before its first round leaves it holding its prefill's
+    token at the time of the cut: no rate, so it leaves the batch's mean. One cut mid-way, and one that ended on its
+    first token by itself, stay."""
+    def cand(reason, tokens, rounds, finish_s):
+        return Candidate(0, 0, "", (), reason, SequenceStats(tokens, rounds, 0, 0, finish_s))
+
+    ran, cut = cand("stop", 40, 20, 18.0), cand("cancelled", 10, 4, 18.0)  # 450 and 1,800 ms/token
+    unstarted = [cand("cancelled", 1, 0, 18.0), cand("budget", 1, 0, 18.0)]  # 18,000 each, no rate
+    eos_at_once = cand("eos", 1, 0, 0.5)  # 500 ms/token: it ended by itself
+    assert [c.has_rate for c in (ran, cut, *unstarted, eos_at_once)] == [True, True, False, False, True]
+    assert candidates_ms_per_token((ran, cut, *unstarted, eos_at_once)) == pytest.approx((450 + 1800 + 500) / 3)
+    assert candidates_ms_per_token(unstarted) == 0.0
 
 
 def test_pass_at_k_hand_values():
