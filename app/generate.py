@@ -209,7 +209,7 @@ def _final_view(run: LiveRun, result, programs: list[str], reports: list[TestRep
         note += " Stopped at the first pass: the others keep what they had generated, untested."
     if s.style == "completion":
         note += " Cards show the generated body; the best candidate above is the whole function."
-    if s.params.temperature == 0 and s.k > 1:
+    if s.params.greedy and s.k > 1:
         note += (f" Temperature 0 decodes greedily, so the {s.k} candidates are one text: raise the temperature for "
                  "different ones.")
     try:

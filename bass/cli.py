@@ -75,13 +75,13 @@ def sampling_params(a: argparse.Namespace, **overrides) -> SamplingParams:
     return SamplingParams(**fields)
 
 
-def identical_candidates_note(a: argparse.Namespace) -> str | None:
+def identical_candidates_note(k: int, params: SamplingParams) -> str | None:
     """What to tell a user who asked for k > 1 greedy samples: they are all the same text (greedy decoding is
     deterministic), k times the work for one answer. A note, not an error: greedy BASS against greedy regular
     decoding, token for token, is how losslessness is checked."""
-    if a.temperature == 0 and a.k > 1:
-        return (f"note: --temperature 0 decodes greedily, so the {a.k} candidates of each prompt will be identical; "
-                f"use -k 1, or a temperature above 0 (default {CANDIDATE_TEMPERATURE}) for {a.k} different ones")
+    if params.greedy and k > 1:
+        return (f"note: --temperature 0 decodes greedily, so the {k} candidates of each prompt will be identical; "
+                f"use -k 1, or a temperature above 0 (default {CANDIDATE_TEMPERATURE}) for {k} different ones")
     return None
 
 
@@ -141,7 +141,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
     if tests is not None and (len(prompts) != 1 or a.chat):
         raise ValueError("--tests-file tests completions of one code prompt: use --prompt-file, without --chat")
     params = sampling_params(a)
-    if note := identical_candidates_note(a):
+    if note := identical_candidates_note(a.k, params):
         print(note, file=sys.stderr)
     engine = Engine(engine_config(a), progress=None if a.json else _progress)
     if tests is None:
@@ -199,7 +199,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:
         raise ValueError(f"--methods takes a comma-separated subset of {','.join(METHODS)}; got {a.methods!r}")
-    if note := identical_candidates_note(a):
+    if note := identical_candidates_note(a.k, sampling_params(a)):
         print(note, file=sys.stderr)
     import time
 

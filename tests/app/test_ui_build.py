@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import gradio as gr
 import pandas as pd
 import pytest
-from app_fakes import FakeEngine
+from app_fakes import FakeEngine, fake_session
 
 from app.compare import TABLE_COLUMNS, comparison_table, latency_bars
-from app.generate import GenerateView, error_view
+from app.generate import GenerateView, error_view, generate_views
+from app.problems import load_problems
 from app.session import EngineSession
+from app.settings import ENGINE_DEFAULT, METHOD_LABELS, parse_settings
 from app.ui import _bars, _live, _model_banner, build_demo
 
 ELEM_IDS = {"bass-problem", "bass-prompt", "bass-tests", "bass-generate", "bass-compare", "bass-stop", "bass-k",
@@ -39,14 +42,6 @@ def test_banner_offers_the_engines_drafters_and_backends(session):
 def test_a_generate_clicked_while_the_model_loads_runs_the_engines_own_defaults():
     """Before the model has loaded, the page cannot know its drafters and backends: the dropdowns hold the engine's
     defaults, and a Generate clicked then runs with them (the trained draft with the embedded target), not a guess."""
-    import threading
-
-    from app_fakes import fake_session
-
-    from app.generate import generate_views
-    from app.problems import load_problems
-    from app.settings import ENGINE_DEFAULT, METHOD_LABELS, parse_settings
-
     demo = build_demo(EngineSession(env={}, factory=lambda config, progress: FakeEngine(config, progress)))
     blocks = {getattr(b, "elem_id", None): b for b in demo.blocks.values()}
     assert blocks["bass-drafter"].value == blocks["bass-backend"].value == ENGINE_DEFAULT
