@@ -26,7 +26,8 @@ log = logging.getLogger("bass.app")
 
 @dataclass(frozen=True)
 class ModelPair:
-    """A target, and the draft model that speculates for it (None: n-gram / layer-skip drafts only)."""
+    """A target, and the draft model that speculates for it (None: the draft that ships for the target, if one
+    does, else n-gram / layer-skip drafts)."""
 
     label: str
     target: str

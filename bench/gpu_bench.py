@@ -141,7 +141,7 @@ class Bench:
         """Size the graphed engine's persistent KV arenas for the largest request before anything else.
 
         A larger later request reallocates them, and the engine then recaptures its graphs into the old
-        memory pool, which trips PyTorch's allocator assert (use_count > 0) on 2.11: see the README.
+        memory pool, which trips PyTorch's allocator assert (use_count > 0) on torch 2.11.
         """
         for ev in self.graphed.stream([self.prompt], k=k, params=self.params, method="bass"):
             if ev.kind == "round":  # prefill and draft prefill are done: both arenas are allocated

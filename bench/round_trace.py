@@ -20,7 +20,7 @@ drafts, and those before the thirty-first the prediction. Per row and (L, batch 
 Below the table, per row of the cost policy: its calibration over every drafting round, Σ accepted / Σ predicted.
 
 A cost policy whose "sample" for L sits above a fixed-L row's "mean" misjudges drafting: the question this
-table was written to answer (the k = 32 runs of 2026-11-24, `README.md`).
+table was written to answer (the k = 32 runs of 2026-11-24, `bench/results/HISTORY.md`).
 """
 
 from __future__ import annotations
