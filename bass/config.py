@@ -161,6 +161,9 @@ class EngineConfig:
     # on CUDA, replay a draft model's whole proposal (its L steps and their rules) as one CUDA graph instead
     # of one per step (`bass.drafters.chained_proposal`); False: one graph per draft step
     proposal_graphs: bool = True
+    # on CUDA, replay the prefill from a CUDA graph per prompt-width bucket (`bass.prefill_graphs`): eagerly, the
+    # host's launches take several times the device's work; False: the prefill runs eagerly at the prompt's width
+    prefill_graphs: bool = True
 
     def __post_init__(self) -> None:
         if not self.target or not isinstance(self.target, str):

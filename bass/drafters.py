@@ -34,6 +34,7 @@ from bass.cache import CacheArena, KVCache
 from bass.config import SamplingParams
 from bass.graphs import WIDTH_BUCKETS, bucket
 from bass.models.feature_draft import FeatureDraft
+from bass.prefill_graphs import PrefillGraphs, prefill
 from bass.rules import DraftRule, draft_rule, run_then
 from bass.transfer import ints_to_device, padded_ids
 
@@ -220,9 +221,11 @@ class ModelDrafter(Drafter):
     name = "model"
 
     def __init__(self, model: torch.nn.Module, attn: Callable, target_vocab: int, *,
-                 forward: Callable | None = None, arena: CacheArena | None = None, chained: bool = True):
+                 forward: Callable | None = None, arena: CacheArena | None = None,
+                 prefills: PrefillGraphs | None = None, chained: bool = True):
         self.model, self.attn, self.target_vocab, self.chained = model, attn, target_vocab, chained
         self.forward = forward or model  # a GraphedModel on CUDA
+        self.prefills = prefills  # its prefill's CUDA graphs (`bass.prefill_graphs`), with static shapes
         self.arena = arena or CacheArena(persistent=False)
         self.cache: KVCache | None = None
         self.in_cache: list[int] = []  # tokens of each sequence whose K/V the draft cache holds
@@ -230,11 +233,8 @@ class ModelDrafter(Drafter):
 
     @torch.inference_mode()
     def prefill(self, prompts, samples, capacity, features=None):
-        device = next(self.model.parameters()).device
         lens = [len(p) for p in prompts]
-        cache = self.model.new_cache(len(prompts), max(lens))
-        self.model(padded_ids(prompts, device=device), cache, torch.tensor(lens, device=device), self.attn,
-                   last_only=True)
+        _, cache, _ = prefill(self.model, self.prefills, prompts, self.attn)
         self.cache = self.arena.fork(cache, samples, capacity)
         self.prompt_lens = [n for n in lens for _ in range(samples)]
         self.in_cache = list(self.prompt_lens)
@@ -304,22 +304,24 @@ class LayerSkipDrafter(Drafter):
 def build_drafter(name: str, target: torch.nn.Module, draft: torch.nn.Module | None, attn: Callable, *,
                   ngram_max: int = 3, ngram_min: int = 1, layer_skip_layers: int | None = None,
                   draft_forward: Callable | None = None, draft_arena: CacheArena | None = None,
-                  temperature_scale: float = 1.0, chained: bool = True) -> Drafter:
+                  draft_prefills: PrefillGraphs | None = None, temperature_scale: float = 1.0,
+                  chained: bool = True) -> Drafter:
     """The drafter called `name` ("none", "ngram", "model", "layer-skip").
 
     `target` is what the loop calls for the target (the model, or its `GraphedModel`);
-    `draft_forward` / `draft_arena` do the same for the draft model; a drafter that samples draws at
+    `draft_forward` / `draft_arena` do the same for the draft model, `draft_prefills` replays its prefill
+    (`bass.prefill_graphs`); a drafter that samples draws at
     `temperature_scale` times the request's temperature (`Drafter.proposal_params`); `chained`: a draft model
     makes each proposal as one CUDA graph where it can (`chained_proposal`).
     """
     drafter = _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, draft_forward, draft_arena,
-                     chained)
+                     draft_prefills, chained)
     drafter.temperature_scale = temperature_scale
     return drafter
 
 
 def _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, draft_forward, draft_arena,
-           chained) -> Drafter:
+           draft_prefills, chained) -> Drafter:
     if name == "none":
         return NoDrafter()
     if name == "ngram":
@@ -331,9 +333,10 @@ def _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, d
         if isinstance(draft, FeatureDraft):
             from bass.feature_drafter import FeatureDrafter  # it builds on this module
 
-            return FeatureDrafter(draft, target, attn, forward=draft_forward, arena=draft_arena, chained=chained)
+            return FeatureDrafter(draft, target, attn, forward=draft_forward, arena=draft_arena,
+                                  prefills=draft_prefills, chained=chained)
         return ModelDrafter(draft, attn, target.config.vocab_size, forward=draft_forward, arena=draft_arena,
-                            chained=chained)
+                            prefills=draft_prefills, chained=chained)
     if name == "layer-skip":
         n = layer_skip_layers or max(1, target.config.num_layers // 2)
         return LayerSkipDrafter(target, attn, n)

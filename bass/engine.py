@@ -32,14 +32,15 @@ from bass.graphs import WIDTH_BUCKETS, GraphedModel
 from bass.metrics import candidates_ms_per_token
 from bass.models import linear
 from bass.models.draft import DRAFT_FILE, DRAFT_SHA256, shipped_draft
+from bass.models.feature_draft import FeatureDraft
 from bass.models.loader import LoadedModel, check_same_vocab, load_model
+from bass.prefill_graphs import PrefillGraphs, prefill
 from bass.round_costs import CostModel
 from bass.sampling import process_logits, sample_from
 from bass.sequences import Sequence as Seq
 from bass.sequences import StopRule
 from bass.speculative import DecodeState, speculative_decode
 from bass.streams import SequenceRNG
-from bass.transfer import padded_ids
 
 MAX_K = 64
 # what `Engine.warm_draft_lengths` drafts: 1..8, the lengths the cost policy has been seen to choose on the H100
@@ -77,6 +78,8 @@ class Engine:
         get_backend(self.config.backend, self.device)  # fail at start, not at the first request
         self._arena, self._draft_arena = CacheArena(persistent=False), CacheArena(persistent=False)
         self._target_fwd, self._draft_fwd = self.target.model, None
+        # the target's and the draft's prefills, with static shapes (`use_static_shapes`)
+        self._prefill_graphs = self._draft_prefill_graphs = None
         self.projection_report: list[dict] = []  # what `bass.models.linear.tune` measured at load
         if self.device.type == "cuda" and self.config.tune_projections:
             self.tune_projections()
@@ -128,6 +131,11 @@ class Engine:
         and (capture=True, CUDA) replayed CUDA graphs. capture=False runs the same path eagerly."""
         self._arena, self._draft_arena = CacheArena(persistent=True), CacheArena(persistent=True)
         self._target_fwd = GraphedModel(self.target.model, self._arena, use_graphs=capture)
+        if self.config.prefill_graphs:
+            self._prefill_graphs = PrefillGraphs(self.target.model, use_graphs=capture)
+            if self.draft is not None:
+                features = self.target.config.hidden_size if isinstance(self.draft.model, FeatureDraft) else None
+                self._draft_prefill_graphs = PrefillGraphs(self.draft.model, use_graphs=capture, features=features)
         if self.draft is not None:
             self._draft_fwd = GraphedModel(self.draft.model, self._draft_arena, use_graphs=capture)
 
@@ -227,10 +235,8 @@ class Engine:
         """Encode every prompt once, fork its K/V to k sequences, and sample each sequence's first token."""
         model = self.target.model
         G, lens = len(ids), [len(p) for p in ids]
-        cache = model.new_cache(G, max(lens))
-        logits = model(padded_ids(ids, device=self.device), cache, torch.tensor(lens, device=self.device), attn,
-                       last_only=True)
-        features = model.hidden  # [G, T, H]: what a feature draft starts from
+        # features [G, T, H]: what a feature draft starts from; with static shapes, a CUDA graph's buffers
+        logits, cache, features = prefill(model, self._prefill_graphs, ids, attn)
         cache = self._arena.fork(cache, k, capacity)
         seqs = [Seq(seq=g * k + s, prompt_index=g, sample_index=s, prompt_len=lens[g], history=list(ids[g]))
                 for g in range(G) for s in range(k)]
@@ -253,12 +259,13 @@ class Engine:
         return build_drafter(name, self._target_fwd, self.draft.model if self.draft else None, attn,
                              ngram_max=c.ngram_max, ngram_min=c.ngram_min, layer_skip_layers=c.layer_skip_layers,
                              draft_forward=self._draft_fwd, draft_arena=self._draft_arena,
+                             draft_prefills=self._draft_prefill_graphs,
                              temperature_scale=scale, chained=c.proposal_graphs)
 
     def _capture_queued(self) -> None:
         """Capture the CUDA graphs of the shapes that ran in wider graphs (`bass.graphs`): between requests,
         where they cost no request's latency."""
-        for fwd in (self._target_fwd, self._draft_fwd):
+        for fwd in (self._target_fwd, self._draft_fwd, self._prefill_graphs, self._draft_prefill_graphs):
             # by attribute, not type: a wrapper of a GraphedModel (bench/profile_round.py's timer) passes it on
             capture = getattr(fwd, "capture_queued", None)
             if capture is not None:
@@ -339,7 +346,8 @@ class Engine:
     def warm_draft_lengths(self, prompt: str | Sequence[int], params: SamplingParams,
                            lengths: Iterable[int] = WARM_LENGTHS, **kw) -> None:
         """One short generation (32 tokens at most) of `prompt` at each fixed draft length of `lengths`, with
-        the request settings `kw` (k, method, drafter, backend ...), then forget the cost timings they left.
+        the request settings `kw` (k, method, drafter, backend ...), then forget the cost timings they left; and
+        capture the target's and the draft's one-prompt prefills at every width (`bass.prefill_graphs`).
 
         With CUDA graphs, a shape without a graph runs in the graph of a wider batch of its width (`bass.graphs`),
         but a width no batch has a graph of is captured at once, inside the request that drafts it first. The cost
@@ -358,6 +366,12 @@ class Engine:
         for n in lengths:
             self.generate([prompt], params=short, draft_length=DraftLengthConfig("fixed", l0=n), **kw)
         self.forget_measurements()
+        # (a width first met would prefill eagerly)
+        attn = get_backend(kw.get("backend") or self.config.backend, self.device)
+        with self._lock:
+            for prefills in (self._prefill_graphs, self._draft_prefill_graphs):
+                if prefills is not None:
+                    prefills.warm(1, attn)
 
     def forget_measurements(self) -> None:
         """Drop what the cost policy learnt from this engine's earlier requests (`bass.draft_length`, Memory):

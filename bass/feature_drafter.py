@@ -19,6 +19,7 @@ import torch
 from bass.cache import CacheArena, KVCache
 from bass.drafters import Drafter, Proposal, chained_proposal, draft_chain
 from bass.graphs import WIDTH_BUCKETS, bucket
+from bass.prefill_graphs import PrefillGraphs, prefill
 from bass.rules import DraftRule, TokenSubset, draft_rule, run_then
 from bass.transfer import ints_to_device, padded_ids
 
@@ -95,10 +96,13 @@ class FeatureDrafter(Drafter):
     reads_verify = True  # the next proposal feeds the last verify's emitted tokens from the device
 
     def __init__(self, draft: torch.nn.Module, target: torch.nn.Module, attn: Callable, *,
-                 forward: Callable | None = None, arena: CacheArena | None = None, chained: bool = True):
-        """`chained`: make a proposal as one graph where `forward` can (`_chained`)."""
+                 forward: Callable | None = None, arena: CacheArena | None = None,
+                 prefills: PrefillGraphs | None = None, chained: bool = True):
+        """`chained`: make a proposal as one graph where `forward` can (`_chained`); `prefills`: the prefill's
+        CUDA graphs (`bass.prefill_graphs`)."""
         self.draft, self.target, self.attn = draft, target, attn  # target: what the loop calls (reads .hidden)
         self.forward = forward or draft  # a GraphedModel on CUDA
+        self.prefills = prefills
         self.chained = chained
         self._pool = 0  # the chain pool the last proposal asked for (`_chained`)
         self.subset = _subset(draft)  # a reduced proposal vocabulary, or None
@@ -120,10 +124,10 @@ class FeatureDrafter(Drafter):
         device = features.device
         lens = [len(p) for p in prompts]
         T = max(lens) - 1  # the prompt's last feature waits for the first sampled token
-        cache = self.draft.new_cache(len(prompts), max(T, 1))
-        if T > 0:
-            self.draft(padded_ids([p[1:] for p in prompts], T, device), cache, torch.tensor(lens, device=device) - 1,
-                       self.attn, features=features[:, :T], last_only=True)
+        if T > 0:  # entries (f_t, x_{t+1}) of the prompt
+            _, cache, _ = prefill(self.draft, self.prefills, [p[1:] for p in prompts], self.attn, features[:, :T])
+        else:
+            cache = self.draft.new_cache(len(prompts), 1)
         self.cache = self.arena.fork(cache, samples, capacity)
         self.prompt_entries = [n - 1 for n in lens for _ in range(samples)]
         self.fed = list(self.prompt_entries)

@@ -49,7 +49,7 @@ def bucket(n: int, buckets: tuple[int, ...]) -> int | None:
 
 
 _captures = 0  # graphs captured by this process (`captures`)
-_deferred = 0  # of those, the ones `GraphedModel.capture_queued` captured (`deferred_captures`)
+_deferred = 0  # of those, the ones captured between requests (`deferred_captures`)
 
 
 def captures() -> int:
@@ -59,7 +59,8 @@ def captures() -> int:
 
 
 def deferred_captures() -> int:
-    """How many of `captures()` were captured by `GraphedModel.capture_queued`, outside any request's decoding."""
+    """How many of `captures()` were captured between requests (`GraphedModel.capture_queued`, the prefill's
+    `bass.prefill_graphs`), outside any request's decoding."""
     return _deferred
 
 
@@ -68,13 +69,15 @@ def decoding_captures() -> int:
     return _captures - _deferred
 
 
-def capture(fn: Callable[[], object], pool: object | None = None, device: torch.device | None = None
-            ) -> tuple[torch.cuda.CUDAGraph, object]:
+def capture(fn: Callable[[], object], pool: object | None = None, device: torch.device | None = None,
+            deferred: bool = False) -> tuple[torch.cuda.CUDAGraph, object]:
     """(graph, outputs): fn() captured in a CUDA graph, after two calls on a side stream of `device` that
     compile its kernels and settle the allocator; outputs are the captured call's, refreshed by each
-    `graph.replay()`. `pool`: a memory pool shared with other graphs (`torch.cuda.graph_pool_handle`)."""
-    global _captures
+    `graph.replay()`. `pool`: a memory pool shared with other graphs (`torch.cuda.graph_pool_handle`).
+    `deferred`: captured outside any request's decoding (counted in `deferred_captures`)."""
+    global _captures, _deferred
     _captures += 1
+    _deferred += deferred
     stream = torch.cuda.Stream(device)
     stream.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(stream):
