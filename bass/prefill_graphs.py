@@ -55,8 +55,8 @@ class _Prefill:
 
 
 class PrefillGraphs:
-    """`__call__(ids, attn)`: the prefill of prompts `ids` through graphs (module docstring), or None where the
-    width has no bucket and the caller prefills eagerly."""
+    """`__call__(ids, attn, features)`: the prefill of prompts `ids` through graphs (module docstring), or None
+    where the width has no bucket and the caller prefills eagerly."""
 
     def __init__(self, model: torch.nn.Module, use_graphs: bool = True, features: int | None = None):
         """`features`: the width F of a feature draft's second input (None: a model of tokens only)."""
@@ -77,7 +77,7 @@ class PrefillGraphs:
             return None
         p = self._buffers(G, Tb, attn)
         p.tokens.copy_(padded_ids(ids, Tb, p.tokens.device))
-        p.q_len.copy_(torch.tensor([len(x) for x in ids], dtype=torch.int32), non_blocking=True)
+        p.q_len.copy_(torch.tensor([len(x) for x in ids], dtype=torch.int32))
         if features is not None:
             p.features[:, :T] = features  # the columns past T keep stale values: padding, never read back
         if p.graph is not None:
