@@ -37,6 +37,7 @@ from bass.models.feature_draft import FeatureDraft
 from bass.prefill_graphs import PrefillGraphs, prefill
 from bass.rules import DraftRule, draft_rule, run_then
 from bass.transfer import ints_to_device, padded_ids
+from kernels import capturable
 
 
 @dataclass
@@ -253,7 +254,9 @@ class ModelDrafter(Drafter):
         tokens, counts = padded_ids(pending, device=device), ints_to_device([len(p) for p in pending], device)
         lens, L, Tb = ints_to_device(lengths, device), u.shape[1], bucket(tokens.shape[1], WIDTH_BUCKETS)
         chained = None
-        if self.chained and Tb is not None:  # one pool: the loop reads a proposal before this drafter's next
+        # (one pool: the loop reads a proposal before this drafter's next; a backend that reads lengths on the
+        # host runs step by step)
+        if self.chained and Tb is not None and capturable(self.attn):
             chained = chained_proposal(self.forward, functools.partial(_model_proposal, self.model, rule, self.attn),
                                        (rule, self.attn, Tb, L), self.cache, (tokens, counts, lens, u),
                                        ((Tb,), (), (), (L,)), pool=0)

@@ -22,6 +22,7 @@ from bass.graphs import WIDTH_BUCKETS, bucket
 from bass.prefill_graphs import PrefillGraphs, prefill
 from bass.rules import DraftRule, TokenSubset, draft_rule, run_then
 from bass.transfer import ints_to_device, padded_ids
+from kernels import capturable
 
 CATCH_UP = 16  # backlog entries that make a round without drafts feed them (FeatureDrafter._catch_up)
 _SUBSETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # draft model -> its TokenSubset
@@ -228,7 +229,7 @@ class FeatureDrafter(Drafter):
         proposal after it launched the next one (`bass.speculative._redo`), so consecutive proposals
         alternate two pools, never overwriting the one before."""
         Tb = bucket(tokens.shape[1], WIDTH_BUCKETS)
-        if not self.chained or Tb is None:
+        if not self.chained or Tb is None or not capturable(self.attn):  # (a backend reading lengths on the host)
             return None
         L, H = u.shape[1], features.shape[-1]
         self._pool = 1 - self._pool  # on every call, chained or not: a request queues the chains of both pools

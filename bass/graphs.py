@@ -22,6 +22,9 @@ left captures inside every timed pass of the cost-policy rows with the trained d
 per prompt: 8, 9 and 8 per pass at k = 32, 11, 2 and 4 at k = 8 (`real_bench_2026-11-24_h100_countcaptures.json`,
 `captures_passes`); a user's request stalls the same way.
 
+An attention backend that reads the batch's lengths on the host ("pad", "split": `kernels.capturable`) cannot be
+captured: its calls run eagerly on the same cache, and its proposals step by step.
+
 A chain (`GraphedModel.chain`) is several forwards and the glue between them in one graph: a draft's whole
 proposal (`bass.drafters.chained_proposal`), L draft steps and their sampling rules, which step by step paid a
 replay and a handful of small copies per step. A chain without a graph runs step by step (the caller's own
@@ -38,6 +41,7 @@ from typing import NamedTuple
 import torch
 
 from bass.cache import CacheArena, KVCache
+from kernels import capturable
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 WIDTH_BUCKETS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 33)
@@ -170,7 +174,7 @@ class GraphedModel:
         Bb, Tb = bucket(B, BATCH_BUCKETS), bucket(T, WIDTH_BUCKETS)
         extra = {} if features is None else {"features": features}
         if base is None or Bb is None or Tb is None or Bb > base.batch or cache.suffix_k.data_ptr() != \
-                base.suffix_k.data_ptr():
+                base.suffix_k.data_ptr() or not capturable(attn):  # (a backend reading lengths on the host)
             out = self.model(tokens, cache, q_len, attn, num_layers=num_layers, last_only=last_only, **extra)
             self.hidden = self.model.hidden
             return out if then is None else then(out, *args)

@@ -37,6 +37,7 @@ import torch
 from bass import graphs
 from bass.cache import KVCache
 from bass.transfer import padded_ids
+from kernels import capturable
 
 # prompt widths a graph is captured for (a wider prompt prefills eagerly): HumanEval's prompts are 38-391 tokens
 # of the embedded target's tokenizer
@@ -69,11 +70,12 @@ class PrefillGraphs:
     def __call__(self, ids: Sequence[Sequence[int]], attn: Callable, features: torch.Tensor | None = None
                  ) -> tuple[torch.Tensor, KVCache, torch.Tensor] | None:
         """(logits [G, 1, V] of each prompt's last token, the prefilled cache, the model's `hidden` [G, T, H]), T
-        the longest prompt, all static buffers valid until the next call; None when T is past the widest bucket.
+        the longest prompt, all static buffers valid until the next call; None when T is past the widest bucket
+        or `attn` cannot be captured (`kernels.capturable`).
         `features` [G, T, F]: a feature draft's second input."""
         G, T = len(ids), max(map(len, ids))
         Tb = graphs.bucket(T, PREFILL_WIDTHS)
-        if Tb is None:
+        if Tb is None or not capturable(attn):  # (a backend that reads lengths on the host runs eagerly)
             return None
         p = self._buffers(G, Tb, attn)
         p.tokens.copy_(padded_ids(ids, Tb, p.tokens.device))

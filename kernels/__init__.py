@@ -42,6 +42,16 @@ BACKENDS: dict[str, AttentionFn] = {
 }
 
 
+# backends that read the batch's lengths on the host (to size their padding, or to loop over sequences): a CUDA
+# graph cannot capture a device-to-host read, so a graphed engine runs them eagerly (`bass.graphs`)
+HOST_READING = ("pad", "split")
+
+
+def capturable(fn: AttentionFn) -> bool:
+    """Whether a CUDA graph can capture attention backend `fn`: not one of `HOST_READING`."""
+    return all(fn is not BACKENDS[name] for name in HOST_READING)
+
+
 def available_backends(device: str | torch.device) -> list[str]:
     """Names in BACKENDS usable on `device`; "ragged" needs CUDA, or TRITON_INTERPRET=1 on the CPU."""
     device = torch.device(device)
@@ -62,4 +72,4 @@ def get_backend(name: str) -> AttentionFn:
     return BACKENDS[name]
 
 
-__all__ = ["BACKENDS", "AttentionFn", "available_backends", "get_backend"]
+__all__ = ["BACKENDS", "HOST_READING", "AttentionFn", "available_backends", "capturable", "get_backend"]

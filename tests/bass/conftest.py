@@ -2,11 +2,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).parent))  # the `tiny` model factory
 
 from tiny import make_model  # noqa: E402
 
+import bass.graphs  # noqa: E402
 from bass.config import EngineConfig, SamplingParams  # noqa: E402
 from bass.engine import Engine  # noqa: E402
 from bass.models.loader import load_model  # noqa: E402
@@ -72,3 +74,37 @@ def embedded_greedy(embedded_engine):
     cost policy's first drafting rounds (after its plain probes)."""
     params = SamplingParams(max_new_tokens=12)
     return EMBEDDED_PROMPTS, params, embedded_engine.generate(EMBEDDED_PROMPTS, k=1, params=params, method="regular")
+
+
+# ---- CUDA graphs faked on the CPU ----
+def _tensors(x) -> list:
+    if isinstance(x, tuple):
+        return [t for y in x for t in _tensors(y)]
+    return [x] if isinstance(x, torch.Tensor) else []
+
+
+class _Replayed:
+    """A CUDA graph faked on the CPU: replays into the first call's outputs, as a graph into its static buffers."""
+
+    def __init__(self, fn):
+        self.fn, self.out = fn, fn()
+
+    def replay(self):
+        for static, new in zip(_tensors(self.out), _tensors(self.fn()), strict=True):
+            static.copy_(new)
+
+
+@pytest.fixture
+def fake_graphs(monkeypatch):
+    """`bass.graphs.capture` faked with `_Replayed`; the process's capture counters restored after the test."""
+    for counter in ("_captures", "_deferred"):
+        monkeypatch.setattr(bass.graphs, counter, getattr(bass.graphs, counter))
+
+    def capture(fn, pool=None, device=None, deferred=False):
+        bass.graphs._captures += 1
+        bass.graphs._deferred += deferred
+        graph = _Replayed(fn)
+        return graph, graph.out
+
+    monkeypatch.setattr(bass.graphs, "capture", capture)
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", object)

@@ -12,39 +12,6 @@ from bass.prefill_graphs import PREFILL_WIDTHS, PrefillGraphs
 from bass.transfer import padded_ids
 
 
-def _tensors(x) -> list:
-    if isinstance(x, tuple):
-        return [t for y in x for t in _tensors(y)]
-    return [x] if isinstance(x, torch.Tensor) else []
-
-
-class _Replayed:
-    """A CUDA graph faked on the CPU: replays into the first call's outputs, as a graph into its static buffers."""
-
-    def __init__(self, fn):
-        self.fn, self.out = fn, fn()
-
-    def replay(self):
-        for static, new in zip(_tensors(self.out), _tensors(self.fn()), strict=True):
-            static.copy_(new)
-
-
-@pytest.fixture
-def fake_graphs(monkeypatch):
-    """`bass.graphs.capture` faked with `_Replayed`; the process's capture counters restored after the test."""
-    for counter in ("_captures", "_deferred"):
-        monkeypatch.setattr(bass.graphs, counter, getattr(bass.graphs, counter))
-
-    def capture(fn, pool=None, device=None, deferred=False):
-        bass.graphs._captures += 1
-        bass.graphs._deferred += deferred
-        graph = _Replayed(fn)
-        return graph, graph.out
-
-    monkeypatch.setattr(bass.graphs, "capture", capture)
-    monkeypatch.setattr(torch.cuda, "graph_pool_handle", object)
-
-
 def _eager(model, ids, attn):
     """The engine's prefill without static shapes: (logits [G, 1, V], cache, hidden [G, T, H])."""
     lens = [len(p) for p in ids]
@@ -170,3 +137,45 @@ def test_a_captured_prefill_replays_the_eager_prefill_on_cuda(tiny_dir):
         want_logits, want_cache, want_hidden = prefill(model, None, ids, attn)
         torch.testing.assert_close(logits, want_logits, rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(cache.suffix_k[:, 0, :10], want_cache.suffix_k[:, 0, :10], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", ["pad", "split"])
+def test_a_backend_that_reads_lengths_on_the_host_runs_eagerly_under_graphs(tiny_dir, fake_graphs, backend):
+    """"pad" and "split" read the batch's lengths on the host, which a CUDA graph cannot capture: an engine with
+    graphs runs their forwards (prefills, verifies, draft steps) eagerly, captures nothing for them, and gives
+    the eager engine's tokens. The "torch" backend, capturable, is captured (so the count can move)."""
+    from bass.config import EngineConfig, SamplingParams
+    from bass.engine import Engine
+
+    cfg = EngineConfig(target=str(tiny_dir("llama")), draft=str(tiny_dir("llama", 1)))
+    eager, graphed = Engine(cfg), Engine(cfg)
+    graphed.use_static_shapes(capture=True)
+    kw = dict(k=2, params=SamplingParams(max_new_tokens=12), method="bass", drafter="model")
+    before = bass.graphs.captures()
+    for _ in range(2):  # the second request would replay what the first queued
+        got = graphed.generate(["def f(x):\n", "x = [1, 2"], backend=backend, **kw)
+        assert bass.graphs.captures() == before
+    want = eager.generate(["def f(x):\n", "x = [1, 2"], backend=backend, **kw)
+    assert [c.token_ids for c in got.candidates] == [c.token_ids for c in want.candidates]
+    graphed.generate(["def f(x):\n"], backend="torch", **kw)
+    assert bass.graphs.captures() > before
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs; the CPU twin is the test above")
+@pytest.mark.parametrize("backend", ["pad", "split"])
+def test_a_backend_that_reads_lengths_on_the_host_runs_on_a_graphed_cuda_engine(tiny_dir, backend):
+    """On CUDA, where capturing such a backend fails ("operation not permitted when stream is capturing"), the
+    default engine (graphs on) decodes with it, and gives what the engine without graphs gives."""
+    from dataclasses import replace
+
+    from bass.config import EngineConfig, SamplingParams
+    from bass.engine import Engine
+
+    cfg = EngineConfig(target=str(tiny_dir("llama")), draft=str(tiny_dir("llama", 1)), dtype="float32",
+                       backend=backend)
+    graphed, eager = Engine(cfg), Engine(replace(cfg, cuda_graphs=False))
+    kw = dict(k=2, params=SamplingParams(max_new_tokens=12), method="bass", drafter="model")
+    for _ in range(2):
+        got = graphed.generate(["def f(x):\n", "x = [1, 2"], **kw)
+    want = eager.generate(["def f(x):\n", "x = [1, 2"], **kw)
+    assert [c.token_ids for c in got.candidates] == [c.token_ids for c in want.candidates]
