@@ -291,35 +291,12 @@ def test_the_queue_is_dropped_when_the_arena_moves(tiny_dir, monkeypatch):
     assert _ids(static.generate(PROMPTS[0], k=2, **kw)) == _ids(eager.generate(PROMPTS[0], k=2, **kw))
 
 
-def test_graphs_captured_after_done_are_counted_apart(tiny_dir, monkeypatch):
+def test_graphs_captured_after_done_are_counted_apart(tiny_dir, monkeypatch, fake_graphs):
     """`bass.graphs.captures` counts every graph, `deferred_captures` those captured between requests: with
-    CUDA graphs faked on the CPU (a replay runs the function again), the k = 2 request after one at k = 8
-    captures nothing inside its decoding, and what its stream captures after "done" counts in both."""
+    CUDA graphs faked on the CPU (a replay runs the function again, `fake_graphs`), the k = 2 request after one
+    at k = 8 captures nothing inside its decoding, and what its stream captures after "done" counts in both."""
     import bass.graphs
 
-    def tensors(x) -> list:
-        if isinstance(x, tuple):
-            return [t for y in x for t in tensors(y)]
-        return [x] if isinstance(x, torch.Tensor) else []
-
-    class Replayed:  # replays into the first call's outputs, as a graph into its static buffers
-        def __init__(self, fn):
-            self.fn, self.out = fn, fn()
-
-        def replay(self):
-            for static, new in zip(tensors(self.out), tensors(self.fn()), strict=True):
-                static.copy_(new)
-
-    def capture(fn, pool=None, device=None, deferred=False):
-        bass.graphs._captures += 1
-        bass.graphs._deferred += deferred
-        graph = Replayed(fn)
-        return graph, graph.out
-
-    for counter in ("_captures", "_deferred"):  # restored after the test
-        monkeypatch.setattr(bass.graphs, counter, getattr(bass.graphs, counter))
-    monkeypatch.setattr(bass.graphs, "capture", capture)
-    monkeypatch.setattr(torch.cuda, "graph_pool_handle", object)
     eager, static, kw, _ = _graphed(tiny_dir, monkeypatch)
     static.use_static_shapes(capture=True)
     start = bass.graphs.deferred_captures()
