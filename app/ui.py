@@ -234,7 +234,7 @@ def _model_banner(session: EngineSession) -> tuple:
     backends = engine.available_backends()
     wanted = engine.default_drafter if engine.config.drafter == "auto" else engine.config.drafter
     drafter = wanted if wanted in drafters else drafters[0]
-    backend = engine.config.backend if engine.config.backend in backends else backends[0]
+    backend = engine.backend if engine.backend in backends else backends[0]
     text = f"Model ready: {state.pair.label} on {engine.device}"
     detail = f"drafters: {', '.join(drafters)} · attention backends: {', '.join(backends)}"
     return (render.status_html(text, f"{detail} · {state.note}" if state.note else detail, kind="ok"),

@@ -33,7 +33,8 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
                    "trained draft), a model spec, a trained draft file (.safetensors) or 'none'")
     p.add_argument("--drafter", default="auto", choices=("auto", *DRAFTERS),
                    help="auto: the trained draft where one ships for the target, else ngram")
-    p.add_argument("--backend", default="torch", choices=BACKENDS)
+    p.add_argument("--backend", default="auto", choices=("auto", *BACKENDS),
+                   help="attention backend; auto: ragged (our Triton kernel) on CUDA, torch elsewhere")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
     p.add_argument("--draft-policy", default="cost", choices=DRAFT_LENGTH_POLICIES)

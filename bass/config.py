@@ -140,7 +140,7 @@ class EngineConfig:
     target: str = "embedded"
     draft: str | None = "auto"
     drafter: str = "auto"
-    backend: str = "torch"
+    backend: str = "auto"  # "auto": "ragged" on CUDA, "torch" elsewhere (`bass.attention.resolve_backend`)
     device: str = "auto"
     dtype: str = "auto"
     draft_length: DraftLengthConfig = field(default_factory=DraftLengthConfig)
@@ -173,8 +173,8 @@ class EngineConfig:
         if self.drafter == "model" and not self.draft:
             raise ValueError("drafter='model' needs a draft model: pass draft=<spec> (e.g. a smaller model "
                              "of the target's family), or draft='auto' for the embedded target's trained draft")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.backend not in (*BACKENDS, "auto"):
+            raise ValueError(f"backend must be 'auto' or one of {BACKENDS}, got {self.backend!r}")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {self.device!r}")
         if self.dtype not in ("auto", "float32", "bfloat16", "float16"):

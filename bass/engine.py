@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from bass import baselines
-from bass.attention import available_backends, get_backend
+from bass.attention import available_backends, get_backend, resolve_backend
 from bass.cache import CacheArena
 from bass.config import METHODS, DraftLengthConfig, EngineConfig, SamplingParams
 from bass.device import resolve_device, resolve_dtype
@@ -75,7 +75,9 @@ class Engine:
             raise ValueError(f"drafter='model' but no draft ships for target {self.target.name!r}: pass "
                              "draft=<a model of its family or a trained draft file>, or choose drafter='ngram'")
         self.tokenizer = self.target.tokenizer
-        get_backend(self.config.backend, self.device)  # fail at start, not at the first request
+        head_dim = min(m.config.head_dim for m in (self.target, self.draft) if m is not None)
+        self.backend = resolve_backend(self.config.backend, self.device, head_dim)  # a request's default backend
+        get_backend(self.backend, self.device)  # fail at start, not at the first request
         self._arena, self._draft_arena = CacheArena(persistent=False), CacheArena(persistent=False)
         self._target_fwd, self._draft_fwd = self.target.model, None
         # the target's and the draft's prefills, with static shapes (`use_static_shapes`)
@@ -205,7 +207,7 @@ class Engine:
         elif method != "regular" and drafter not in self.available_drafters():
             raise ValueError(f"drafter {drafter!r} is not available here; choose one of {self.available_drafters()}"
                              + (" (drafter='model' needs EngineConfig.draft)" if drafter == "model" else ""))
-        backend = backend or self.config.backend
+        backend = backend or self.backend
         attn = get_backend(backend, self.device)
         ids = self.encode(prompts, chat)
         limit = self.target.config.max_position_embeddings
@@ -249,7 +251,7 @@ class Engine:
         """A fresh drafter `name` over this engine's models, to pass as `stream(..., drafter=...)` (one batch)."""
         if name not in self.available_drafters():
             raise ValueError(f"drafter {name!r} is not available here; choose one of {self.available_drafters()}")
-        return self._drafter(name, get_backend(backend or self.config.backend, self.device))
+        return self._drafter(name, get_backend(backend or self.backend, self.device))
 
     def _drafter(self, name: str, attn: Callable) -> Drafter:
         c = self.config
@@ -367,7 +369,7 @@ class Engine:
             self.generate([prompt], params=short, draft_length=DraftLengthConfig("fixed", l0=n), **kw)
         self.forget_measurements()
         # (a width first met would prefill eagerly)
-        attn = get_backend(kw.get("backend") or self.config.backend, self.device)
+        attn = get_backend(kw.get("backend") or self.backend, self.device)
         with self._lock:
             for prefills in (self._prefill_graphs, self._draft_prefill_graphs):
                 if prefills is not None:

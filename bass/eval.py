@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from bass.attention import resolve_backend
 from bass.budgets import budget_key, counted_finish_times, record_round_starts
 from bass.config import HUMANEVAL_STOPS, EngineConfig, SamplingParams
 from bass.events import Candidate, GenerationResult
@@ -179,8 +180,9 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
             log(f"[{i + 1}/{len(problems)}] {prob.task_id}: {r['passed']}/{r['n']} pass, "
                 f"{r['finished']} finished, first {'ok' if r['pass_at_first'] else 'fail'}, "
                 f"{r['mean_ms_per_token']:.0f} ms/token, first pass {format_seconds_or_none(r[TTFP])}")
-    return {"config": {"target": cfg.target, "draft": cfg.draft, "drafter": cfg.drafter, "backend": cfg.backend,
-                       "method": method, "k": k, "budget_s": budget_s, "temperature": params.temperature,
+    return {"config": {"target": cfg.target, "draft": cfg.draft, "drafter": cfg.drafter,
+                       "backend": resolve_backend(cfg.backend, engine.device), "method": method, "k": k,
+                       "budget_s": budget_s, "temperature": params.temperature,
                        "top_p": params.top_p, "max_new_tokens": params.max_new_tokens, "device": str(engine.device),
                        "stop_at_first_pass": stop_at_first_pass, "budgets": list(budgets or ())},
             "summary": summarize(rows), "problems": rows,

@@ -127,7 +127,7 @@ def _model_drafter(engine: Engine, loaded: LoadedModel, temperature_scale: float
 
     arena = CacheArena(persistent=engine.device.type == "cuda")
     forward = GraphedModel(loaded.model, arena, use_graphs=True) if engine.device.type == "cuda" else None
-    attn = get_backend(engine.config.backend, engine.device)
+    attn = get_backend(engine.backend, engine.device)
     return lambda: build_drafter("model", engine.target_forward, loaded.model, attn, draft_forward=forward,
                                  draft_arena=arena, temperature_scale=temperature_scale)
 

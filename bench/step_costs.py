@@ -82,7 +82,7 @@ def forward_and_sampling(engine: Engine, prompt: str, k: int, params: SamplingPa
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-    attn = get_backend(engine.config.backend, engine.device)
+    attn = get_backend(engine.backend, engine.device)
     rng = SequenceRNG(0, [(0, s) for s in range(k)])
     rule, dense, dev = verify_rule(params), dense_rule(params), engine.device
     rows = []

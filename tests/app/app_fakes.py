@@ -44,6 +44,11 @@ class FakeEngine:
         return ["torch", "pad"]
 
     @property
+    def backend(self) -> str:
+        """What `bass.attention.resolve_backend` makes of the config's on this CPU "device"."""
+        return "torch" if self.config.backend == "auto" else self.config.backend
+
+    @property
     def default_drafter(self) -> str:
         return "ngram"  # no draft model in the fake, as Engine.default_drafter says then
 
