@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from bass.attention import resolve_backend
 from bass.budgets import budget_key, counted_finish_times, record_round_starts
 from bass.config import HUMANEVAL_STOPS, EngineConfig, SamplingParams
 from bass.events import Candidate, GenerationResult
@@ -181,7 +180,7 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
                 f"{r['finished']} finished, first {'ok' if r['pass_at_first'] else 'fail'}, "
                 f"{r['mean_ms_per_token']:.0f} ms/token, first pass {format_seconds_or_none(r[TTFP])}")
     return {"config": {"target": cfg.target, "draft": cfg.draft, "drafter": cfg.drafter,
-                       "backend": resolve_backend(cfg.backend, engine.device), "method": method, "k": k,
+                       "backend": engine.backend, "method": method, "k": k,
                        "budget_s": budget_s, "temperature": params.temperature,
                        "top_p": params.top_p, "max_new_tokens": params.max_new_tokens, "device": str(engine.device),
                        "stop_at_first_pass": stop_at_first_pass, "budgets": list(budgets or ())},

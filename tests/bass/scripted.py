@@ -19,6 +19,7 @@ class ScriptedEngine:
     """
 
     device = "cpu"
+    backend = "torch"  # what `Engine.backend` resolves "auto" to on a CPU
 
     def __init__(self, texts: Sequence[str], prefill_s: float = 0.5, round_s: float = 1.0,
                  settle: Callable[[], None] = lambda: None):
