@@ -36,7 +36,7 @@ import torch
 
 from bass import graphs
 from bass.cache import KVCache
-from bass.transfer import padded_ids
+from bass.transfer import ints_to_device, padded_ids
 from kernels import capturable
 
 # prompt widths a graph is captured for (a wider prompt prefills eagerly): HumanEval's prompts are 38-391 tokens
@@ -79,7 +79,7 @@ class PrefillGraphs:
             return None
         p = self._buffers(G, Tb, attn)
         p.tokens.copy_(padded_ids(ids, Tb, p.tokens.device))
-        p.q_len.copy_(torch.tensor([len(x) for x in ids], dtype=torch.int32))
+        p.q_len.copy_(ints_to_device([len(x) for x in ids], p.q_len.device))  # (pinned, no stall)
         if features is not None:
             p.features[:, :T] = features  # the columns past T keep stale values: padding, never read back
         if p.graph is not None:
