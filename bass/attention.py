@@ -17,15 +17,12 @@ import kernels
 from bass.config import BACKENDS
 
 
-def resolve_backend(name: str, device: torch.device | str, head_dim: int | None = None) -> str:
+def resolve_backend(name: str, device: torch.device | str) -> str:
     """`name`, or for "auto" the device's own: our Triton kernel on CUDA (the reference's dense masks cost a GPU
-    more than they cost a CPU), the torch reference elsewhere (the interpreter runs Triton on a CPU, slowly), and
-    wherever a model's heads (`head_dim`: the smallest) are narrower than the kernel's matrix products take."""
+    more than they cost a CPU), the torch reference elsewhere (the interpreter runs Triton on a CPU, slowly)."""
     if name != "auto":
         return name
-    fits = head_dim is None or head_dim >= kernels.RAGGED_MIN_HEAD_DIM
-    return "ragged" if torch.device(device).type == "cuda" and "ragged" in available_backends(device) and fits \
-        else "torch"
+    return "ragged" if torch.device(device).type == "cuda" and "ragged" in available_backends(device) else "torch"
 
 
 def available_backends(device: torch.device | str) -> list[str]:

@@ -75,8 +75,7 @@ class Engine:
             raise ValueError(f"drafter='model' but no draft ships for target {self.target.name!r}: pass "
                              "draft=<a model of its family or a trained draft file>, or choose drafter='ngram'")
         self.tokenizer = self.target.tokenizer
-        head_dim = min(m.config.head_dim for m in (self.target, self.draft) if m is not None)
-        self.backend = resolve_backend(self.config.backend, self.device, head_dim)  # a request's default backend
+        self.backend = resolve_backend(self.config.backend, self.device)  # a request's default backend
         get_backend(self.backend, self.device)  # fail at start, not at the first request
         self._arena, self._draft_arena = CacheArena(persistent=False), CacheArena(persistent=False)
         self._target_fwd, self._draft_fwd = self.target.model, None

@@ -42,10 +42,6 @@ BACKENDS: dict[str, AttentionFn] = {
 }
 
 
-# the ragged kernel multiplies blocks over the head dimension, and Triton's `tl.dot` takes K >= 16 (a tiny test
-# model's 8-wide heads fail to compile): "auto" picks it only for heads at least this wide
-RAGGED_MIN_HEAD_DIM = 16
-
 # backends that read the batch's lengths on the host (to size their padding, or to loop over sequences): a CUDA
 # graph cannot capture a device-to-host read, so a graphed engine runs them eagerly (`bass.graphs`)
 HOST_READING = ("pad", "split")
@@ -80,5 +76,5 @@ def get_backend(name: str) -> AttentionFn:
     return BACKENDS[name]
 
 
-__all__ = ["BACKENDS", "HOST_READING", "RAGGED_MIN_HEAD_DIM", "AttentionFn", "available_backends", "capturable",
+__all__ = ["BACKENDS", "HOST_READING", "AttentionFn", "available_backends", "capturable",
            "get_backend"]

@@ -224,7 +224,8 @@ def _config(B: int, T: int, Hq: int, Hkv: int, D: int, max_keys: int, elem_size:
         block_m = 16
     elif block_m > (64 if D > 128 else 128):
         block_m = 64  # prefill-sized: tile the rows instead of one huge register tile
-    block_d = triton.next_power_of_2(D)
+    # tl.dot takes K >= 16: narrower heads (a tiny test model's 8) run a 16-wide tile, the tail masked as for 80
+    block_d = max(16, triton.next_power_of_2(D))
     num_stages = 3
     programs = B * Hkv * triton.cdiv(rows, block_m)
     # About two programs per SM saturate HBM (bench/results); with fewer, the position space of each

@@ -20,6 +20,7 @@
 #   profile      bench/step_costs.py (what a step and a round cost, piece by piece)
 #   host         bench/host_costs.py (graph launch costs, the round's Python profile)
 #   bench, eval  bench/real_bench.py and `python -m bass eval humaneval` on the assembled target
+#   generate     `python -m bass generate` on it, with the CLI's defaults (backend "auto": ragged on CUDA)
 #   tests        the CUDA tests (graphs, look-ahead, pinned copies, losslessness with the shipped draft)
 set -euo pipefail
 # grep --line-buffered below: a plain grep into a pipe holds up to 4 KB back, which a call stopped at its time limit
@@ -74,11 +75,13 @@ case "$1" in
   host)  # bench/host_costs.py: what launching each captured graph costs the host; the round's Python profile
     python3 bench/host_costs.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee $OUT/host_costs.log ;;
   eval)  # python -m bass eval humaneval on the real target (args after the stage, e.g. --budgets 0.25,0.5,1)
-    python3 -m bass eval humaneval --target $GGUF --backend ragged "${@:2}" 2>&1 | grep --line-buffered -v Warning \
+    python3 -m bass eval humaneval --target $GGUF "${@:2}" 2>&1 | grep --line-buffered -v Warning \
       | tee -a $OUT/eval.log ;;
+  generate)  # python -m bass generate on the real target, the CLI's defaults (args after the stage: --prompt-file ...)
+    python3 -m bass generate --target $GGUF "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee -a $OUT/generate.log ;;
   tests)  # the tests that skip on the CPU, on this GPU (their CPU twins run in `make test`)
     BASS_TARGET=$GGUF python3 -m pytest tests/bass/test_look_ahead.py tests/bass/test_feature_draft.py tests/bass/test_transfer.py tests/bass/test_sampling.py tests/bass/test_proposal_graphs.py \
       tests/bass/test_lossless_shipped.py tests/bass/test_cost_policy_engine.py tests/bass/test_prefill_graphs.py tests/kernels -q -p no:cacheprovider -o addopts="" "${@:2}" \
       2>&1 | grep --line-buffered -v Warning | tee $OUT/gpu_tests.log ;;
-  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | adopt | accept | bench | profile | host | eval | tests" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | adopt | accept | bench | profile | host | eval | generate | tests" >&2; exit 2 ;;
 esac

@@ -36,6 +36,7 @@ CASES = [
     (Case(Hq=4, Hkv=2, D=64, T=3, window=1), {}),
     (Case(Hq=4, Hkv=1, D=64, B=3, T=24, G=1, P=0, S=24, prefill=True), {}),  # prompt pass, no prefix
     (Case(Hq=4, Hkv=1, D=80, T=3), {}),  # head_dim not a power of two: masked tail
+    (Case(Hq=4, Hkv=2, D=8, T=3), {}),  # narrower than tl.dot's K >= 16 (the tiny test models): a masked 16-wide tile
 ]
 SPLITS = [{"NUM_SPLITS": 1}, {"NUM_SPLITS": 3, "BLOCK_N": 16}]
 
