@@ -95,6 +95,17 @@ def test_ragged_bf16_gpu(case: Case, cfg: dict) -> None:
     assert rel_error(ragged_attention(**inputs).cpu(), ref) < 1e-2
 
 
+def test_heads_narrower_than_16_get_a_16_wide_tile() -> None:
+    """`tl.dot` takes K >= 16 when compiled (the interpreter does not check it, so the D = 8 case above passes on a
+    CPU either way): an 8-wide head, the tiny test models', is tiled 16 wide and masked; wider heads keep the next
+    power of two."""
+    import kernels.ragged_attention as mod
+
+    for D, want in ((8, 16), (16, 16), (64, 64), (80, 128)):
+        cfg = dict(mod._config(8, 1, 4, 2, D, 512, 2, True, 132))
+        assert cfg["BLOCK_D"] == want, D
+
+
 def test_decode_config_tiles_rows_by_16_and_splits_short_contexts() -> None:
     """The launch rule at the embedded target's verify shapes on an H100 (132 SMs), as `_config` sees them:
     Qwen2.5-1.5B's 12 / 2 heads, batch 8, ~460 keys of capacity (bench/attention_configs.py measured it)."""
