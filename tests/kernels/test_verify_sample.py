@@ -58,7 +58,7 @@ def test_the_kernel_gives_the_rules_torch_outputs_on_the_same_candidates(monkeyp
     equals its torch ops' on the candidates of `kernels.top_p` (both paths read them), decided rows and the
     flat undecided one alike."""
     poison(monkeypatch, mod)
-    monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 64)  # candidates, not a full sort, of 300 tokens
+    monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 32)  # candidates, not a full sort, of 300 tokens
     monkeypatch.setattr(sampling, "FUSED_TOP_P", "always")
     logits, args = _round(L, model_q, fresh_gen())
     rule = verify_rule(PARAMS)
