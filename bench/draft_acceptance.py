@@ -22,8 +22,6 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bass import DraftLengthConfig, Engine, EngineConfig, SamplingParams  # noqa: E402
@@ -71,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--limit", type=int, default=None, help="prompts per set (default: all)")
     p.add_argument("--batch-seqs", type=int, default=64)
-    p.add_argument("--backend", default="ragged" if torch.cuda.is_available() else "torch")
+    p.add_argument("--backend", default="auto", help="auto: ragged on CUDA, torch on the CPU (Engine.backend)")
     p.add_argument("--modes", default="greedy,sampled", help="greedy and/or sampled (T 0.8, top-p 0.95, k 8)")
     p.add_argument("--draft-temperatures", default="auto", help="sampled mode: each model draft at these multiples "
                    "of T (EngineConfig.draft_temperature; auto: the draft file's own)")

@@ -60,9 +60,8 @@ def build_engine(shape: str, device: str) -> Engine:
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     if shape == "llama-7b":
         pair = build_pair(cfg, 2, device=device, dtype=dtype, seed=0)
-        return Engine(EngineConfig(target="synthetic", draft="synthetic-draft", drafter="model", device=device,
-                                   backend="ragged" if device == "cuda" else "torch"), target=pair.target,
-                      draft=pair.draft)
+        return Engine(EngineConfig(target="synthetic", draft="synthetic-draft", drafter="model", device=device),
+                      target=pair.target, draft=pair.draft)
     target = build_random(cfg, device=device, dtype=dtype, seed=0)
     with torch.no_grad():
         target.lm_head.weight.mul_(head_scale(cfg, 8.0))
@@ -73,8 +72,8 @@ def build_engine(shape: str, device: str) -> Engine:
         draft = LoadedModel(model, loaded.tokenizer, config, "draft")
     else:  # a reduced proposal vocabulary, as the shipped draft has
         draft = random_feature_draft(loaded, seed=0, vocab=cfg.vocab_size // 2)
-    return Engine(EngineConfig(target="synthetic", draft=None, drafter="ngram", device=device,
-                               backend="ragged" if device == "cuda" else "torch"), target=loaded, draft=draft)
+    return Engine(EngineConfig(target="synthetic", draft=None, drafter="ngram", device=device), target=loaded,
+                  draft=draft)
 
 
 def round_ms(engine: Engine, prompt: list[int], k: int, params: SamplingParams, L: int | None) -> dict:

@@ -52,6 +52,7 @@ from plot_gpu import (  # noqa: E402
 from profile_round import profile_round  # noqa: E402
 from round_trace import format_summary, split_trace  # noqa: E402
 
+from bass.attention import resolve_backend  # noqa: E402
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.device import device_line as engine_device_line  # noqa: E402
 from bass.graphs import decoding_captures  # noqa: E402
@@ -119,7 +120,7 @@ class Bench:
 
         self.args, self.N, self.P = args, args.new_tokens, args.prompt_len
         cfg, dev = TARGETS[args.target], args.device
-        self.fast = "ragged" if dev == "cuda" else "torch"  # the CPU dry run (tests) has no Triton
+        self.fast = resolve_backend("auto", dev)  # the CPU dry run (tests) has no Triton
         self.pair = build_pair(cfg, args.draft_layers, device=dev, dtype=torch.bfloat16, seed=args.seed)
         self.prompt = random_prompt(cfg.vocab_size, args.prompt_len, args.seed)
         self.params = SamplingParams(temperature=0.0 if args.greedy else 1.0, max_new_tokens=self.N, seed=args.seed)

@@ -198,14 +198,13 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="embedded")
     p.add_argument("--draft", default="auto")
-    p.add_argument("--backend", default=None, help="default: ragged on CUDA, torch on the CPU")
+    p.add_argument("--backend", default="auto", help="auto: ragged on CUDA, torch on the CPU (Engine.backend)")
     p.add_argument("--k", type=int, default=8)
     p.add_argument("--l0", type=int, default=1, help="the fixed draft length of the BASS rows")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--out", default="bench/results/")
     a = p.parse_args(argv)
-    backend = a.backend or ("ragged" if torch.cuda.is_available() else "torch")
-    engine = Engine(EngineConfig(target=a.target, draft=a.draft, drafter="auto", backend=backend))
+    engine = Engine(EngineConfig(target=a.target, draft=a.draft, drafter="auto", backend=a.backend))
     from sandbox import load_humaneval
 
     prompt = load_humaneval()[0].prompt

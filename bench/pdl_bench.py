@@ -25,6 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bass.attention import resolve_backend  # noqa: E402
 from bass.device import device_line  # noqa: E402
 from bass.graphs import capture  # noqa: E402
 from bass.models import linear  # noqa: E402
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> dict:
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     info = device_line(device)
     model = build_random(TARGETS[args.target], device=device, dtype=dtype)
-    attn = get_backend("ragged" if device.type == "cuda" else "torch")
+    attn = get_backend(resolve_backend("auto", device))
     shapes = [(int(b), int(w)) for b in args.batches.split(",") for w in args.widths.split(",")]
     if device.type == "cuda":
         pdl.ENABLED = False

@@ -351,7 +351,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--draft", default="auto", help="'auto' (the trained draft that ships for the target), a "
                    "model spec, a trained draft file, or 'none'")
     p.add_argument("--drafters", default=None, help="comma-separated; default: every drafter the engine offers")
-    p.add_argument("--backend", default=None, help="default: ragged on CUDA, torch on the CPU")
+    p.add_argument("--backend", default="auto", help="auto: ragged on CUDA, torch on the CPU (Engine.backend)")
     p.add_argument("--device", default="auto")
     p.add_argument("--prompts", type=int, default=8, help="the first N HumanEval prompts")
     p.add_argument("--ks", default="1,8,32")
@@ -389,8 +389,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a.ks = sorted({int(k) for k in a.ks.split(",")}, reverse=True)  # largest first: the arenas never regrow
     a.single_ks = a.ks if a.single_ks is None else [int(k) for k in a.single_ks.split(",") if k]
     a.fixed_l = [int(n) for n in a.fixed_l.split(",") if n]
-    if a.backend is None:
-        a.backend = "ragged" if torch.cuda.is_available() and a.device != "cpu" else "torch"
     return a
 
 
@@ -405,7 +403,7 @@ def main(argv: list[str] | None = None) -> dict:
     drafters = a.drafters.split(",") if a.drafters else eng.available_drafters()
     policy_k = a.policy_k if a.policy_k in a.ks else a.ks[len(a.ks) // 2]
     info = dict(device=device_line(eng.device), torch=torch.__version__, target=eng.target.name,
-                draft=eng.draft.name if eng.draft else None, drafters=drafters, backend=a.backend,
+                draft=eng.draft.name if eng.draft else None, drafters=drafters, backend=eng.backend,
                 dtype=str(eng.dtype), prompts=len(b.prompts), max_new_tokens=a.max_new_tokens, policy_k=policy_k,
                 sampling="greedy" if a.greedy else f"T {a.temperature}, top-p {a.top_p}", repeats=a.repeats,
                 seeds="the same in every pass" if a.same_seeds else "seed + pass",

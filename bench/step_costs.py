@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="embedded")
     p.add_argument("--draft", default="auto")
-    p.add_argument("--backend", default=None, help="default: ragged on CUDA, torch on the CPU")
+    p.add_argument("--backend", default="auto", help="auto: ragged on CUDA, torch on the CPU (Engine.backend)")
     p.add_argument("--k", type=int, default=8)
     p.add_argument("--widths", default="1,2,3,4,6")
     p.add_argument("--reps", type=int, default=50)
@@ -164,9 +164,8 @@ def main(argv: list[str] | None = None) -> dict:
                    "empty: none)")
     p.add_argument("--out", default="bench/results/")
     a = p.parse_args(argv)
-    backend = a.backend or ("ragged" if torch.cuda.is_available() else "torch")
     engine = Engine(EngineConfig(target=a.target, draft=None if a.draft == "none" else a.draft, drafter="auto",
-                                 backend=backend))
+                                 backend=a.backend))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     from sandbox import load_humaneval

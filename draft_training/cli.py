@@ -70,8 +70,8 @@ def _completions(args, work: Path, loaded=None) -> int:
     from draft_training.completions import generate_completions
 
     loaded = loaded or _load_target(args.target)
-    backend = "ragged" if torch.cuda.is_available() else "torch"  # the reference attention is O(T^2) memory
-    engine = Engine(EngineConfig(target=args.target, draft=None, drafter="ngram", backend=backend), target=loaded)
+    # backend "auto": the ragged kernel on a GPU (the reference attention is O(T^2) memory)
+    engine = Engine(EngineConfig(target=args.target, draft=None, drafter="ngram"), target=loaded)
     eot = json.loads((work / "manifest.json").read_text())["end_of_text_id"]
     stats = generate_completions(engine, work / "prompts.jsonl", work / "completions.bin", samples=args.samples,
                                  max_new_tokens=args.max_new_tokens, seed=args.seed, end_of_text=eot,

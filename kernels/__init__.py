@@ -76,5 +76,4 @@ def get_backend(name: str) -> AttentionFn:
     return BACKENDS[name]
 
 
-__all__ = ["BACKENDS", "HOST_READING", "AttentionFn", "available_backends", "capturable",
-           "get_backend"]
+__all__ = ["BACKENDS", "HOST_READING", "AttentionFn", "available_backends", "capturable", "get_backend"]

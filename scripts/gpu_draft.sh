@@ -66,7 +66,7 @@ case "$1" in
     python3 bench/draft_acceptance.py --target $GGUF --out $OUT/draft_acceptance.json "${@:2}" 2>&1 \
       | grep --line-buffered -v Warning | tee $OUT/draft_acceptance.log ;;
   bench)  # bench/real_bench.py on the real target (args after the stage, e.g. --ks 1,8,32 --profile)
-    python3 bench/real_bench.py --target $GGUF --backend ragged --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning \
+    python3 bench/real_bench.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning \
       | tee $OUT/real_bench.log ;;
   profile)  # bench/step_costs.py: forward / sampling / round costs piece by piece, profiler tables
     python3 bench/step_costs.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee $OUT/step_costs.log

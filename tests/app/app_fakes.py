@@ -45,8 +45,10 @@ class FakeEngine:
 
     @property
     def backend(self) -> str:
-        """What `bass.attention.resolve_backend` makes of the config's on this CPU "device"."""
-        return "torch" if self.config.backend == "auto" else self.config.backend
+        """What `Engine.backend` holds: the config's, "auto" resolved for this CPU "device"."""
+        from bass.attention import resolve_backend
+
+        return resolve_backend(self.config.backend, "cpu")
 
     @property
     def default_drafter(self) -> str:
