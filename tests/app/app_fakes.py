@@ -6,6 +6,7 @@ import threading
 import time
 
 from app.session import EngineSession
+from bass.attention import resolve_backend
 from bass.config import EngineConfig, SamplingParams
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceStats, SequenceUpdate
 
@@ -45,10 +46,8 @@ class FakeEngine:
 
     @property
     def backend(self) -> str:
-        """What `Engine.backend` holds: the config's, "auto" resolved for this CPU "device"."""
-        from bass.attention import resolve_backend
-
-        return resolve_backend(self.config.backend, "cpu")
+        """What `Engine.backend` holds: the config's, "auto" resolved for this fake's device."""
+        return resolve_backend(self.config.backend, self.device)
 
     @property
     def default_drafter(self) -> str:
