@@ -1,0 +1,167 @@
+"""Where the cost policy's rows lose to a fixed length's, pooled over the traces of many benchmark runs.
+
+    PYTHONPATH=. python bench/policy_gap.py bench/results/real_bench_2026-11-2[78]_h100*.json --k 8 --fixed 3
+
+One run's rows are a few passes each, and a pass moves by several per cent with the machine (host stalls,
+`real_bench.py`), so a gap of that size between two policies shows only over many runs. From every
+`real_bench.py` JSON given, this takes the rows at --k of BASS with --drafter, the look-ahead on (the engine's
+default), under the cost policy (labelled "cost", or "cost, margin 0", which is the same policy) and at fixed
+L = --fixed, and prints:
+
+  passes  every pass of every such row, per kind: how many, their median and mean (ms/token/seq), and the
+          medians of each run that has both kinds
+  rounds  per kind and draft length, the traced rounds (`real_bench.py --trace`: each row's median pass) at the batch
+          bucket of k, each generation's first round apart (it follows the prefill, the look-ahead pipeline is
+          not yet full, and its text is the completion's hardest): rounds, their share, drafts accepted per
+          sequence (acc), what the cost policy predicted of them (pred), the median and mean round (ms), and
+          tokens per ms and sequence, (1 + acc) / mean (time adds up, so the mean, stalls and all)
+  where   per kind and batch bucket (first rounds apart), the share of the sequence-milliseconds Σ ms × B and
+          the sequence-milliseconds per token: ms/token/seq charges a round to every sequence live in it, so
+          this is where a row's headline goes
+
+A length the policy chose whose tokens per ms fall below the fixed row's, while its acc falls below its pred,
+was chosen for a promise its rounds did not keep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bass.round_costs import B_BUCKETS, bucket  # noqa: E402
+
+COST_LABELS = ("cost", "cost, margin 0")  # a margin of 0 is the default policy (`DraftLengthConfig.length_margin`)
+
+
+def kind_of(row: dict, k: int, drafter: str, fixed: int) -> str | None:
+    """"cost", "fixed" or None: which side of the comparison a benchmark row is on (module docstring)."""
+    if row.get("method") != "bass" or row.get("k") != k or row.get("drafter") != drafter:
+        return None
+    if row.get("look_ahead") is False or row.get("verdicts"):
+        return None
+    policy = row.get("policy")
+    return "cost" if policy in COST_LABELS else "fixed" if policy == f"fixed L={fixed}" else None
+
+
+def gather(runs: dict[str, dict], k: int, drafter: str, fixed: int) -> dict:
+    """{"passes": {kind: [ms]}, "runs": {name: {kind: [ms]}}, "traces": {kind: [trace]}} of the chosen rows."""
+    out: dict = {"passes": defaultdict(list), "runs": {}, "traces": defaultdict(list)}
+    for name, run in runs.items():
+        per: dict[str, list[float]] = defaultdict(list)
+        for row in run["rows"]:
+            kind = kind_of(row, k, drafter, fixed)
+            if kind is None:
+                continue
+            passes = row.get("ms_per_token_passes") or [row["ms_per_token"]]
+            out["passes"][kind] += passes
+            per[kind] += passes
+            out["traces"][kind] += row.get("traces") or []
+        if per:
+            out["runs"][name] = dict(per)
+    return out
+
+
+def rounds_table(traces: dict[str, list], k: int) -> list[dict]:
+    """The "rounds" table (module docstring): one dict per (kind, first round or not, L) at k's batch bucket."""
+    full = bucket(k, B_BUCKETS)
+    groups: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    total: dict[tuple, int] = defaultdict(int)
+    for kind, gens in traces.items():
+        for trace in gens:
+            for i, (L, B, ms, _sample, _ahead, *counts) in enumerate(trace):
+                if bucket(B, B_BUCKETS) != full:
+                    continue
+                g = groups[(kind, i == 0, L)]
+                total[(kind, i == 0)] += 1
+                g["ms"].append(ms)
+                if counts and counts[0] is not None:
+                    g["acc"].append(counts[0] / B)
+                    if len(counts) > 1 and counts[1] is not None:
+                        g["pred"].append(counts[1] / B)
+    out = []
+    for (kind, first, L), g in sorted(groups.items()):
+        acc = statistics.fmean(g["acc"]) if len(g["acc"]) == len(g["ms"]) else None
+        mean = statistics.fmean(g["ms"])
+        out.append(dict(kind=kind, first=first, L=L, rounds=len(g["ms"]), share=len(g["ms"]) / total[(kind, first)],
+                        acc=acc, pred=statistics.fmean(g["pred"]) if len(g["pred"]) == len(g["ms"]) else None,
+                        median_ms=statistics.median(g["ms"]), mean_ms=mean,
+                        tokens_per_ms=None if acc is None else (1 + acc) / mean))
+    return out
+
+
+def where_table(traces: dict[str, list]) -> list[dict]:
+    """The "where" table (module docstring): per kind and batch bucket ("first": generations' first rounds),
+    the share of Σ ms × B and Σ ms × B / Σ tokens, tokens = (accepted + B) per round."""
+    seq_ms: dict[tuple, float] = defaultdict(float)
+    tokens: dict[tuple, float] = defaultdict(float)
+    for kind, gens in traces.items():
+        for trace in gens:
+            for i, (_L, B, ms, _sample, _ahead, *counts) in enumerate(trace):
+                if not counts or counts[0] is None:
+                    continue
+                key = (kind, "first" if i == 0 else bucket(B, B_BUCKETS))
+                seq_ms[key] += ms * B
+                tokens[key] += counts[0] + B
+    for kind in {kind for kind, _ in seq_ms}:  # the row's whole, under batch "all"
+        seq_ms[(kind, "all")] = sum(v for (c, _), v in seq_ms.items() if c == kind)
+        tokens[(kind, "all")] = sum(v for (c, _), v in tokens.items() if c == kind)
+    order = sorted(seq_ms, key=lambda key: (key[1] == "all", key[0], key[1] != "first",
+                                            key[1] if isinstance(key[1], int) else 0))
+    return [dict(kind=kind, batch=b, share=seq_ms[(kind, b)] / seq_ms[(kind, "all")],
+                 seq_ms_per_token=seq_ms[(kind, b)] / tokens[(kind, b)]) for kind, b in order]
+
+
+def format_report(got: dict, rounds: list[dict], where: list[dict], fixed: int) -> str:
+    def f(x, spec=".3f"):
+        return "-" if x is None else format(x, spec)
+
+    names = {"cost": "cost", "fixed": f"fixed L={fixed}"}
+    lines = ["passes (ms/token/seq)"]
+    for kind, xs in sorted(got["passes"].items()):
+        lines.append(f"  {names[kind]:<12} {len(xs):4d} passes  median {statistics.median(xs):.3f}  "
+                     f"mean {statistics.fmean(xs):.3f}")
+    both = {n: r for n, r in got["runs"].items() if len(r) == 2}
+    for name, per in both.items():
+        lines.append(f"  {name:<44} cost {statistics.median(per['cost']):.3f}  "
+                     f"fixed {statistics.median(per['fixed']):.3f}")
+    lines.append("rounds at the full batch bucket")
+    lines.append(f"  {'kind':<12} {'round':<6} {'L':>2} {'rounds':>6} {'share':>6} {'acc':>6} {'pred':>6} "
+                 f"{'median':>6} {'mean':>5} {'tok/ms/seq':>10}")
+    for r in rounds:
+        lines.append(f"  {names[r['kind']]:<12} {'first' if r['first'] else 'later':<6} {r['L']:>2} {r['rounds']:>6} "
+                     f"{r['share']:>6.2f} {f(r['acc']):>6} {f(r['pred']):>6} {r['median_ms']:>6.2f} "
+                     f"{r['mean_ms']:>5.2f} {f(r['tokens_per_ms']):>10}")
+    lines.append("where the sequence-milliseconds go")
+    for w in where:
+        lines.append(f"  {names[w['kind']]:<12} batch {w['batch']!s:<6} share {w['share']:.3f}  "
+                     f"seq-ms/token {w['seq_ms_per_token']:.4f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", type=Path, nargs="+", help="real_bench.py JSONs (with --trace for the round tables)")
+    p.add_argument("--k", type=int, default=8)
+    p.add_argument("--drafter", default="model")
+    p.add_argument("--fixed", type=int, default=3, help="the fixed length the cost policy is set against")
+    p.add_argument("--out", type=Path, default=None, help="also write the tables as JSON")
+    a = p.parse_args(argv)
+    got = gather({path.name: json.loads(path.read_text()) for path in a.runs}, a.k, a.drafter, a.fixed)
+    if not got["passes"]:
+        raise SystemExit(f"no BASS row with drafter {a.drafter!r} at k = {a.k} under the cost policy or fixed "
+                         f"L = {a.fixed} in these files")
+    rounds, where = rounds_table(got["traces"], a.k), where_table(got["traces"])
+    print(format_report(got, rounds, where, a.fixed))
+    out = dict(passes={kind: xs for kind, xs in got["passes"].items()}, runs=got["runs"], rounds=rounds, where=where)
+    if a.out:
+        a.out.write_text(json.dumps(out, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    main()
