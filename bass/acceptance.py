@@ -63,6 +63,21 @@ learnt κ ≈ 1.01-1.15 at positions 1-3 and mostly below 1 past them, and read 
 and with fixed L = 3 (0.907, 0.902 and 0.909 ms/token/seq, `real_bench_2026-11-27_h100at_calibration.json`, the
 pair "calibration"): the predictions match what follows (accepted over predicted 0.99-1.00, against 1.02), the
 speed did not move.
+
+Opening round. A request's first round follows the prompt and drafts the start of the body, the completion's
+least predictable text. Over eleven H100 runs at k = 8 such rounds accepted about one draft per sequence at every
+length (1.06 at L = 3, 0.99-1.00 at L = 6 and 7), where the estimate, carried from the end of the request before,
+predicted 1.5-2.8, and they cost 3.5 ms at L = 3 against 4.3-4.4 at L = 6 and 7
+(`bench/results/policy_gap_2026-11-28_as_to_bl.txt`, the first rounds). So the first rounds of earlier requests of
+the kind are counted apart, per position, (S°_i, T°_i) as the batch's counts are and discounted by γ per request
+(`PolicyMemory.opening`), and a request's first round reads its reach from them alone, every sequence alike, each
+position shrunk toward the one before it, the first toward the batch's ᾱ_1, with m = prior_strength pseudo-trials
+(as the batch's profile is: a position no first round reached is no more hopeful than the one before it):
+
+    ᾱ°_1 = (S°_1 + m · ᾱ_1) / (T°_1 + m),   ᾱ°_i = (S°_i + m · ᾱ°_{i-1}) / (T°_i + m),   R°_j = Π_{i<=j} ᾱ°_i
+
+(uncalibrated: κ_j learns the rounds after it). The rounds after it read the estimates above, which the first
+round's outcome updates as before; with look-ahead the second round is decided before the first is read.
 """
 
 from __future__ import annotations
@@ -120,6 +135,24 @@ def shortest_within(rate: np.ndarray, margin: float = 0.0) -> int:
     best = int(np.argmax(rate))
     near = np.flatnonzero(rate >= (1.0 - margin) * rate[best]) if margin > 0 else ()
     return int(near[0]) if len(near) else best  # (none: a NaN rate, which the argmax reports as before)
+
+
+def position_outcomes(asked: Sequence[int], accepted: Sequence[int], size: int) -> np.ndarray:
+    """[2, size] (S_j, T_j) of one round: per draft position j = 1 .., how many sequences accepted it and how many
+    reached it, a_b successes and, if a_b < n_b, one failure (module docstring, Acceptance estimate)."""
+    cols = np.arange(size)[None, :]  # [1, size]
+    a = np.asarray(accepted)[:, None]  # [B, 1]
+    reached = a + (a < np.asarray(asked)[:, None])
+    return np.stack([(cols < a).sum(0), (cols < reached).sum(0)]).astype(np.float64)
+
+
+def opening_reach(counts: np.ndarray, first: float, l_max: int, m: float) -> np.ndarray:
+    """[l_max] R°_j = Π_{i<=j} ᾱ°_i, the reach of a request's first round (module docstring, Opening round), from
+    the counts [2, >= l_max] of earlier requests' first rounds, position 1 shrunk toward the batch's ᾱ_1 (`first`)."""
+    rates, before = np.empty(l_max), first
+    for i, (s, t) in enumerate(zip(counts[0, :l_max].tolist(), counts[1, :l_max].tolist(), strict=True)):
+        before = rates[i] = (s + m * before) / (t + m)
+    return np.minimum(1.0, np.cumprod(rates))
 
 
 # ---- estimators ------------------------------------------------------------------------------------
@@ -213,6 +246,12 @@ class AcceptanceEstimator:
     def expected_accepted(self, seqs: Sequence[int], asked: Sequence[int]) -> float:
         """Σ_b E[a_b | l_b = asked[b]] from the calibrated reach (`expected_accepted`)."""
         return expected_accepted(self.reach(seqs, max(asked, default=0)), asked)
+
+    def opening(self, counts: np.ndarray, B: int, l_max: int) -> np.ndarray:
+        """[B, l_max] the reach of a request's first round from earlier first rounds' counts [2, l_limit], the same
+        for every sequence (module docstring, Opening round)."""
+        reach = opening_reach(counts, float(self.profile()[0]), l_max, self.cfg.prior_strength)
+        return np.broadcast_to(reach, (B, l_max))
 
     def pooled(self) -> float:
         """ᾱ, the batch's rate under the prior."""

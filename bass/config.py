@@ -92,6 +92,9 @@ class DraftLengthConfig:
     # predicted (bass.acceptance, Calibration), shrunk to 1 with this many pseudo-counts
     calibrate: bool = True
     calibration_strength: float = 8.0
+    # a request's first round drafts for what earlier requests' first rounds accepted (bass.acceptance, Opening
+    # round), not for how the last request ended
+    opening: bool = True
     remember: bool = True  # start from the costs and acceptance an engine's earlier requests measured
     # record every round's length, batch and clock time, whatever the policy (`describe()["trace"]`): for
     # benchmarks that compare what the cost policy timed with what a fixed length pays

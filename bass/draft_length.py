@@ -19,7 +19,8 @@ body, and accepts far less than the rounds after it (on the H100 at k = 8, L = 3
 8 requests, about 11 later on, `real_bench_2026-11-25_h100_probes.json`, `traces`). With the guess's 4
 pseudo-trials against its 8 trials such a round pulled ᾱ_1 from about 0.72 to 0.32, and the traced requests
 drafted L = 0, 1 or 2 in their third round, 6 of 8 of them (`real_bench_2026-11-25_h100_sparseq.json`).
-Every round still updates the shared estimates.
+Every round still updates the shared estimates. The memory also counts earlier requests' first rounds apart, and a
+request's first round drafts for them (`bass.acceptance`, Opening round; `DraftLengthConfig.opening`).
 
 Timing. A round's time is a cost sample only inside a run of rounds of its length: not the first drafting
 round after plain ones, and not a round followed by one of another length decided before it was read.
@@ -104,7 +105,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bass.acceptance import AcceptanceEstimator, expected_tokens, shortest_within
+from bass.acceptance import (
+    AcceptanceEstimator,
+    expected_accepted,
+    expected_tokens,
+    position_outcomes,
+    shortest_within,
+    tokens_from_reach,
+)
 from bass.config import DraftLengthConfig
 from bass.round_costs import L_BUCKETS, CostModel, RoundClock, bucket
 
@@ -131,10 +139,16 @@ class PolicyMemory:
     plain_gap: int = 0
     profile: np.ndarray | None = None
     calibration: tuple[np.ndarray, np.ndarray] | None = None  # (O_j, P_j) of `bass.acceptance`, Calibration
+    opening: np.ndarray | None = None  # [2, l_limit] (S°_i, T°_i) of requests' first rounds (Opening round)
 
     def learn(self, acceptance: AcceptanceEstimator) -> None:
         """Keep what a request's rounds ended with as the next request's prior."""
         self.alpha, self.profile, self.calibration = acceptance.memory()
+
+    def open(self, asked: Sequence[int], accepted: Sequence[int], cfg: DraftLengthConfig) -> None:
+        """Count a request's first round (`bass.acceptance`, Opening round), earlier ones discounted by γ."""
+        got = position_outcomes(asked, accepted, cfg.l_limit)
+        self.opening = got if self.opening is None else cfg.alpha_decay * self.opening + got
 
     def estimator(self, cfg: DraftLengthConfig) -> AcceptanceEstimator:
         """A request's acceptance estimate, starting from what the earlier ones ended with."""
@@ -161,6 +175,7 @@ class DraftLengthPolicy:
         self.rounds = 0  # rounds started by `lengths`
         self.ended = 0  # rounds whose results came back (`update`): a round launched ahead may never be read
         self.choice = 0  # the last argmax L*
+        self._opened = False  # the first round's L came from earlier first rounds (`rates`, opening)
         self.last = 0  # the length handed out last (a probe or L*)
         self.probes = 0
         self._turn = 0  # the rotation of probes beside L*: up, down, plain
@@ -180,17 +195,28 @@ class DraftLengthPolicy:
         self.trace: list[tuple[int, int, float, bool, bool, int, float | None]] | None = [] if cfg.trace else None
 
     # ---- the cost policy's decision ------------------------------------------------------------------
-    def rates(self, seqs: Sequence[int], perfect: bool = False) -> np.ndarray | None:
+    def rates(self, seqs: Sequence[int], perfect: bool = False, opening: bool = False) -> np.ndarray | None:
         """Predicted tokens per second for L = 0 .. l_limit at this batch, or None before costs are known.
 
         perfect=True assumes every draft token is accepted (α_b = 1): an upper bound on what drafting buys.
+        opening=True reads a request's first round from earlier requests' first rounds, where the memory has any
+        (`bass.acceptance`, Opening round).
         """
         B, l_max = len(seqs), self.cfg.l_limit
         cost = self.costs.round_curve(B, l_max)
         if cost is None:
             return None
-        tokens = expected_tokens(np.ones(B), l_max) if perfect else self.acceptance.expected_tokens(seqs, l_max)
+        if perfect:
+            tokens = expected_tokens(np.ones(B), l_max)
+        elif opening and self._opening_counts() is not None:
+            tokens = tokens_from_reach(self.acceptance.opening(self._opening_counts(), B, l_max))
+        else:
+            tokens = self.acceptance.expected_tokens(seqs, l_max)
         return tokens / np.maximum(cost, 1e-12)
+
+    def _opening_counts(self) -> np.ndarray | None:
+        """The memory's counts of earlier first rounds, where this policy reads them (`DraftLengthConfig.opening`)."""
+        return self.memory.opening if self.cfg.opening and self.memory is not None else None
 
     def _hopeless(self, seqs: Sequence[int]) -> bool:
         """Even perfect acceptance would not pay for drafting at the measured costs: skip a probe."""
@@ -214,7 +240,9 @@ class DraftLengthPolicy:
             # plain decoding is the anchor of "never slower than regular": time it twice at every batch
             # bucket, so one descheduled round cannot make it look slow for good
             return 0
-        rate = self.rates(seqs)
+        if r == 0:  # (with look-ahead the second round is decided before the first is read: keep the flag)
+            self._opened = self._opening_counts() is not None
+        rate = self.rates(seqs, opening=r == 0 and self._opened)
         if rate is None:  # costs at this batch never measured (e.g. probes disabled): measure
             return cfg.probe_lengths[-1] if cfg.probe_lengths else min(cfg.l0, cfg.l_limit)
         reach = L_BUCKETS[min(L_BUCKETS.index(bucket(self.costs.reach(len(seqs)), L_BUCKETS)) + 1,
@@ -309,6 +337,8 @@ class DraftLengthPolicy:
         asked = list(asked) if asked is not None else [self.last] * len(seqs)
         predicted = self._predicted(seqs, asked) if self.trace is not None and self.cfg.policy == "cost" else None
         if self.cfg.policy == "cost":
+            if self.ended == 0 and self.cfg.opening and self.memory is not None and max(asked, default=0) > 0:
+                self.memory.open(asked, accepted, self.cfg)  # a request's first round (Opening round)
             self.acceptance.observe(seqs, asked, accepted)
         elif self.cfg.policy == "per-sequence":
             for q, a in zip(seqs, accepted, strict=True):
@@ -336,7 +366,10 @@ class DraftLengthPolicy:
     def _predicted(self, seqs: Sequence[int], asked: Sequence[int]) -> float:
         """The drafts the estimates before this round's outcome expect the batch to accept of what it was asked
         (`AcceptanceEstimator.expected_accepted`, calibrated), so that a trace holds the objective's numerator
-        against what the round did (`bench/round_trace.py`, calibration)."""
+        against what the round did (`bench/round_trace.py`, calibration); a first round read from earlier first
+        rounds, what those predicted."""
+        if self.ended == 0 and self._opened:
+            return expected_accepted(self.acceptance.opening(self._opening_counts(), len(seqs), max(asked)), asked)
         return self.acceptance.expected_accepted(seqs, asked)
 
     def describe(self, seqs: Sequence[int] | None = None) -> dict:
@@ -352,6 +385,8 @@ class DraftLengthPolicy:
                    alpha_pooled=round(self.acceptance.pooled(), 4),
                    alpha_positions=[round(float(a), 4) for a in self.acceptance.profile()[:8]],
                    calibration=[round(float(k), 4) for k in self.acceptance.calibration()[:8]],
+                   **({} if self._opening_counts() is None else {"alpha_opening": [round(float(a), 4) for a in (
+                       self.acceptance.opening(self._opening_counts(), 1, 8)[0])]}),
                    alpha={q: round(float(a), 4) for q, a in zip(seqs, self.acceptance.alphas(seqs), strict=True)},
                    **self.costs.describe())
         rate = self.rates(seqs) if seqs else None

@@ -23,7 +23,9 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                policy and under POLICY_BEFORE (no probe screen, weak memory prior), interleaved; with
                --margin-ab M, BASS with the best drafter under the cost policy, under the same with a length
                margin M (`DraftLengthConfig.length_margin`) and at the first --fixed-l length, interleaved; with
-               --calibration-ab the same with the policy uncalibrated (`DraftLengthConfig.calibrate`).
+               --calibration-ab the same with the policy uncalibrated (`DraftLengthConfig.calibrate`); with
+               --opening-ab the same with each request's first round read from the ordinary estimates
+               (`DraftLengthConfig.opening`).
 
 Every configuration runs one untimed warm-up pass over the prompts first (CUDA graphs captured, caches
 sized; a BASS cost-policy row first drafts each length of `bass.engine.WARM_LENGTHS` once, whose graphs its
@@ -310,9 +312,11 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
             pair = measure(runners, len(b.prompts), a.repeats)
             add(row("bass", k, best, "cost", pair["now"], pair="policy"), t)
             add(row("bass", k, best, "cost, every probe", pair["before"], pair="policy"), t)
-        variants = ([("margin", DraftLengthConfig(length_margin=a.margin_ab), f"cost, margin {a.margin_ab:g}")]
-                    if a.margin_ab is not None else []) + \
-            ([("calibration", DraftLengthConfig(calibrate=False), "cost, uncalibrated")] if a.calibration_ab else [])
+        variants = [(kind, cfg, label) for kind, cfg, label, asked in (
+            ("margin", DraftLengthConfig(length_margin=a.margin_ab or 0.0), f"cost, margin {a.margin_ab or 0:g}",
+             a.margin_ab is not None),
+            ("calibration", DraftLengthConfig(calibrate=False), "cost, uncalibrated", a.calibration_ab),
+            ("opening", DraftLengthConfig(opening=False), "cost, no opening", a.opening_ab)) if asked]
         for kind, cfg, label in variants:  # the cost policy against a variant of it, and a fixed length
             t = time.perf_counter()
             runners = {"cost": (b.runner("bass", k, best), "cost"), "variant": (b.runner("bass", k, best, cfg), label)}
@@ -378,6 +382,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "with this length margin and the first --fixed-l length, interleaved")
     p.add_argument("--calibration-ab", action="store_true", help="at --policy-k, the cost policy against itself "
                    "without its calibration (DraftLengthConfig.calibrate) and the first --fixed-l length, interleaved")
+    p.add_argument("--opening-ab", action="store_true", help="at --policy-k, the cost policy against itself "
+                   "without its opening estimate (DraftLengthConfig.opening) and the first --fixed-l length, "
+                   "interleaved")
     p.add_argument("--no-verdicts", action="store_true", help="skip the with/without verdict-tester pair")
     p.add_argument("--no-policy-rows", action="store_true", help="skip every row at --policy-k past the drafters' "
                    "own (the heuristic, --fixed-l, the look-ahead pair and the A/B pairs): a CPU run in minutes")

@@ -89,7 +89,7 @@ def dry_run(tmp_path_factory):
     rb.main(["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "1",
              "--max-new-tokens", "8", "--repeats", "1", "--policy-k", "2", "--fixed-l", "3", "--profile",
              "--cublas-pair", "--chain-pair", "--policy-ab", "--margin-ab", "0.05", "--calibration-ab",
-             "--out", str(out)])
+             "--opening-ab", "--out", str(out)])
     return out, json.loads((out / "real_bench.json").read_text())
 
 
@@ -138,6 +138,9 @@ def test_dry_run_rows_and_ratios(dry_run):
     assert [r["policy"] for r in calibration] == ["cost", "cost, uncalibrated", "fixed L=3"]
     assert calibration[0]["policy_state"]["calibration"] != [1.0] * 8  # (a drafting row checks what it predicted)
     assert calibration[1]["policy_state"]["calibration"] == [1.0] * 8
+    opening = [r for r in rows if r.get("pair") == "opening"]  # the cost policy, without the opening, fixed L = 3
+    assert [r["policy"] for r in opening] == ["cost", "cost, no opening", "fixed L=3"]
+    assert "alpha_opening" not in opening[1]["policy_state"]
     regular = next(r for r in rows if r["method"] == "regular")
     for r in rows:
         assert r["k"] == 2 and r["sequences"] == 2 and 2 <= r["tokens"] <= 16
