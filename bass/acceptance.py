@@ -77,7 +77,11 @@ position shrunk toward the one before it, the first toward the batch's ᾱ_1, wi
     ᾱ°_1 = (S°_1 + m · ᾱ_1) / (T°_1 + m),   ᾱ°_i = (S°_i + m · ᾱ°_{i-1}) / (T°_i + m),   R°_j = Π_{i<=j} ᾱ°_i
 
 (uncalibrated: κ_j learns the rounds after it). The rounds after it read the estimates above, which the first
-round's outcome updates as before; with look-ahead the second round is decided before the first is read.
+round's outcome updates as before; with look-ahead the second round is decided before the first is read. On
+another H100 (`real_bench_2026-11-28_h100bm_opening.json`, `traces`) the first rounds of the three default rows
+drafted L = 2.5-3 on average in 3.24-3.36 ms, predicting 1.04-1.24 drafts per sequence where they took
+1.00-1.08; interleaved with them, the policy without it drafted L = 5.25 in 3.65 ms, predicting 2.37 where they
+took 1.00. A first round is about 1 % of a request's rounds: ms/token/seq read 0.889 with it and 0.886 without.
 """
 
 from __future__ import annotations

@@ -385,7 +385,7 @@ class DraftLengthPolicy:
                    alpha_pooled=round(self.acceptance.pooled(), 4),
                    alpha_positions=[round(float(a), 4) for a in self.acceptance.profile()[:8]],
                    calibration=[round(float(k), 4) for k in self.acceptance.calibration()[:8]],
-                   **({} if self._opening_counts() is None else {"alpha_opening": [round(float(a), 4) for a in (
+                   **({} if self._opening_counts() is None else {"opening_reach": [round(float(a), 4) for a in (
                        self.acceptance.opening(self._opening_counts(), 1, 8)[0])]}),
                    alpha={q: round(float(a), 4) for q, a in zip(seqs, self.acceptance.alphas(seqs), strict=True)},
                    **self.costs.describe())

@@ -72,12 +72,15 @@ def test_first_rounds_that_fail_are_drafted_short_and_the_rounds_after_them_long
     # every round after the first did
     assert all(f[0] <= 1 for f in firsts[2:]) and all(f[2] >= 4 for f in firsts[2:])
     # its prediction in the trace is the first rounds' (next to nothing), not the later rounds' near-certainty
-    first = last.describe()["trace"][0]
+    state = last.describe()
+    first = state["trace"][0]
     assert first[0] <= 1 and first[5] == 0 and first[6] < 2.0  # drafts accepted by the batch of 8, predicted
+    assert state["opening_reach"][0] < 0.25 and state["alpha_positions"][0] > 0.9
     # without the opening estimate the first round drafts what the last request ended with, and expects it all
     cfg_off = DraftLengthConfig(explore_every=0, l_limit=8, opening=False, trace=True)
     memory_off, firsts_off, last_off = _requests(cfg_off, 5, ahead, lambda L: 0)
     assert memory_off.opening is None and all(f[0] >= 4 for f in firsts_off[2:])
+    assert "opening_reach" not in last_off.describe()
     first_off = last_off.describe()["trace"][0]
     assert first_off[0] >= 4 and first_off[6] > 6 * first_off[0]
 

@@ -140,7 +140,7 @@ def test_dry_run_rows_and_ratios(dry_run):
     assert calibration[1]["policy_state"]["calibration"] == [1.0] * 8
     opening = [r for r in rows if r.get("pair") == "opening"]  # the cost policy, without the opening, fixed L = 3
     assert [r["policy"] for r in opening] == ["cost", "cost, no opening", "fixed L=3"]
-    assert "alpha_opening" not in opening[1]["policy_state"]
+    assert "opening_reach" not in opening[1]["policy_state"]
     regular = next(r for r in rows if r["method"] == "regular")
     for r in rows:
         assert r["k"] == 2 and r["sequences"] == 2 and 2 <= r["tokens"] <= 16
