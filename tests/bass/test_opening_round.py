@@ -28,6 +28,7 @@ def test_opening_reach_shrinks_each_position_toward_the_one_before():
     r3 = (1 + 4 * r2) / 5
     np.testing.assert_allclose(got, np.cumprod([r1, r2, r3, r3]))  # a position never reached: the one before's
     assert opening_reach(np.array([[9.0], [3.0]]), 0.9, 1, m=1.0)[0] == 1.0  # a reach is at most 1
+    assert len(opening_reach(counts, 0.8, 8, m=4.0)) == 4  # no further than the counts go (l_limit)
 
 
 def test_memory_counts_first_rounds_and_discounts_earlier_requests():
