@@ -146,9 +146,14 @@ class PolicyMemory:
         self.alpha, self.profile, self.calibration = acceptance.memory()
 
     def open(self, asked: Sequence[int], accepted: Sequence[int], cfg: DraftLengthConfig) -> None:
-        """Count a request's first round (`bass.acceptance`, Opening round), earlier ones discounted by γ."""
+        """Count a request's first round (`bass.acceptance`, Opening round), earlier ones discounted by γ. A first
+        round that drafted nothing counts nothing but still discounts the others: first rounds the estimate sent
+        to plain decoding drift back toward the batch's rate, and are drafted again once it pays."""
         got = position_outcomes(asked, accepted, cfg.l_limit)
-        self.opening = got if self.opening is None else cfg.alpha_decay * self.opening + got
+        if self.opening is not None:
+            self.opening = cfg.alpha_decay * self.opening + got
+        elif got.any():
+            self.opening = got
 
     def estimator(self, cfg: DraftLengthConfig) -> AcceptanceEstimator:
         """A request's acceptance estimate, starting from what the earlier ones ended with."""
@@ -337,7 +342,7 @@ class DraftLengthPolicy:
         asked = list(asked) if asked is not None else [self.last] * len(seqs)
         predicted = self._predicted(seqs, asked) if self.trace is not None and self.cfg.policy == "cost" else None
         if self.cfg.policy == "cost":
-            if self.ended == 0 and self.cfg.opening and self.memory is not None and max(asked, default=0) > 0:
+            if self.ended == 0 and self.cfg.opening and self.memory is not None:
                 self.memory.open(asked, accepted, self.cfg)  # a request's first round (Opening round)
             self.acceptance.observe(seqs, asked, accepted)
         elif self.cfg.policy == "per-sequence":

@@ -37,6 +37,11 @@ def test_memory_counts_first_rounds_and_discounts_earlier_requests():
     memory.open([2, 2], [2, 0], cfg)
     memory.open([1, 1], [1, 1], cfg)
     np.testing.assert_allclose(memory.opening, [[0.5 + 2, 0.5, 0, 0], [1 + 2, 0.5, 0, 0]])
+    memory.open([0, 0], [0, 0], cfg)  # a first round that drafted nothing: the counts only fade
+    np.testing.assert_allclose(memory.opening, [[1.25, 0.25, 0, 0], [1.5, 0.25, 0, 0]])
+    fresh = PolicyMemory(CostModel(cfg), cfg.alpha_prior)
+    fresh.open([0, 0], [0, 0], cfg)  # ... and starts none
+    assert fresh.opening is None
 
 
 def _requests(cfg, n, ahead, first_accepts):
@@ -93,3 +98,13 @@ def test_a_first_round_predicts_what_earlier_first_rounds_accepted():
     L, B, _, _, _, accepted, predicted = last.describe()["trace"][0]
     assert 1 <= L <= 3 and all(1 <= f[0] <= 3 for f in firsts[2:])
     assert accepted == 8 and predicted < 8 * 1.2  # about one in two at position 1, next to nothing past it
+
+
+def test_first_rounds_sent_to_plain_decoding_are_drafted_again_in_time():
+    """A first round drafted nothing counts nothing, so its estimate could never recover; the counts fade with
+    every request instead, toward the batch's rate, and a later request's first round drafts again."""
+    cfg = DraftLengthConfig(explore_every=0, l_limit=8)
+    _, firsts, _ = _requests(cfg, 40, False, lambda L: 0)
+    opening = [f[0] for f in firsts[2:]]
+    plain = opening.index(0)  # first rounds that never pay go plain ...
+    assert any(L > 0 for L in opening[plain:])  # ... and are tried again, as the counts fade
