@@ -27,10 +27,10 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                --opening-ab the same with each request's first round read from the ordinary estimates
                (`DraftLengthConfig.opening`).
 
-Every configuration runs one untimed warm-up pass over the prompts first (CUDA graphs captured, caches
-sized; a BASS cost-policy row first drafts each length of `bass.engine.WARM_LENGTHS` once, whose graphs its
-policy may want later); then --repeats passes over the prompts, each row counting the graphs captured inside their
-decoding (`captures_passes`) and those captured between their generations (`deferred_captures_passes`),
+Every configuration (`real_passes.measure`) runs one untimed warm-up pass over the prompts first (CUDA graphs
+captured, caches sized; a BASS cost-policy row first drafts each length of `bass.engine.WARM_LENGTHS` once, whose
+graphs its policy may want later); then --repeats passes over the prompts, each row counting the graphs captured
+inside their decoding (`captures_passes`) and those captured between their generations (`deferred_captures_passes`),
 and the row is the median pass by ms/token/seq (of an even number, the faster middle one: of two passes,
 the faster). Pass p samples with seed + p (pass 0 the warm-up), every row of a pass with the same seed: a
 row whose choices do not follow the clock (regular decoding, a fixed length) draws the same texts for the
@@ -64,7 +64,6 @@ import contextlib
 import dataclasses
 import datetime
 import json
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -76,79 +75,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plot_real import add_ratios, format_table, plot, row_label  # noqa: E402
 from profile_round import round_breakdown  # noqa: E402
-from round_trace import format_summary, split_trace  # noqa: E402
+from real_passes import Runner, measure  # noqa: E402
+from round_trace import format_summary  # noqa: E402
 
 from bass.config import HUMANEVAL_STOPS, DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
 from bass.device import device_line  # noqa: E402
 from bass.engine import Engine  # noqa: E402
 from bass.events import GenerationResult  # noqa: E402
-from bass.graphs import decoding_captures, deferred_captures  # noqa: E402
 from bass.models import linear  # noqa: E402
-
-Runner = Callable[[int, int], GenerationResult]  # (prompt index, pass index) -> a generation of k samples of the prompt
-
-
-def aggregate(results: list[GenerationResult]) -> dict:
-    """One pass over the prompts -> the row's numbers (module docstring), summed over all sequences."""
-    seqs = [c.stats for r in results for c in r.candidates]
-    tokens, decode_s = sum(s.tokens for s in seqs), sum(r.stats.decode_s for r in results)
-    proposed, accepted = sum(s.proposed for s in seqs), sum(s.accepted for s in seqs)
-    rounds = sum(s.rounds for s in seqs)
-    lengths = [n for r in results for n in r.stats.draft_lengths]
-    per_seq = [1e3 * s.finish_time_s / s.tokens for s in seqs if s.tokens]
-    stalls = [st for r in results if (st := r.stats.host_stalls()) is not None]
-    return dict(ms_per_token=sum(per_seq) / len(per_seq) if per_seq else 0.0,
-                throughput=tokens / decode_s if decode_s > 0 else 0.0,
-                acceptance=accepted / proposed if proposed else None,
-                tokens_per_round=(tokens - len(seqs)) / rounds if rounds else 0.0,
-                mean_draft_length=sum(lengths) / len(lengths) if lengths else 0.0,
-                prefill_ms=1e3 * sum(r.stats.prefill_s for r in results) / len(results),
-                tokens=tokens, sequences=len(seqs), rounds=len(lengths),
-                # rounds the host held up (`BatchStats.host_stalls`; CUDA only) and their excess / decoding time
-                host_stall_rounds=sum(n for n, _ in stalls) if stalls else None,
-                host_stall_share=sum(x for _, x in stalls) / decode_s if stalls and decode_s > 0 else None,
-                # the cost policy's last account, and with --trace every generation's rounds
-                policy_state=split_trace(results[-1].stats.policy)[0] if results else None, **_traces(results))
-
-
-def _traces(results: list[GenerationResult]) -> dict:
-    """{"traces": one per generation} where the policy traced its rounds (--trace; `round_trace.py`)."""
-    traces = [t for r in results if (t := split_trace(r.stats.policy)[1]) is not None]
-    return {"traces": traces} if traces else {}
-
-
-def measure(runners: dict[str, Runner], n_prompts: int, repeats: int) -> dict[str, dict]:
-    """Warm each runner up over every prompt (pass 0), then `repeats` passes over the prompts (passes 1 ..
-    repeats), the runners interleaved prompt by prompt (so a pair compares under the same conditions); per runner
-    the pass with the median ms/tok/seq, with every pass's ms/tok/seq beside it. The warm-up covers every prompt
-    because each prompt's shapes (batch and width buckets as sequences finish, draft widths) capture their own
-    CUDA graphs: one-off costs of a server's first requests, which a timed pass would otherwise carry."""
-    for i in range(n_prompts):
-        for run in runners.values():
-            run(i, 0)
-    passes: dict[str, list[dict]] = {name: [] for name in runners}
-    for p in range(1, repeats + 1):
-        got: dict[str, list[GenerationResult]] = {name: [] for name in runners}
-        captured, deferred = dict.fromkeys(runners, 0), dict.fromkeys(runners, 0)
-        for i in range(n_prompts):
-            for name, run in runners.items():
-                before, deferred_before = decoding_captures(), deferred_captures()
-                got[name].append(run(i, p))
-                captured[name] += decoding_captures() - before
-                deferred[name] += deferred_captures() - deferred_before  # after "done": in no result's clock
-        for name in runners:
-            passes[name].append({**aggregate(got[name]), "captures": captured[name], "deferred": deferred[name]})
-    out = {}
-    for name, ps in passes.items():
-        ms = [p["ms_per_token"] for p in ps]
-        median = sorted(ps, key=lambda p: p["ms_per_token"])[(len(ps) - 1) // 2]
-        # graphs captured inside a timed pass's decoding: one-off costs (tens of rounds each) in its ms/tok/seq;
-        # those captured between its generations (`bass.graphs`, deferred) cost it nothing
-        out[name] = {**median, "ms_per_token_passes": ms, "ms_per_token_spread": max(ms) - min(ms),
-                     "ms_per_token_median": statistics.median(ms), "captures_passes": [p["captures"] for p in ps],
-                     "host_stall_share_passes": [p["host_stall_share"] for p in ps],
-                     "deferred_captures_passes": [p["deferred"] for p in ps]}
-    return out
 
 
 class Bench:

@@ -1,4 +1,5 @@
-"""bench/real_bench.py: its report arithmetic by hand, and its whole plumbing on tiny CPU models."""
+"""bench/real_bench.py: its report arithmetic and its passes (`real_passes.py`) by hand, and its whole plumbing on
+tiny CPU models."""
 
 import json
 import sys
@@ -28,7 +29,7 @@ def test_ratios_and_table_by_hand():
 
 
 def test_aggregate_over_prompts_by_hand():
-    import real_bench as rb
+    import real_passes as rb
 
     from bass.events import BatchStats, Candidate, GenerationResult, SequenceStats
 
@@ -51,7 +52,7 @@ def test_aggregate_over_prompts_by_hand():
 def test_each_pass_counts_the_graphs_captured_inside_it(monkeypatch):
     """Captures made in the warm-up pass are not counted; each timed pass counts its own, per runner: those
     inside decoding apart from those the engine captured after a generation's "done" (deferred)."""
-    import real_bench as rb
+    import real_passes as rb
 
     from bass.events import BatchStats, Candidate, GenerationResult, SequenceStats
 
