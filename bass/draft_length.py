@@ -145,7 +145,7 @@ class PolicyMemory:
         """Keep what a request's rounds ended with as the next request's prior."""
         self.alpha, self.profile, self.calibration = acceptance.memory()
 
-    def open(self, asked: Sequence[int], accepted: Sequence[int], cfg: DraftLengthConfig) -> None:
+    def count_first_round(self, asked: Sequence[int], accepted: Sequence[int], cfg: DraftLengthConfig) -> None:
         """Count a request's first round (`bass.acceptance`, Opening round), earlier ones discounted by γ. A first
         round that drafted nothing counts nothing but still discounts the others: first rounds the estimate sent
         to plain decoding drift back toward the batch's rate, and are drafted again once it pays."""
@@ -343,7 +343,7 @@ class DraftLengthPolicy:
         predicted = self._predicted(seqs, asked) if self.trace is not None and self.cfg.policy == "cost" else None
         if self.cfg.policy == "cost":
             if self.ended == 0 and self.cfg.opening and self.memory is not None:
-                self.memory.open(asked, accepted, self.cfg)  # a request's first round (Opening round)
+                self.memory.count_first_round(asked, accepted, self.cfg)  # a request's first round (Opening round)
             self.acceptance.observe(seqs, asked, accepted)
         elif self.cfg.policy == "per-sequence":
             for q, a in zip(seqs, accepted, strict=True):

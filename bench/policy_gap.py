@@ -33,6 +33,9 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from round_trace import summarise  # noqa: E402
+
 from bass.round_costs import B_BUCKETS, bucket  # noqa: E402
 
 COST_LABELS = ("cost", "cost, margin 0")  # a margin of 0 is the default policy (`DraftLengthConfig.length_margin`)
@@ -67,30 +70,17 @@ def gather(runs: dict[str, dict], k: int, drafter: str, fixed: int) -> dict:
 
 
 def rounds_table(traces: dict[str, list], k: int) -> list[dict]:
-    """The "rounds" table (module docstring): one dict per (kind, first round or not, L) at k's batch bucket."""
-    full = bucket(k, B_BUCKETS)
-    groups: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    total: dict[tuple, int] = defaultdict(int)
-    for kind, gens in traces.items():
-        for trace in gens:
-            for i, (L, B, ms, _sample, _ahead, *counts) in enumerate(trace):
-                if bucket(B, B_BUCKETS) != full:
-                    continue
-                g = groups[(kind, i == 0, L)]
-                total[(kind, i == 0)] += 1
-                g["ms"].append(ms)
-                if counts and counts[0] is not None:
-                    g["acc"].append(counts[0] / B)
-                    if len(counts) > 1 and counts[1] is not None:
-                        g["pred"].append(counts[1] / B)
-    out = []
-    for (kind, first, L), g in sorted(groups.items()):
-        acc = statistics.fmean(g["acc"]) if len(g["acc"]) == len(g["ms"]) else None
-        mean = statistics.fmean(g["ms"])
-        out.append(dict(kind=kind, first=first, L=L, rounds=len(g["ms"]), share=len(g["ms"]) / total[(kind, first)],
-                        acc=acc, pred=statistics.fmean(g["pred"]) if len(g["pred"]) == len(g["ms"]) else None,
-                        median_ms=statistics.median(g["ms"]), mean_ms=mean,
-                        tokens_per_ms=None if acc is None else (1 + acc) / mean))
+    """The "rounds" table (module docstring): one dict per (kind, first round or not, L) at k's batch bucket,
+    from `round_trace.summarise` over each generation's first round and over the rest."""
+    full, out = bucket(k, B_BUCKETS), []
+    for kind, gens in sorted(traces.items()):
+        for first, part in ((False, [t[1:] for t in gens]), (True, [t[:1] for t in gens])):
+            groups = {L: g for (L, b), g in summarise(part).items() if b == full}
+            total = sum(g["n"] for g in groups.values())
+            out += [dict(kind=kind, first=first, L=L, rounds=g["n"], share=g["n"] / total, acc=g["acc"],
+                         pred=g["pred"], median_ms=g["median"], mean_ms=g["mean"],
+                         tokens_per_ms=None if g["acc"] is None else (1 + g["acc"]) / g["mean"])
+                    for L, g in groups.items()]
     return out
 
 

@@ -246,11 +246,13 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
             pair = measure(runners, len(b.prompts), a.repeats)
             add(row("bass", k, best, "cost", pair["now"], pair="policy"), t)
             add(row("bass", k, best, "cost, every probe", pair["before"], pair="policy"), t)
-        variants = [(kind, cfg, label) for kind, cfg, label, asked in (
-            ("margin", DraftLengthConfig(length_margin=a.margin_ab or 0.0), f"cost, margin {a.margin_ab or 0:g}",
-             a.margin_ab is not None),
-            ("calibration", DraftLengthConfig(calibrate=False), "cost, uncalibrated", a.calibration_ab),
-            ("opening", DraftLengthConfig(opening=False), "cost, no opening", a.opening_ab)) if asked]
+        variants = []  # (pair, the variant's config, its label)
+        if a.margin_ab is not None:
+            variants.append(("margin", DraftLengthConfig(length_margin=a.margin_ab), f"cost, margin {a.margin_ab:g}"))
+        if a.calibration_ab:
+            variants.append(("calibration", DraftLengthConfig(calibrate=False), "cost, uncalibrated"))
+        if a.opening_ab:
+            variants.append(("opening", DraftLengthConfig(opening=False), "cost, no opening"))
         for kind, cfg, label in variants:  # the cost policy against a variant of it, and a fixed length
             t = time.perf_counter()
             runners = {"cost": (b.runner("bass", k, best), "cost"), "variant": (b.runner("bass", k, best, cfg), label)}

@@ -34,13 +34,13 @@ def test_opening_reach_shrinks_each_position_toward_the_one_before():
 def test_memory_counts_first_rounds_and_discounts_earlier_requests():
     cfg = DraftLengthConfig(l0=3, l_limit=4, alpha_decay=0.5)
     memory = PolicyMemory(CostModel(cfg), cfg.alpha_prior)
-    memory.open([2, 2], [2, 0], cfg)
-    memory.open([1, 1], [1, 1], cfg)
+    memory.count_first_round([2, 2], [2, 0], cfg)
+    memory.count_first_round([1, 1], [1, 1], cfg)
     np.testing.assert_allclose(memory.opening, [[0.5 + 2, 0.5, 0, 0], [1 + 2, 0.5, 0, 0]])
-    memory.open([0, 0], [0, 0], cfg)  # a first round that drafted nothing: the counts only fade
+    memory.count_first_round([0, 0], [0, 0], cfg)  # a first round that drafted nothing: the counts only fade
     np.testing.assert_allclose(memory.opening, [[1.25, 0.25, 0, 0], [1.5, 0.25, 0, 0]])
     fresh = PolicyMemory(CostModel(cfg), cfg.alpha_prior)
-    fresh.open([0, 0], [0, 0], cfg)  # ... and starts none
+    fresh.count_first_round([0, 0], [0, 0], cfg)  # ... and starts none
     assert fresh.opening is None
 
 
