@@ -81,7 +81,7 @@ case "$1" in
     python3 -m bass generate --target $GGUF "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee -a $OUT/generate.log ;;
   tests)  # the tests that skip on the CPU, on this GPU (their CPU twins run in `make test`)
     BASS_TARGET=$GGUF python3 -m pytest tests/bass/test_look_ahead.py tests/bass/test_feature_draft.py tests/bass/test_transfer.py tests/bass/test_sampling.py tests/bass/test_proposal_graphs.py \
-      tests/bass/test_lossless_shipped.py tests/bass/test_cost_policy_engine.py tests/bass/test_prefill_graphs.py tests/kernels -q -p no:cacheprovider -o addopts="" "${@:2}" \
+      tests/bass/test_lossless_shipped.py tests/bass/test_cost_policy_engine.py tests/bass/test_opening_round.py tests/bass/test_prefill_graphs.py tests/kernels -q -p no:cacheprovider -o addopts="" "${@:2}" \
       2>&1 | grep --line-buffered -v Warning | tee $OUT/gpu_tests.log ;;
   *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | adopt | accept | bench | profile | host | eval | generate | tests" >&2; exit 2 ;;
 esac
