@@ -30,7 +30,8 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
 Every configuration (`real_passes.measure`) runs one untimed warm-up pass over the prompts first (CUDA graphs
 captured, caches sized; a BASS cost-policy row first drafts each length of `bass.engine.WARM_LENGTHS` once, whose
 graphs its policy may want later); then --repeats passes over the prompts, each row counting the graphs captured
-inside their decoding (`captures_passes`) and those captured between their generations (`deferred_captures_passes`),
+inside their decoding (`captures_passes`, and which shapes: `captured_shapes_passes`, also in the log) and those
+captured between their generations (`deferred_captures_passes`),
 and the row is the median pass by ms/token/seq (of an even number, the faster middle one: of two passes,
 the faster). Pass p samples with seed + p (pass 0 the warm-up), every row of a pass with the same seed: a
 row whose choices do not follow the clock (regular decoding, a fixed length) draws the same texts for the
@@ -200,6 +201,9 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
             ", host stalls " + " / ".join(f"{100 * x:.1f}" for x in stalls) + " % of each pass"
         log(f"  {row_label(r)} k={r['k']}: {r['ms_per_token']:.2f} ms/token/seq, {r['throughput']:.0f} tok/s "
             f"({time.perf_counter() - t:.1f} s{held})")
+        for p, shapes in enumerate(r.get("captured_shapes_passes") or [], 1):
+            if shapes:  # a timed pass waited for these captures: which shapes the warm-up missed
+                log(f"    pass {p} captured: " + ", ".join(shapes))
 
     def add_pair(k: int, best: str, kind: str, runners: dict[str, tuple[Runner, dict]]) -> None:
         """Regular decoding and BASS with `best`, each in two settings, measured interleaved: one row per

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from round_trace import split_trace  # noqa: E402
 
 from bass.events import GenerationResult  # noqa: E402
-from bass.graphs import decoding_captures, deferred_captures  # noqa: E402
+from bass.graphs import decoding_capture_shapes, decoding_captures, deferred_captures  # noqa: E402
 
 Runner = Callable[[int, int], GenerationResult]  # (prompt index, pass index) -> a generation of k samples of the prompt
 
@@ -67,14 +67,17 @@ def measure(runners: dict[str, Runner], n_prompts: int, repeats: int) -> dict[st
     for p in range(1, repeats + 1):
         got: dict[str, list[GenerationResult]] = {name: [] for name in runners}
         captured, deferred = dict.fromkeys(runners, 0), dict.fromkeys(runners, 0)
+        shapes: dict[str, list[str]] = {name: [] for name in runners}
         for i in range(n_prompts):
             for name, run in runners.items():
                 before, deferred_before = decoding_captures(), deferred_captures()
                 got[name].append(run(i, p))
                 captured[name] += decoding_captures() - before
+                shapes[name] += decoding_capture_shapes()[before:]  # which shapes it waited for
                 deferred[name] += deferred_captures() - deferred_before  # after "done": in no result's clock
         for name in runners:
-            passes[name].append({**aggregate(got[name]), "captures": captured[name], "deferred": deferred[name]})
+            passes[name].append({**aggregate(got[name]), "captures": captured[name], "deferred": deferred[name],
+                                 "shapes": shapes[name]})
     out = {}
     for name, ps in passes.items():
         ms = [p["ms_per_token"] for p in ps]
@@ -84,5 +87,6 @@ def measure(runners: dict[str, Runner], n_prompts: int, repeats: int) -> dict[st
         out[name] = {**median, "ms_per_token_passes": ms, "ms_per_token_spread": max(ms) - min(ms),
                      "ms_per_token_median": statistics.median(ms), "captures_passes": [p["captures"] for p in ps],
                      "host_stall_share_passes": [p["host_stall_share"] for p in ps],
-                     "deferred_captures_passes": [p["deferred"] for p in ps]}
+                     "deferred_captures_passes": [p["deferred"] for p in ps],
+                     "captured_shapes_passes": [p["shapes"] for p in ps]}
     return out

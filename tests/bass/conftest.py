@@ -99,10 +99,10 @@ def fake_graphs(monkeypatch):
     """`bass.graphs.capture` faked with `_Replayed`; the process's capture counters restored after the test."""
     for counter in ("_captures", "_deferred"):
         monkeypatch.setattr(bass.graphs, counter, getattr(bass.graphs, counter))
+    monkeypatch.setattr(bass.graphs, "_shapes", list(bass.graphs._shapes))
 
-    def capture(fn, pool=None, device=None, deferred=False):
-        bass.graphs._captures += 1
-        bass.graphs._deferred += deferred
+    def capture(fn, pool=None, device=None, deferred=False, shape=""):
+        bass.graphs.count(deferred, shape)
         graph = _Replayed(fn)
         return graph, graph.out
 

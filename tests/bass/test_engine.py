@@ -299,13 +299,18 @@ def test_graphs_captured_after_done_are_counted_apart(tiny_dir, monkeypatch, fak
 
     eager, static, kw, _ = _graphed(tiny_dir, monkeypatch)
     static.use_static_shapes(capture=True)
-    start = bass.graphs.deferred_captures()
+    start, waited = bass.graphs.deferred_captures(), bass.graphs.decoding_captures()
     assert _ids(static.generate(PROMPTS[0], k=8, **kw)) == _ids(eager.generate(PROMPTS[0], k=8, **kw))
     before = bass.graphs.captures()
     # after "done": the prompt's width, at which the target's and the draft's prefills ran eagerly
     # (`bass.prefill_graphs`)
     assert before >= len(_keys(static, 8)) + 2 > 2 and bass.graphs.deferred_captures() == start + 2
     start += 2
+    # what the request waited for, by shape: each batch-8 graph of each model once (nothing to borrow)
+    shapes = bass.graphs.decoding_capture_shapes()[waited:]
+    assert sorted(shapes) == sorted(f"{type(fwd.model).__name__} B8 T{key.width} slot {key.slot}"
+                                    + " rule" * (key.then is not None)
+                                    for fwd in (static._target_fwd, static._draft_fwd) for key in fwd._graphs)
     result = None
     for event in static.stream(PROMPTS[0], k=2, **kw):
         if event.kind == "done":
@@ -314,6 +319,7 @@ def test_graphs_captured_after_done_are_counted_apart(tiny_dir, monkeypatch, fak
     assert _ids(result) == _ids(eager.generate(PROMPTS[0], k=2, **kw))  # its prefill replayed the graph
     own = len(_keys(static, 2))
     assert own > 0 and bass.graphs.captures() - before == bass.graphs.deferred_captures() - start == own
+    assert bass.graphs.decoding_capture_shapes()[waited:] == shapes  # deferred ones are no shape waited for
 
 
 @pytest.mark.parametrize("drafter", ["ngram", "model"])

@@ -57,8 +57,10 @@ def test_each_pass_counts_the_graphs_captured_inside_it(monkeypatch):
     from bass.events import BatchStats, Candidate, GenerationResult, SequenceStats
 
     made = {"n": 0, "deferred": 0}  # as in `bass.graphs`: every capture counts in n, a deferred one in both
+    shapes: list[str] = []  # what each capture inside decoding was, in order
     monkeypatch.setattr(rb, "decoding_captures", lambda: made["n"] - made["deferred"])
     monkeypatch.setattr(rb, "deferred_captures", lambda: made["deferred"])
+    monkeypatch.setattr(rb, "decoding_capture_shapes", lambda: list(shapes))
     calls, seen = {"a": 0, "b": 0}, []
 
     def runner(name, capture_on, defer_on):
@@ -66,6 +68,7 @@ def test_each_pass_counts_the_graphs_captured_inside_it(monkeypatch):
             calls[name] += 1
             seen.append((name, i, p))
             made["n"] += (calls[name] in capture_on) + 2 * (calls[name] in defer_on)
+            shapes.extend([f"{name} call {calls[name]}"] * (calls[name] in capture_on))
             made["deferred"] += 2 * (calls[name] in defer_on)  # this call's stream captured two after "done"
             cand = Candidate(0, 0, "", (), "length", SequenceStats(10, 4, 8, 5, 1.0))
             return GenerationResult((cand,), BatchStats("bass", "ngram", "torch", 1, 0.1, 1.0, 0, 0, 0, 0, 0.0, (2,)))
@@ -75,6 +78,9 @@ def test_each_pass_counts_the_graphs_captured_inside_it(monkeypatch):
     got = rb.measure({"a": runner("a", {1, 4, 6}, {2, 3, 4}), "b": runner("b", {2, 5}, {1, 6})},
                      n_prompts=2, repeats=2)
     assert got["a"]["captures_passes"] == [1, 1] and got["b"]["captures_passes"] == [0, 1]
+    # and which shapes: the warm-up's (a's call 1, b's call 2) in none
+    assert got["a"]["captured_shapes_passes"] == [["a call 4"], ["a call 6"]]
+    assert got["b"]["captured_shapes_passes"] == [[], ["b call 5"]]
     # interleaved prompt by prompt, each call told its pass: 0 the warm-up, then 1 and 2
     assert seen == [(n, i, p) for p in range(3) for i in range(2) for n in "ab"]
     assert got["a"]["deferred_captures_passes"] == [4, 0] and got["b"]["deferred_captures_passes"] == [0, 2]
