@@ -23,7 +23,8 @@ Every round still updates the shared estimates. The memory also counts earlier r
 request's first round drafts for them (`bass.acceptance`, Opening round; `DraftLengthConfig.opening`).
 
 Timing. A round's time is a cost sample only inside a run of rounds of its length: not the first drafting
-round after plain ones, and not a round followed by one of another length decided before it was read.
+round after plain ones or, launched ahead, after a round of another length, and not a round followed by one of
+another length decided before it was read.
   - The first drafting round after plain ones is a warm-up: its drafter first feeds what the plain rounds
     emitted (a wider step, a graph of another width), which no steady run of drafting rounds pays. Timed,
     those rounds kept the trained draft at plain decoding at batch 8 on the H100 (L = 2 read 5.05 ms
@@ -32,12 +33,22 @@ round after plain ones, and not a round followed by one of another length decide
     r's, so round r's time holds that launch: host work that grows with r + 1's draft and is dearest for a
     warm-up. A plain round before a warm-up read 2.58 ms at batch 8 against 1.88 for regular decoding
     (`real_bench_2026-11-24_h100_pdl.json`, `policy_state`): each plain probe amid drafting rounds did.
+    The round after it is then short by as much: its device work ran while round r's clock did. So the first
+    round of a new drafting length launched ahead is no sample either. Where a length's launch is host work
+    (its proposal run step by step until its graph is captured between requests), that round read the
+    cheapest: in batch bucket 8 on the H100, the rounds before two first rounds of L = 14 read 4.67 and 4.97
+    ms (L = 3 and 2), and those first rounds 2.36 and 2.40, sampled, against a median of 3.84 for L = 14
+    rounds after one of their length. The row ended with L = 14 costed at 3.40 ms, and its median pass
+    drafted L = 14 in 17 rounds, accepting 2.14 drafts a sequence in 3.83 ms where its L = 3 rounds took
+    1.56 in 2.21 (`real_bench_2026-11-28_h100bn.json`, the first cost-policy row at k = 8, `policy_state`
+    and `traces`).
   - A request's first START_ROUNDS rounds are warm-ups too: the drafter's first step reads the whole prompt,
     and the look-ahead pipeline fills. On the H100 at batch 32 they read 4.2–7.9 ms against 2.8 for a steady
     L = 1 round; taken as samples at the start of every request, they held the memory's L = 1 and L = 2
     estimates at 4.18 and 4.90 ms while L = 4, run long in steady state, read 4.52, and the policy drafted
     L = 4 (0.93x regular, `real_bench_2026-11-24_h100_borrow.json`, `policy_state` and `traces`).
-So a probe of length L runs a warm-up first if it follows plain rounds, then its timed rounds, then, where
+So a probe of length L runs a warm-up first if it follows plain rounds (or, launched ahead, another length), then
+its timed rounds, then, where
 the next round is decided before the last timed one is read, one more round of L; a request's probes begin
 with START_ROUNDS more rounds of their first length.
 
@@ -160,6 +171,12 @@ class PolicyMemory:
         return AcceptanceEstimator(cfg, self.alpha, self.profile, self.calibration)
 
 
+def _warms_up(before: int, L: int, ahead: bool) -> bool:
+    """Whether a round of length L after one of `before` is a warm-up, no cost sample (module docstring, Timing):
+    the first drafting round after plain ones, and one launched ahead after a round of another length."""
+    return L > 0 and (before == 0 or (ahead and before != L))
+
+
 class DraftLengthPolicy:
     """Draft lengths for the live sequences, keyed by their stable sequence index.
 
@@ -259,12 +276,12 @@ class DraftLengthPolicy:
             L = self._probe(seqs, rate)
             if self.choice == L:  # nothing beside L* could win: no probe this time
                 return L
-            # its rounds (module docstring, Timing): a warm-up after plain rounds; timed twice if it was timed
+            # its rounds (module docstring, Timing): a warm-up after another length; timed twice if it was timed
             # fewer than twice (its first round may capture a CUDA graph: 20 ms for L = 1 at batch 32 on the
             # H100, and a bucket keeps the lower of its first two samples); then, where the next round is
             # launched within this one's time, one more of its length
             timed = 1 + (L > 0 and self.costs.samples(L, len(seqs)) < 2)
-            self._queue = [L] * (timed - 1 + (L > 0 and self.last == 0) + bool(self._open))
+            self._queue = [L] * (timed - 1 + _warms_up(self.last, L, bool(self._open)) + bool(self._open))
             return L
         return self.choice
 
@@ -310,8 +327,9 @@ class DraftLengthPolicy:
     def lengths(self, seqs: Sequence[int]) -> list[int]:
         """The draft length each of `seqs` gets this round (for "cost", this also starts the round's clock)."""
         if self.cfg.policy == "cost":
+            ahead = bool(self._open)  # decided before the round before it is read: launched ahead of it
             before, self.last = self.last, min(self._cost_length(seqs), self.cfg.l_limit)
-            self._open.append((self.last, self.rounds < START_ROUNDS or (self.last > 0 and before == 0)))
+            self._open.append((self.last, self.rounds < START_ROUNDS or _warms_up(before, self.last, ahead)))
             self._seqs = list(seqs)
             self.rounds += 1
             self.clock.start()

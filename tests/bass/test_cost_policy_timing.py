@@ -360,6 +360,37 @@ def test_with_rounds_launched_ahead_only_runs_of_a_length_are_timed():
     assert policy.choice == 8 and chosen[-80:].count(8) >= 40
 
 
+def test_launched_ahead_the_first_round_of_a_new_length_is_no_sample():
+    """What the H100 showed at batch 8: launched ahead, a round of a length whose proposal the host runs step by
+    step holds its launch in the round before it (excluded: followed by another length), and its own time is
+    then short by as much, since its device work ran on that round's clock: L = 14's first rounds read 2.36
+    and 2.40 ms against 3.84 for its later ones, and the policy drafted L = 14 (`bass.draft_length`, Timing).
+    Here every new length's launch moves 1.4 ms from a round to the one before it; every estimate must still
+    be the steady cost of a run of its length."""
+
+    def steady(L):
+        return 1.0 if L == 0 else 1.2 + 0.1 * L
+
+    class Carry(PipelinedClock):
+        credit = 0.0  # what the round before took of this round's time
+
+        def stop(self):
+            L = self.lengths.popleft()
+            after = self.lengths[0] if self.lengths else None
+            moved = 1.4 if after not in (None, 0, L) else 0.0  # the launch of a new drafting length
+            cost, self.credit = steady(L) - self.credit + moved, moved
+            return cost
+
+    seqs = list(range(8))
+    policy = make_policy(DraftLengthConfig(l_limit=8, explore_every=4), seqs, Carry(steady, None))
+    chosen = rounds_ahead(policy, seqs, 160)
+    measured = policy.costs.describe()["round_ms"][8]
+    assert len({L for L in measured if L > 0}) >= 3  # it climbed through several lengths, each a new launch
+    for L, ms in measured.items():
+        assert ms == pytest.approx(1e3 * steady(L)), L
+    assert policy.choice == 8 and chosen[-80:].count(8) >= 40  # every draft accepted: the longest pays
+
+
 @pytest.mark.parametrize("stale_probes", [True, False])
 def test_a_length_timed_dear_is_timed_again_once_its_estimate_is_stale(monkeypatch, stale_probes):
     """The trap of the probe screen (`bass.draft_length`, Exploration), from what an H100 memory held at batch 8:
