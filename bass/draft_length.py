@@ -47,10 +47,9 @@ another length decided before it was read.
     L = 1 round; taken as samples at the start of every request, they held the memory's L = 1 and L = 2
     estimates at 4.18 and 4.90 ms while L = 4, run long in steady state, read 4.52, and the policy drafted
     L = 4 (0.93x regular, `real_bench_2026-11-24_h100_borrow.json`, `policy_state` and `traces`).
-So a probe of length L runs a warm-up first if it follows plain rounds (or, launched ahead, another length), then
-its timed rounds, then, where
-the next round is decided before the last timed one is read, one more round of L; a request's probes begin
-with START_ROUNDS more rounds of their first length.
+So a probe of length L runs a warm-up first if it follows plain rounds (or, launched ahead, another length),
+then its timed rounds, then, where the next round is decided before the last timed one is read, one more round
+of L; a request's probes begin with START_ROUNDS more rounds of their first length.
 
 Exploration. The first rounds time each of probe_lengths twice in such runs (default L = 0, 0, 0, 0, 0, 2, 2,
 2, 2 with look-ahead, L = 0, 0, 0, 0, 2, 2, 2 without, the first two the request's warm-ups, where a length's
@@ -276,7 +275,8 @@ class DraftLengthPolicy:
             L = self._probe(seqs, rate)
             if self.choice == L:  # nothing beside L* could win: no probe this time
                 return L
-            # its rounds (module docstring, Timing): a warm-up after another length; timed twice if it was timed
+            # its rounds (module docstring, Timing): a warm-up after plain rounds or, launched ahead, another
+            # length; timed twice if it was timed
             # fewer than twice (its first round may capture a CUDA graph: 20 ms for L = 1 at batch 32 on the
             # H100, and a bucket keeps the lower of its first two samples); then, where the next round is
             # launched within this one's time, one more of its length
