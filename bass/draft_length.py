@@ -276,10 +276,9 @@ class DraftLengthPolicy:
             if self.choice == L:  # nothing beside L* could win: no probe this time
                 return L
             # its rounds (module docstring, Timing): a warm-up after plain rounds or, launched ahead, another
-            # length; timed twice if it was timed
-            # fewer than twice (its first round may capture a CUDA graph: 20 ms for L = 1 at batch 32 on the
-            # H100, and a bucket keeps the lower of its first two samples); then, where the next round is
-            # launched within this one's time, one more of its length
+            # length; timed twice if it was timed fewer than twice (its first round may capture a CUDA graph: 20
+            # ms for L = 1 at batch 32 on the H100, and a bucket keeps the lower of its first two samples); then,
+            # where the next round is launched within this one's time, one more of its length
             timed = 1 + (L > 0 and self.costs.samples(L, len(seqs)) < 2)
             self._queue = [L] * (timed - 1 + _warms_up(self.last, L, bool(self._open)) + bool(self._open))
             return L
