@@ -82,23 +82,15 @@ def decoding_capture_shapes() -> list[str]:
     return list(_shapes)
 
 
-def count(deferred: bool, shape: str) -> None:
-    """Count one capture (`captures`, `deferred_captures`, `decoding_capture_shapes`)."""
-    global _captures, _deferred
-    _captures += 1
-    _deferred += deferred
-    if not deferred:
-        _shapes.append(shape)
-
-
 def capture(fn: Callable[[], object], pool: object | None = None, device: torch.device | None = None,
-            deferred: bool = False, shape: str = "") -> tuple[torch.cuda.CUDAGraph, object]:
+            deferred: bool = False) -> tuple[torch.cuda.CUDAGraph, object]:
     """(graph, outputs): fn() captured in a CUDA graph, after two calls on a side stream of `device` that
     compile its kernels and settle the allocator; outputs are the captured call's, refreshed by each
     `graph.replay()`. `pool`: a memory pool shared with other graphs (`torch.cuda.graph_pool_handle`).
-    `deferred`: captured outside any request's decoding (counted in `deferred_captures`); `shape`: what it
-    is, for `decoding_capture_shapes`."""
-    count(deferred, shape)
+    `deferred`: captured outside any request's decoding (counted in `deferred_captures`)."""
+    global _captures, _deferred
+    _captures += 1
+    _deferred += deferred
     stream = torch.cuda.Stream(device)
     stream.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(stream):
@@ -172,8 +164,6 @@ class GraphedModel:
         self._version = arena.version
         self._pools: dict[object, object] = {}  # slot, or a chain's pool -> the memory pool its graphs share
         self.hidden: torch.Tensor | None = None
-        self._between = False  # inside `capture_queued`: its captures are deferred ones
-        self._name = type(model).__name__  # for `decoding_capture_shapes`
 
     captures_then = True  # `bass.rules.run_then`: a rule after the forward joins its graph
     slots = 2  # `slot=`: two sets of output buffers per shape (`bass.speculative`'s look-ahead)
@@ -209,9 +199,11 @@ class GraphedModel:
                                                      last_only, features, then, args, slot)
             g, Bb = self._graphs[wider], wider.batch
         padded = _padded(cache, base, Bb)
-        if g is None:  # nothing to run in: the request waits for this capture
+        if g is None:  # nothing to run in: the request waits for this capture (the only capture inside decoding)
             g = self._graphs[key] = self._capture(padded, Bb, Tb, attn, num_layers, last_only, features, then, args,
                                                   slot)
+            if self.use_graphs:
+                _shapes.append(f"{type(self.model).__name__} B{Bb} T{Tb} slot {slot}" + " rule" * (then is not None))
         # padding needs no zeros but q_len's: a padded row (q_len 0) and a live row's columns past its q_len
         # are ignored, whatever stale token ids they hold (a round makes several launches: each one saved counts)
         g.tokens[:B, :T] = tokens
@@ -291,8 +283,7 @@ class GraphedModel:
         g = _Chain(None, static, cache)
         if self.use_graphs:
             g.graph, g.out = capture(lambda: run(cache, *static), device=cache.suffix_k.device,
-                                     pool=self._pools.setdefault(key.pool, torch.cuda.graph_pool_handle()),
-                                     deferred=self._between, shape=f"{self._name} chain B{key.batch} {key.name}"[:120])
+                                     pool=self._pools.setdefault(key.pool, torch.cuda.graph_pool_handle()))
         return g
 
     def _wider(self, key: GraphKey, capacity: int) -> GraphKey | None:
@@ -309,18 +300,17 @@ class GraphedModel:
         unless it got its own meanwhile; drop them all if the arena's storage moved (their cache views would
         hold stale pointers). Call it while no request decodes: each capture costs tens of rounds. Returns
         how many shapes it built (CUDA graphs; with `use_graphs=False`, their static buffers)."""
+        global _deferred
         queued, self._queue = self._queue, {}
         if self._version != self.arena.version:
             return 0
-        built, self._between = 0, True
-        try:
-            with torch.inference_mode():  # as a request's captures run: the arena was made in inference mode
-                for key, build in queued.items():
-                    if key not in self._graphs:
-                        self._graphs[key] = build()
-                        built += 1
-        finally:
-            self._between = False
+        built = 0
+        with torch.inference_mode():  # as a request's captures run: the arena was made in inference mode
+            for key, build in queued.items():
+                if key not in self._graphs:
+                    self._graphs[key] = build()
+                    built += 1
+                    _deferred += self.use_graphs
         return built
 
     def _run(self, g: _Graph, cache: KVCache, attn: Callable, num_layers, last_only, then):
@@ -343,10 +333,9 @@ class GraphedModel:
         if not self.use_graphs:
             return g
         # graphs of one slot share a pool: one graph's intermediates may lie where another's outputs are
-        shape = f"{self._name} B{Bb} T{Tb} slot {slot}" + " rule" * (then is not None)
         g.graph, (g.out, g.hidden) = capture(lambda: self._run(g, cache, attn, num_layers, last_only, then),
                                              pool=self._pools.setdefault(slot, torch.cuda.graph_pool_handle()),
-                                             device=device, deferred=self._between, shape=shape)
+                                             device=device)
         return g
 
 
