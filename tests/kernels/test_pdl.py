@@ -95,10 +95,17 @@ def test_bass_pdl_0_in_the_environment_switches_it_off():
     import subprocess
     import sys
 
-    def enabled(value: str | None) -> str:
+    def start(value: str | None) -> subprocess.Popen:
         env = {k: v for k, v in os.environ.items() if k != "BASS_PDL"} | ({} if value is None else {"BASS_PDL": value})
         env["PYTHONPATH"] = os.path.dirname(os.path.dirname(pdl.__file__))  # the repository root
-        return subprocess.run([sys.executable, "-c", "import kernels.pdl as p; print(p.ENABLED)"], env=env,
-                              capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.Popen([sys.executable, "-c", "import kernels.pdl as p; print(p.ENABLED)"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    assert (enabled(None), enabled("0"), enabled("1")) == ("True", "False", "True")
+    def enabled(proc: subprocess.Popen) -> str:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        return out.strip()
+
+    # the three interpreters start side by side (each spends seconds importing torch), then are read in order
+    procs = [start(None), start("0"), start("1")]
+    assert tuple(enabled(p) for p in procs) == ("True", "False", "True")

@@ -84,8 +84,10 @@ def test_the_kernel_gives_the_rules_torch_outputs_on_the_same_candidates(monkeyp
 def test_the_draw_follows_the_residual_over_a_grid_of_uniforms() -> None:
     """One sequence whose draft is rejected (u_accept just under 1), over a grid of u_sample: each token is
     drawn max(0, p − q)'s share of the time, within a grid step, and never one the residual gives nothing.
-    q has a pair for every token, 300 of them (not a power of two: the kernel masks its block)."""
-    N, V, K = 128, 300, 64  # the interpreter runs a program per row: 128 rows resolve shares to 1/128
+    q has a pair for every token, 100 of them (not a power of two: the kernel masks its block)."""
+    N, V, K = 128, 100, 64  # the interpreter runs a program per row: 128 rows resolve shares to 1/128
+    # V = 100 (not 300): the residual loop walks one pair a token, the time of this test; 100 pairs still mask a
+    # block (128), hold all 64 candidates and 36 tokens outside them, and the 1/N bound on the shares is unchanged
     gen = fresh_gen()
     logits = (torch.randn(1, 2, V, generator=gen) * 2).to(DEVICE)
     vals, ids = top_p_candidates_fused(logits, 1.0, K)
