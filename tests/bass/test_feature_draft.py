@@ -182,3 +182,23 @@ def test_a_folded_head_gives_the_two_gemm_logits_and_the_same_features(tiny_dir,
         torch.testing.assert_close(fa, fb, rtol=0, atol=0)
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
         assert not torch.equal(a, torch.zeros_like(a))
+
+
+def test_draft_cache_holds_the_true_features_with_look_ahead_and_changing_lengths(tiny_engine, monkeypatch):
+    """As above, with the round loop's look-ahead (CUDA's default: a proposal launched before the verify it
+    follows is read) and a length that changes every round, plain rounds among them. A finished row riding
+    along to the end of the batch (`RIDE_ALONG_ROWS`) is still proposed for; its proposals are never used,
+    so only the rows still decoding are checked."""
+    engine = tiny_engine("llama", feature_seed=3, backend="torch", look_ahead=True)
+    drafter = RecordingDrafter(engine.draft.model, engine.target.model, get_backend("torch", engine.device))
+    script = iter([3, 5, 0, 2, 7, 1, 0, 3, 6, 4] * 100)
+    monkeypatch.setattr(DraftLengthPolicy, "lengths", lambda self, seqs: [next(script)] * len(seqs))
+    params = SamplingParams(max_new_tokens=40, seed=1)  # sampled: greedy's rounds are a subset of its paths
+    result = engine.generate(PROMPTS, k=3, params=params, method="bass", drafter=drafter,
+                             draft_length=DraftLengthConfig(policy="cost", remember=False))
+    done = {tuple(history) for history, _ in drafter.seen for c in result.candidates
+            if len(history) >= len(c.token_ids) and tuple(history[-len(c.token_ids):]) == c.token_ids}
+    live = [(history, got) for history, got in drafter.seen if tuple(history) not in done]
+    assert result.stats.proposed > 0 and len(live) >= 30
+    for history, got in live:
+        torch.testing.assert_close(got, _from_scratch(engine, history), rtol=1e-4, atol=1e-4)
