@@ -18,6 +18,14 @@ L = --fixed, and prints:
   where   per kind and batch bucket (first rounds apart), the share of the sequence-milliseconds Σ ms × B and
           the sequence-milliseconds per token: ms/token/seq charges a round to every sequence live in it, so
           this is where a row's headline goes
+  slow    per kind, the traced rounds at k's batch bucket that follow a round of their own length (no switch, no
+          first round), each over the median of such rounds of its length in its own row: how many, the mean
+          excess (ms) and its share of the mean round, and the share of rounds 0.5 ms or more over. Rounds of one
+          length in one row are the same work, so the excess is what else ran (host stalls, a proposal run step by
+          step while its chain waits for its graph, `bass.graphs`)
+  shapes  per kind, the shapes each pass met without a graph (`deferred_captures_passes`: captured after their
+          request, which ran them in a wider graph or step by step), and each pass against its run's fixed-L
+          median, grouped by that count (0-1, 2-5, 6 or more)
 
 A length the policy chose whose tokens per ms fall below the fixed row's, while its acc falls below its pred,
 was chosen for a promise its rounds did not keep.
@@ -53,7 +61,8 @@ def kind_of(row: dict, k: int, drafter: str, fixed: int) -> str | None:
 
 def gather(runs: dict[str, dict], k: int, drafter: str, fixed: int) -> dict:
     """{"passes": {kind: [ms]}, "runs": {name: {kind: [ms]}}, "traces": {kind: [trace]}} of the chosen rows."""
-    out: dict = {"passes": defaultdict(list), "runs": {}, "traces": defaultdict(list)}
+    out: dict = {"passes": defaultdict(list), "runs": {}, "traces": defaultdict(list),
+                 "row_traces": defaultdict(list), "deferred": defaultdict(list)}
     for name, run in runs.items():
         per: dict[str, list[float]] = defaultdict(list)
         for row in run["rows"]:
@@ -64,6 +73,9 @@ def gather(runs: dict[str, dict], k: int, drafter: str, fixed: int) -> dict:
             out["passes"][kind] += passes
             per[kind] += passes
             out["traces"][kind] += row.get("traces") or []
+            out["row_traces"][kind].append(row.get("traces") or [])
+            deferred = row.get("deferred_captures_passes") or []
+            out["deferred"][kind] += [(name, d, ms) for d, ms in zip(deferred, passes, strict=False)]
         if per:
             out["runs"][name] = dict(per)
     return out
@@ -106,7 +118,50 @@ def where_table(traces: dict[str, list]) -> list[dict]:
                  seq_ms_per_token=seq_ms[(kind, b)] / tokens[(kind, b)]) for kind, b in order]
 
 
-def format_report(got: dict, rounds: list[dict], where: list[dict], fixed: int) -> str:
+def slow_table(row_traces: dict[str, list], k: int, over_ms: float = 0.5) -> list[dict]:
+    """The "slow" table (module docstring): per kind, rounds at k's batch bucket after a round of their length,
+    each against its row's median for that length."""
+    full, out = bucket(k, B_BUCKETS), []
+    for kind, rows in sorted(row_traces.items()):
+        excess, means = [], []
+        for traces in rows:
+            steady = [(L, ms) for trace in traces for prev, (L, B, ms, *_) in zip(trace, trace[1:], strict=False)
+                      if bucket(B, B_BUCKETS) == full and prev[0] == L and bucket(prev[1], B_BUCKETS) == full]
+            by_length: dict[int, list[float]] = defaultdict(list)
+            for L, ms in steady:
+                by_length[L].append(ms)
+            median = {L: statistics.median(v) for L, v in by_length.items()}
+            excess += [ms - median[L] for L, ms in steady]
+            means += [ms for _, ms in steady]
+        if excess:
+            out.append(dict(kind=kind, rounds=len(excess), mean_excess_ms=statistics.fmean(excess),
+                            share_of_round=statistics.fmean(excess) / statistics.fmean(means),
+                            share_over=sum(e >= over_ms for e in excess) / len(excess)))
+    return out
+
+
+SHAPE_BINS = ((0, 1), (2, 5), (6, None))  # shapes met without a graph in a pass: the "shapes" table's groups
+
+
+def shapes_table(got: dict) -> list[dict]:
+    """The "shapes" table (module docstring): per kind, the mean count of shapes a pass met without a graph, and
+    per group of that count the passes' median ratio to their run's fixed-L median (None without one)."""
+    fixed = {name: statistics.median(per["fixed"]) for name, per in got["runs"].items() if "fixed" in per}
+    out = []
+    for kind, passes in sorted(got["deferred"].items()):
+        if not passes:  # rows from before the benchmark counted them
+            continue
+        row = dict(kind=kind, passes=len(passes), mean_shapes=statistics.fmean(d for _, d, _ in passes))
+        for lo, hi in SHAPE_BINS:
+            ratios = [ms / fixed[name] for name, d, ms in passes
+                      if name in fixed and d >= lo and (hi is None or d <= hi)]
+            row[f"{lo}-{'' if hi is None else hi}"] = (len(ratios), statistics.median(ratios) if ratios else None)
+        out.append(row)
+    return out
+
+
+def format_report(got: dict, rounds: list[dict], where: list[dict], fixed: int,
+                  slow: list[dict] = (), shapes: list[dict] = ()) -> str:
     def f(x, spec=".3f"):
         return "-" if x is None else format(x, spec)
 
@@ -130,6 +185,17 @@ def format_report(got: dict, rounds: list[dict], where: list[dict], fixed: int) 
     for w in where:
         lines.append(f"  {names[w['kind']]:<12} batch {w['batch']!s:<6} share {w['share']:.3f}  "
                      f"seq-ms/token {w['seq_ms_per_token']:.4f}")
+    if slow:
+        lines.append("slow rounds at the full batch bucket (after a round of their length, against their row's median)")
+        for r in slow:
+            lines.append(f"  {names[r['kind']]:<12} {r['rounds']:5d} rounds  mean excess {r['mean_excess_ms']:.3f} ms "
+                         f"({r['share_of_round']:.1%} of a round)  0.5 ms or more over: {r['share_over']:.1%}")
+    if shapes:
+        lines.append("shapes a pass met without a graph, and the pass against its run's fixed-L median")
+        for r in shapes:
+            groups = "  ".join(f"{key}: {n} passes {f(ratio)}" for key, (n, ratio) in
+                               ((key, r[key]) for key in r if "-" in key))
+            lines.append(f"  {names[r['kind']]:<12} {r['passes']:4d} passes, {r['mean_shapes']:.1f} a pass   {groups}")
     return "\n".join(lines)
 
 
@@ -146,8 +212,10 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"no BASS row with drafter {a.drafter!r} at k = {a.k} under the cost policy or fixed "
                          f"L = {a.fixed} in these files")
     rounds, where = rounds_table(got["traces"], a.k), where_table(got["traces"])
-    print(format_report(got, rounds, where, a.fixed))
-    out = dict(passes={kind: xs for kind, xs in got["passes"].items()}, runs=got["runs"], rounds=rounds, where=where)
+    slow, shapes = slow_table(got["row_traces"], a.k), shapes_table(got)
+    print(format_report(got, rounds, where, a.fixed, slow, shapes))
+    out = dict(passes={kind: xs for kind, xs in got["passes"].items()}, runs=got["runs"], rounds=rounds, where=where,
+               slow=slow, shapes=shapes)
     if a.out:
         a.out.write_text(json.dumps(out, indent=1))
     return out

@@ -72,3 +72,29 @@ def test_main_prints_and_writes_the_tables(tmp_path, capsys):
     assert out["where"][-1]["batch"] == "all"
     with pytest.raises(SystemExit, match="no BASS row"):
         pg.main([str(path), "--fixed", "5", "--k", "32"])
+
+
+def test_slow_rounds_are_measured_against_their_rows_own_median_of_their_length():
+    # one row, batch 8: after a round of its length, L = 3 rounds of 2.0, 2.0, 2.6 ms (median 2.0) and L = 6 rounds
+    # of 3.0 and 3.0; the first round, a switch, and a batch-4 round are left out
+    trace = [[3, 8, 9.0, False, False, 8, None], [3, 8, 2.0, True, True, 8, None], [3, 8, 2.0, True, True, 8, None],
+             [3, 8, 2.6, True, True, 8, None], [6, 8, 5.0, False, True, 8, None], [6, 8, 3.0, True, True, 8, None],
+             [6, 8, 3.0, True, True, 8, None], [6, 4, 9.0, True, True, 4, None]]
+    got = pg.slow_table({"cost": [[trace]], "fixed": [[FIXED]]}, k=8)
+    cost = next(r for r in got if r["kind"] == "cost")
+    assert cost["rounds"] == 5  # 2.0 (after the first), 2.0, 2.6; 3.0, 3.0
+    assert cost["mean_excess_ms"] == pytest.approx(0.6 / 5)
+    assert cost["share_of_round"] == pytest.approx((0.6 / 5) / (12.6 / 5))
+    assert cost["share_over"] == pytest.approx(1 / 5)
+    assert next(r for r in got if r["kind"] == "fixed")["rounds"] == 1  # FIXED: one batch-8 round after one of its L
+
+
+def test_shapes_groups_each_pass_by_the_shapes_it_met_against_its_runs_fixed_median():
+    run = {"rows": [_row("cost", [], [0.88, 0.90, 0.99], deferred_captures_passes=[0, 3, 9]),
+                    _row("fixed L=3", [], [0.88, 0.86, 0.87], deferred_captures_passes=[0, 0, 0])]}
+    got = {r["kind"]: r for r in pg.shapes_table(pg.gather({"a.json": run}, k=8, drafter="model", fixed=3))}
+    cost = got["cost"]
+    assert cost["passes"] == 3 and cost["mean_shapes"] == pytest.approx(4.0)
+    assert cost["0-1"] == (1, pytest.approx(0.88 / 0.87)) and cost["2-5"] == (1, pytest.approx(0.90 / 0.87))
+    assert cost["6-"] == (1, pytest.approx(0.99 / 0.87))
+    assert got["fixed"]["0-1"][0] == 3 and got["fixed"]["6-"] == (0, None)
