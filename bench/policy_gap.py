@@ -60,7 +60,9 @@ def kind_of(row: dict, k: int, drafter: str, fixed: int) -> str | None:
 
 
 def gather(runs: dict[str, dict], k: int, drafter: str, fixed: int) -> dict:
-    """{"passes": {kind: [ms]}, "runs": {name: {kind: [ms]}}, "traces": {kind: [trace]}} of the chosen rows."""
+    """{"passes": {kind: [ms]}, "runs": {name: {kind: [ms]}}, "traces": {kind: [trace]}, "row_traces": {kind:
+    [each row's traces]}, "deferred": {kind: [(run name, shapes met without a graph, ms) per pass]}} of the chosen
+    rows."""
     out: dict = {"passes": defaultdict(list), "runs": {}, "traces": defaultdict(list),
                  "row_traces": defaultdict(list), "deferred": defaultdict(list)}
     for name, run in runs.items():

@@ -1,4 +1,4 @@
-"""bench/policy_gap.py by hand: which rows it pools, and its three tables."""
+"""bench/policy_gap.py by hand: which rows it pools, and its five tables."""
 
 import json
 
