@@ -193,7 +193,7 @@ def test_draft_cache_holds_the_true_features_with_look_ahead_and_changing_length
     drafter = RecordingDrafter(engine.draft.model, engine.target.model, get_backend("torch", engine.device))
     script = iter([3, 5, 0, 2, 7, 1, 0, 3, 6, 4] * 100)
     monkeypatch.setattr(DraftLengthPolicy, "lengths", lambda self, seqs: [next(script)] * len(seqs))
-    params = SamplingParams(max_new_tokens=40, seed=1)  # sampled: greedy's rounds are a subset of its paths
+    params = SamplingParams(max_new_tokens=40, seed=1)  # sampled, as the app and the benchmarks decode
     result = engine.generate(PROMPTS, k=3, params=params, method="bass", drafter=drafter,
                              draft_length=DraftLengthConfig(policy="cost", remember=False))
     done = {tuple(history) for history, _ in drafter.seen for c in result.candidates
