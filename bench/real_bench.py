@@ -25,7 +25,8 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                margin M (`DraftLengthConfig.length_margin`) and at the first --fixed-l length, interleaved; with
                --calibration-ab the same with the policy uncalibrated (`DraftLengthConfig.calibrate`); with
                --opening-ab the same with each request's first round read from the ordinary estimates
-               (`DraftLengthConfig.opening`).
+               (`DraftLengthConfig.opening`). With --interleave, regular and the drafters' rows at each k are
+               measured interleaved too (one `measure`), where by default each row runs after the one before.
 
 Every configuration (`real_passes.measure`) runs one untimed warm-up pass over the prompts first (CUDA graphs
 captured, caches sized; a BASS cost-policy row first drafts each length of `bass.engine.WARM_LENGTHS` once, whose
@@ -216,15 +217,26 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
                     **extra, pair=kind), t)
 
     for k in ks:
-        t = time.perf_counter()
-        add(row("regular", k, None, None, measure({"r": b.runner("regular", k)}, len(b.prompts), a.repeats)["r"]), t)
-        bass_rows = []
-        for d in drafters:
+        if a.interleave:  # regular and every drafter in one `measure`, prompt by prompt
             t = time.perf_counter()
-            # every draft length's graphs at batch k first: smaller batches run in them (`bass.graphs`)
-            b.engine.warm_draft_lengths(b.prompts[0], b.params, k=k, method="bass", drafter=d)
-            add(row("bass", k, d, "cost", measure({"r": b.runner("bass", k, d)}, len(b.prompts), a.repeats)["r"]), t)
-            bass_rows.append(rows[-1])
+            for d in drafters:  # each draft length's graphs at batch k first (below: why)
+                b.engine.warm_draft_lengths(b.prompts[0], b.params, k=k, method="bass", drafter=d)
+            runners = {"regular": b.runner("regular", k)} | {d: b.runner("bass", k, d) for d in drafters}
+            got = measure(runners, len(b.prompts), a.repeats)
+            add(row("regular", k, None, None, got["regular"], interleaved=True), t)
+            for d in drafters:
+                add(row("bass", k, d, "cost", got[d], interleaved=True), t)
+        else:
+            t = time.perf_counter()
+            add(row("regular", k, None, None, measure({"r": b.runner("regular", k)}, len(b.prompts),
+                                                      a.repeats)["r"]), t)
+            for d in drafters:
+                t = time.perf_counter()
+                # every draft length's graphs at batch k first: smaller batches run in them (`bass.graphs`)
+                b.engine.warm_draft_lengths(b.prompts[0], b.params, k=k, method="bass", drafter=d)
+                add(row("bass", k, d, "cost", measure({"r": b.runner("bass", k, d)}, len(b.prompts),
+                                                      a.repeats)["r"]), t)
+        bass_rows = [r for r in rows if r["method"] == "bass" and r["k"] == k]  # the drafters' rows
         best = min(bass_rows, key=lambda r: r["ms_per_token"])["drafter"]
         if k in a.single_ks:
             t = time.perf_counter()
@@ -325,6 +337,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--opening-ab", action="store_true", help="at --policy-k, the cost policy against itself "
                    "without its opening estimate (DraftLengthConfig.opening) and the first --fixed-l length, "
                    "interleaved")
+    p.add_argument("--interleave", action="store_true", help="at every k, regular and BASS with each drafter "
+                   "measured interleaved prompt by prompt, not one row after another (a shared CPU's speed drifts "
+                   "by 10 %% over minutes)")
     p.add_argument("--no-verdicts", action="store_true", help="skip the with/without verdict-tester pair")
     p.add_argument("--no-policy-rows", action="store_true", help="skip every row at --policy-k past the drafters' "
                    "own (the heuristic, --fixed-l, the look-ahead pair and the A/B pairs): a CPU run in minutes")

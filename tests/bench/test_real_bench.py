@@ -199,3 +199,33 @@ def test_no_policy_rows_keeps_regular_and_each_drafter(tmp_path):
                    "--drafters", "ngram,model", "--no-policy-rows", "--out", str(tmp_path / "out")])
     assert [(r["method"], r["drafter"], r["policy"], r.get("pair")) for r in res["rows"]] == [
         ("regular", None, None, None), ("bass", "ngram", "cost", None), ("bass", "model", "cost", None)]
+
+
+def test_interleave_measures_regular_and_the_drafters_together(tmp_path, monkeypatch):
+    """--interleave: regular and every drafter's row at a k come from one `measure`, prompt by prompt (a shared CPU
+    drifts between rows run one after another); the rows and their ratios are those of the default order."""
+    import real_bench as rb
+
+    calls = []
+
+    def recording(runners, n_prompts, repeats):
+        calls.append(list(runners))
+        return measure(runners, n_prompts, repeats)
+
+    measure = rb.measure
+    monkeypatch.setattr(rb, "measure", recording)
+    target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)
+    args = ["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "2",
+            "--max-new-tokens", "4", "--repeats", "2", "--single-ks", "", "--no-verdicts", "--drafters",
+            "ngram,model", "--no-policy-rows"]
+    res = rb.main(args + ["--interleave", "--out", str(tmp_path / "a")])
+    assert calls == [["regular", "ngram", "model"]]
+    rows = res["rows"]
+    assert [(r["method"], r["drafter"], r["interleaved"]) for r in rows] == [
+        ("regular", None, True), ("bass", "ngram", True), ("bass", "model", True)]
+    for r in rows:
+        assert len(r["ms_per_token_passes"]) == 2 and r["sequences"] == 4  # two passes over two prompts at k = 2
+        assert r["x_regular"] == pytest.approx(rows[0]["ms_per_token"] / r["ms_per_token"])
+    calls.clear()
+    rb.main(args + ["--out", str(tmp_path / "b")])
+    assert calls == [["r"], ["r"], ["r"]]  # by default, each row on its own
