@@ -13,8 +13,8 @@ that ratio is the change's alone; the cost policy's texts follow its clock, so f
 compare. Then x regular per side (each BASS row's median over the regular row's of the same side and k) and each
 side's prefill (ms, the mean of its runs' `prefill_ms`). ms/token/seq starts a sequence's clock after the
 prefill, so a change that moves work across that line moves it between these columns: read them together (the
-fiftieth pass launched a request's first round before the host read the first tokens, and ms/token/seq read
-3.5 % better with the prefill 1 ms longer, nothing gained end to end, `bench/results/HISTORY.md`).
+fiftieth pass launched a request's first round before the host read the first tokens: fixed L = 3 read 3.5 %
+better in ms/token/seq with the prefill 0.8-1.2 ms longer, nothing gained end to end; README, Real weights).
 """
 
 from __future__ import annotations
