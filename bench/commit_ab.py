@@ -11,7 +11,8 @@ old_i,p of each alternation i. Regular decoding and a fixed draft length draw th
 (`real_bench.py`, pass p samples with seed + p), so their pass p decodes the same text in both checkouts and
 that ratio is the change's alone; the cost policy's texts follow its clock, so for its rows only the medians
 compare. Then x regular per side (each BASS row's median over the regular row's of the same side and k) and each
-side's prefill (ms, the mean of its runs' `prefill_ms`). ms/token/seq starts a sequence's clock after the
+side's prefill (ms, the mean of its runs' `prefill_ms`); a row of a pair (look-ahead off ...) is divided by the
+regular row of its own pair, as `real_bench.py` divides it. ms/token/seq starts a sequence's clock after the
 prefill, so a change that moves work across that line moves it between these columns: read them together (the
 fiftieth pass launched a request's first round before the host read the first tokens: fixed L = 3 read 3.5 %
 better in ms/token/seq with the prefill 0.8-1.2 ms longer, nothing gained end to end; README, Real weights).
@@ -29,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plot_real import row_label  # noqa: E402
+from plot_real import add_ratios, row_label  # noqa: E402
 
 
 def keyed(rows: list[dict]) -> dict[tuple[int, str], dict]:
@@ -46,8 +47,8 @@ def keyed(rows: list[dict]) -> dict[tuple[int, str], dict]:
 def compare(old: list[dict], new: list[dict]) -> list[dict]:
     """One dict per row present in every run (module docstring): k, label, the passes and medians of each side,
     ratio (new / old of the medians) and paired (the geometric mean of new_i,p / old_i,p, None for a cost-policy
-    row, whose texts differ between the sides), prefill_old / _new (where the runs have `prefill_ms`) and
-    x_regular_old / _new (None for regular decoding)."""
+    row, whose texts differ between the sides), prefill_old / _new (None where a run has no `prefill_ms`) and
+    x_regular_old / _new (`plot_real.add_ratios` on each side's medians; None for regular decoding)."""
     runs = [keyed(run["rows"]) for run in old + new]
     n_old = len(old)
     keys = [key for key in runs[0] if all(key in run for run in runs)]
@@ -59,19 +60,18 @@ def compare(old: list[dict], new: list[dict]) -> list[dict]:
         same_texts = row["method"] == "regular" or str(row.get("policy", "")).startswith("fixed")
         pairs = [b / a for po, pn in zip(passes[:n_old], passes[n_old:], strict=False) for a, b in zip(po, pn,
                                                                                                       strict=False)]
+        prefill = [run[key].get("prefill_ms") for run in runs]
         out.append(dict(k=key[0], label=key[1], old=o, new=n, old_median=statistics.median(o),
                         new_median=statistics.median(n), ratio=statistics.median(n) / statistics.median(o),
                         paired=math.exp(statistics.fmean(math.log(x) for x in pairs)) if same_texts and pairs
-                        else None))
-        row_pre = [run[key].get("prefill_ms") for run in runs]
-        if None not in row_pre:
-            out[-1].update(prefill_old=statistics.fmean(row_pre[:n_old]), prefill_new=statistics.fmean(row_pre[n_old:]))
-    regular = {r["k"]: r for r in out if r["label"] == "regular"}
-    for r in out:
-        base = regular.get(r["k"])
-        ok = base is not None and r["label"] != "regular" and r["label"].startswith(("BASS", "single"))
-        r["x_regular_old"] = base["old_median"] / r["old_median"] if ok else None
-        r["x_regular_new"] = base["new_median"] / r["new_median"] if ok else None
+                        else None,
+                        prefill_old=None if None in prefill else statistics.fmean(prefill[:n_old]),
+                        prefill_new=None if None in prefill else statistics.fmean(prefill[n_old:])))
+    for side in ("old", "new"):  # each side's medians divided as real_bench divides a run's rows (`add_ratios`)
+        rows = [dict(runs[0][key], ms_per_token=r[f"{side}_median"]) for key, r in zip(keys, out, strict=True)]
+        add_ratios(rows)
+        for r, row in zip(out, rows, strict=True):
+            r[f"x_regular_{side}"] = None if row["method"] == "regular" else row["x_regular"]
     return out
 
 
@@ -84,8 +84,8 @@ def format_table(rows: list[dict]) -> str:
     for r in rows:
         lines.append(f"{r['k']:>3} {r['label'][:44]:<44} {r['old_median']:>7.3f} {r['new_median']:>7.3f} "
                      f"{r['ratio']:>8.3f} {f(r['paired']):>7} {f(r['x_regular_old'], '.2f'):>9} "
-                     f"{f(r['x_regular_new'], '.2f'):>9} {f(r.get('prefill_old'), '.2f'):>11} "
-                     f"{f(r.get('prefill_new'), '.2f'):>5}  " + " ".join(f"{x:.3f}" for x in r["old"]) + " | "
+                     f"{f(r['x_regular_new'], '.2f'):>9} {f(r['prefill_old'], '.2f'):>11} "
+                     f"{f(r['prefill_new'], '.2f'):>5}  " + " ".join(f"{x:.3f}" for x in r["old"]) + " | "
                      + " ".join(f"{x:.3f}" for x in r["new"]))
     return "\n".join(lines)
 

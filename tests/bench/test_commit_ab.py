@@ -10,7 +10,7 @@ import pytest
 def _row(method, passes, policy=None, prefill_ms=4.0, **extra):
     return dict(method=method, k=8, drafter=None if method == "regular" else "model", policy=policy,
                 ms_per_token=sorted(passes)[len(passes) // 2], ms_per_token_passes=passes, prefill_ms=prefill_ms,
-                **extra)
+                throughput=100.0, **extra)
 
 
 def _run(regular, cost, fixed, *more):
@@ -67,3 +67,15 @@ def test_unequal_sides_are_refused(tmp_path):
     path.write_text(json.dumps(_run([2.0], [1.0], [1.0])))
     with pytest.raises(SystemExit):
         ab.main(["--old", str(path), str(path), "--new", str(path)])
+
+
+def test_a_pairs_row_is_divided_by_the_regular_row_of_its_own_pair():
+    """As `real_bench.py` divides a run's rows: BASS with the look-ahead off by regular decoding with it off."""
+    def run(scale):
+        off = dict(pair="look-ahead", look_ahead=False)
+        return _run([1.0 * scale], [0.5 * scale], [0.5 * scale], _row("regular", [2.0 * scale], **off),
+                    _row("bass", [1.6 * scale], "cost", **off))
+    got = {r["label"]: r for r in ab.compare([run(1.0)], [run(0.9)])}
+    assert got["BASS model (look-ahead off)"]["x_regular_old"] == pytest.approx(2.0 / 1.6)
+    assert got["BASS model (look-ahead off)"]["x_regular_new"] == pytest.approx(2.0 / 1.6)
+    assert got["BASS model"]["x_regular_old"] == pytest.approx(1.0 / 0.5)
