@@ -217,23 +217,20 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
                     **extra, pair=kind), t)
 
     for k in ks:
+        t = time.perf_counter()
+        for d in drafters:  # every draft length's graphs at batch k first: smaller batches run in them (`bass.graphs`)
+            b.engine.warm_draft_lengths(b.prompts[0], b.params, k=k, method="bass", drafter=d)
         if a.interleave:  # regular and every drafter in one `measure`, prompt by prompt
-            t = time.perf_counter()
-            for d in drafters:  # each draft length's graphs at batch k first (below: why)
-                b.engine.warm_draft_lengths(b.prompts[0], b.params, k=k, method="bass", drafter=d)
             runners = {"regular": b.runner("regular", k)} | {d: b.runner("bass", k, d) for d in drafters}
             got = measure(runners, len(b.prompts), a.repeats)
             add(row("regular", k, None, None, got["regular"], interleaved=True), t)
             for d in drafters:
                 add(row("bass", k, d, "cost", got[d], interleaved=True), t)
         else:
-            t = time.perf_counter()
             add(row("regular", k, None, None, measure({"r": b.runner("regular", k)}, len(b.prompts),
                                                       a.repeats)["r"]), t)
             for d in drafters:
                 t = time.perf_counter()
-                # every draft length's graphs at batch k first: smaller batches run in them (`bass.graphs`)
-                b.engine.warm_draft_lengths(b.prompts[0], b.params, k=k, method="bass", drafter=d)
                 add(row("bass", k, d, "cost", measure({"r": b.runner("bass", k, d)}, len(b.prompts),
                                                       a.repeats)["r"]), t)
         bass_rows = [r for r in rows if r["method"] == "bass" and r["k"] == k]  # the drafters' rows
