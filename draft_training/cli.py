@@ -93,7 +93,8 @@ def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -
                        intermediate_size=args.intermediate or base.intermediate_size)
     cfg = TrainConfig(loss=loss, minutes=minutes, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
                       seed=args.seed, max_steps=args.max_steps, eval_every=args.eval_every, init=args.init,
-                      unroll_steps=args.unroll, true_context=args.context == "true")
+                      unroll_steps=args.unroll, true_context=args.context == "true",
+                      acceptance_weight=args.acceptance_weight, acceptance_scale=args.acceptance_scale)
     teacher = teacher_from(loaded.model)
     comp = work / "completions.bin"
     vocab = None  # a feature draft trains over the proposal vocabulary it ships with: (ids, recipe)
@@ -184,6 +185,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--context", choices=("true", "predicted"), default="true" if t.true_context else "predicted",
                    help="feature loss: what later steps attend to before their chain: the target's entries, as "
                    "drafting has them (true), or their own predictions (predicted: the first three cycles)")
+    p.add_argument("--acceptance-weight", type=float, default=t.acceptance_weight,
+                   help="feature loss: weight of the expected sampled acceptance subtracted beside the KL "
+                   "(draft_training.acceptance_loss; 0: the KL alone)")
+    p.add_argument("--acceptance-scale", type=float, default=t.acceptance_scale,
+                   help="feature loss: the draft temperature, as a multiple of T, the acceptance term trains q at")
     p.add_argument("--draft-vocab", type=int, default=DEFAULT_SIZE,
                    help="a feature draft proposes from the corpus's N most frequent tokens (0: every token)")
     # the draft's shape: by default the loss's own (config.default_shape)

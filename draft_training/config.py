@@ -96,6 +96,11 @@ class TrainConfig:
     # loss "feature": later steps attend to the target's entries before their chain, as a draft's cache holds
     # them (False: to their own stream of predictions alone, as the first three training cycles did)
     true_context: bool = True
+    # loss "feature": weight λ_α of the acceptance objective (`draft_training.acceptance_loss`: the expected
+    # acceptance Σ min(p, q) at T 0.8 / top-p 0.95 subtracted beside the KL; 0: the KL alone), with q at
+    # acceptance_scale times the target's temperature (the draft temperature the engine draws at)
+    acceptance_weight: float = 0.0
+    acceptance_scale: float = 0.7
     # loss "feature": after training, the held-out sampled acceptance with the draft at each of these multiples
     # of the target's temperature (train.sampled_acceptance); () skips it
     draft_temperature_scales: tuple[float, ...] = (1.0, 0.85, 0.7, 0.55, 0.4)
@@ -108,6 +113,12 @@ class TrainConfig:
             raise ValueError("minutes must be > 0, batch_size >= 1 and seq_len >= 8")
         if any(not 0.0 < tau <= 2.0 for tau in self.draft_temperature_scales):
             raise ValueError(f"draft_temperature_scales must lie in (0, 2], got {self.draft_temperature_scales}")
+        if self.acceptance_weight < 0 or not 0.0 < self.acceptance_scale <= 2.0:
+            raise ValueError(f"acceptance_weight must be >= 0 and acceptance_scale in (0, 2], got "
+                             f"{self.acceptance_weight}, {self.acceptance_scale}")
+        if self.acceptance_weight and self.loss != "feature":
+            raise ValueError("the acceptance objective is the feature loss's: give --loss feature or leave "
+                             "--acceptance-weight at 0")
         if not 1 <= self.unroll_steps <= 8:
             raise ValueError(f"unroll_steps must be in 1 .. 8, got {self.unroll_steps}")
         if not 0.0 <= self.completion_share <= 1.0:

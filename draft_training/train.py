@@ -6,6 +6,7 @@ target's own completions). The two losses, per position t of a window:
     next-token   L = −log q(x_{t+1} | x_≤t)
     distill      L = KL(p_target(· | x_≤t) ‖ q(· | x_≤t)) = Σ_v p(v) (log p(v) − log q(v))
     feature      L = Σ_{s=1..S} λ_2^(s−1) KL(p_{t+1} ‖ q(f̂ˢ_{t+1})) + λ_f SmoothL1(f̂¹_{t+1}, f_{t+1})
+                     (− λ_α Σ_s λ_2^(s−1) α(p, q(f̂ˢ)): the acceptance objective, `acceptance_loss`, when λ_α > 0)
 
 For the feature draft (EAGLE-style), f̂¹ is predicted from the target's true features (draft step 1) and
 f̂ˢ from the draft's own f̂ˢ⁻¹ in their place (draft step s, as while drafting), S = `unroll_steps`. Each
@@ -36,6 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from bass.config import SamplingParams
+from draft_training.acceptance_loss import acceptance, nucleus
 from draft_training.config import DraftShape, TrainConfig
 from draft_training.corpus import load_tokens
 from draft_training.model import FeatureStudent, Student, Teacher, use_autograd_kernels
@@ -171,6 +173,12 @@ def feature_loss(student: FeatureStudent, teacher: Teacher, window: torch.Tensor
     value = cfg.feature_weight * F.smooth_l1_loss(f1.float(), f[:, 1:].float())
     for i, s in enumerate(steps):
         value = value + cfg.second_step_weight ** i * _kl(t_logp, F.log_softmax(s, -1))
+    if cfg.acceptance_weight:
+        with torch.no_grad():
+            p, pos = nucleus(t_logits, SAMPLED, vocab)  # [B, T-1, k]
+        for i, s in enumerate(steps):
+            alpha = acceptance(p, pos, s, SAMPLED.temperature * cfg.acceptance_scale).mean()
+            value = value - cfg.acceptance_weight * cfg.second_step_weight ** i * alpha
     if not metrics:
         return value, {}
     best = t_logits.argmax(-1)
