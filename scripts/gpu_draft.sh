@@ -21,6 +21,7 @@
 #   host         bench/host_costs.py (graph launch costs, the round's Python profile)
 #   bench, eval  bench/real_bench.py and `python -m bass eval humaneval` on the assembled target
 #   ab           bench/real_bench.py in the code before a change (carried at .old) and in this one, alternated
+#   ab-draft F   bench/real_bench.py with the shipped draft and with the draft file F, alternated
 #   generate     `python -m bass generate` on it, with the CLI's defaults (backend "auto": ragged on CUDA)
 #   tests        the CUDA tests (graphs, look-ahead, pinned copies, losslessness with the shipped draft)
 set -euo pipefail
@@ -80,13 +81,18 @@ case "$1" in
       | tee -a $OUT/eval.log ;;
   generate)  # python -m bass generate on the real target, the CLI's defaults (args after the stage: --prompt-file ...)
     python3 -m bass generate --target $GGUF "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee -a $OUT/generate.log ;;
-  ab)  # bench/real_bench.py (args after the stage) in the checkout carried at .old (the code before a change:
-        # `git archive <commit> | tar -x -C .old`, .old in .git/info/exclude) and in this one, alternated twice
-        # (old, new, old, new); bench/commit_ab.py prints them side by side; the runs travel as one archive
+  ab|ab-draft)
+    # ab: bench/real_bench.py (args after the stage) in the checkout carried at .old (the code before a change:
+    # `git archive <commit> | tar -x -C .old`, .old in .git/info/exclude) and in this one; ab-draft FILE: in this
+    # checkout with the shipped draft (old) and with the draft FILE (new). Alternated twice (old, new, old, new);
+    # bench/commit_ab.py prints them side by side; the runs travel as one archive
+    stage=$1; shift
+    draft=auto; [ $stage = ab-draft ] && { draft=$1; shift; }
     for i in 1 2; do for v in old new; do
-      d=$PWD; [ $v = old ] && d=$PWD/.old
-      (cd "$d" && PYTHONPATH=$d:$V/site python3 bench/real_bench.py --target $GGUF "${@:2}" --out $OUT/$v$i \
-        > $OUT/$v$i.log 2>&1) || { tail -20 $OUT/$v$i.log; exit 1; }
+      d=$PWD; [ $v = old ] && [ $stage = ab ] && d=$PWD/.old
+      use=auto; [ $v = new ] && use=$draft
+      (cd "$d" && PYTHONPATH=$d:$V/site python3 bench/real_bench.py --target $GGUF --draft "$use" "$@" \
+        --out $OUT/$v$i > $OUT/$v$i.log 2>&1) || { tail -20 $OUT/$v$i.log; exit 1; }
     done; done
     python3 bench/commit_ab.py --old $OUT/old{1,2}/real_bench.json --new $OUT/new{1,2}/real_bench.json \
       --out $OUT/commit_ab.json | tee $OUT/commit_ab.txt
@@ -96,5 +102,5 @@ case "$1" in
     BASS_TARGET=$GGUF python3 -m pytest tests/bass/test_look_ahead.py tests/bass/test_feature_draft.py tests/bass/test_transfer.py tests/bass/test_sampling.py tests/bass/test_proposal_graphs.py \
       tests/bass/test_lossless_shipped.py tests/bass/test_cost_policy_engine.py tests/bass/test_opening_round.py tests/bass/test_prefill_graphs.py tests/kernels -q -p no:cacheprovider -o addopts="" "${@:2}" \
       2>&1 | grep --line-buffered -v Warning | tee $OUT/gpu_tests.log ;;
-  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | adopt | accept | bench | ab | profile | host | eval | generate | tests" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | adopt | accept | bench | ab | ab-draft FILE | profile | host | eval | generate | tests" >&2; exit 2 ;;
 esac
