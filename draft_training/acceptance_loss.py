@@ -21,7 +21,9 @@ outside the draft's vocabulary gets q = 0 and adds nothing to α. With k coverin
 reduced vocabulary this is exactly `bass.sampling.process_logits`'s p (a test holds the two equal).
 
 The gradient of min(p, q) reaches only the tokens where q < p: it lifts the draft's mass where it falls
-short of the target's nucleus, which the softmax then takes from everywhere else.
+short of the target's nucleus, which the softmax then takes from everywhere else. The held-out loss a run
+prints includes the term, so it compares only between runs of one λ_α; the agreement and the sampled
+acceptance it prints compare across them.
 """
 
 from __future__ import annotations
