@@ -40,8 +40,10 @@ def test_the_nucleus_is_the_engines_processed_distribution():
 
 
 def test_alpha_is_the_pipelines_expected_acceptance_over_a_proposal_vocabulary():
-    """α over a reduced vocabulary holding every token of the nucleus equals `expected_acceptance` with the
-    draft's q at its temperature scale (q = 0 outside the vocabulary), for each scale."""
+    """α over a reduced vocabulary holding every token of the nucleus is Σ min(p, q) with the engine's processed p
+    and the draft's q at its temperature scale (softmax over the vocabulary, not truncated: the objective's q; 0
+    outside the vocabulary), for each scale. The pipeline's measure, which truncates q by top-p too, reads 1 for
+    a draft equal to the target."""
     t, s_full = _logits(12, 60, 1), _logits(12, 60, 2)
     t[:, 40:] -= 30.0  # ids 40 .. 59 lie far outside every nucleus
     vocab = torch.arange(0, 48, dtype=torch.long)
