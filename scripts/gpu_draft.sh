@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The draft's GPU stages on the device machine (README "Training the draft"). Files outside the checkout
 # persist on a warm machine, so the target and the corpus arrive in pieces, one call each. A call carries the
-# checkout too and at most 64 MiB in all; the tracked files are about 72 MB with bench/results (51 MB of result
+# checkout too and at most 64 MiB in all; the tracked files are about 128 MB with bench/results (107 MB of result
 # files, which no stage reads), so move that folder out of the checkout while the calls run (`mv bench/results
 # /tmp/`, and back after), leaving about 20 MiB. The GGUF then goes in 32 MB pieces (35 calls), cut here with
 #   cat <the 22 installed data/partNN.bin in order> > g.gguf && split -b 32000000 -d -a 2 --numeric-suffixes=1 g.gguf part
