@@ -43,7 +43,8 @@ case "$1" in
     want=$(python3 -c "import ast,sys; t=open('bass/models/embedded.py').read(); print(t.split('sha256=\"')[1].split('\"')[0])")
     echo "$want  $GGUF.part" | sha256sum -c && mv $GGUF.part $GGUF
     mkdir -p $WORK
-    # training only: the compressed corpus, whole or in pieces corpus.tgz.0, .1, ... (39 MB does not fit one call)
+    # training only: the compressed corpus, whole or in pieces corpus.tgz.0, .1, ... (its 39 MB fit one call beside the
+    # checkout with bench/results moved out, in the fifty-first pass)
     if ls $V/corpus-parts/corpus.tgz.* >/dev/null 2>&1; then cat $V/corpus-parts/corpus.tgz.* > $V/corpus-parts/corpus.tgz; fi
     if [ -f $V/corpus-parts/corpus.tgz ]; then tar -xzf $V/corpus-parts/corpus.tgz -C $WORK; fi
     python3 -c "from bass.models.embedded import prepare_gguf; prepare_gguf('$GGUF')" 2>&1 | tail -1  # ~100 s, once
