@@ -79,3 +79,15 @@ def test_a_pairs_row_is_divided_by_the_regular_row_of_its_own_pair():
     assert got["BASS model (look-ahead off)"]["x_regular_old"] == pytest.approx(2.0 / 1.6)
     assert got["BASS model (look-ahead off)"]["x_regular_new"] == pytest.approx(2.0 / 1.6)
     assert got["BASS model"]["x_regular_old"] == pytest.approx(1.0 / 0.5)
+
+
+def test_a_fixed_length_is_not_paired_when_the_sides_ran_different_drafts():
+    """`ab-draft`: another draft's proposals change what the accept test draws, so a fixed length's pass p is not
+    the same text on both sides; regular decoding draws no draft and stays paired."""
+    def run(draft, scale):
+        return dict(_run([2.0 * scale], [1.0 * scale], [1.0 * scale]), info={"args": {"draft": draft}})
+    got = {r["label"]: r for r in ab.compare([run("auto", 1.0)], [run("/tmp/tenth.safetensors", 0.9)])}
+    assert got["BASS model fixed L=3"]["paired"] is None and got["BASS model fixed L=3"]["ratio"] == pytest.approx(0.9)
+    assert got["regular"]["paired"] == pytest.approx(0.9)
+    same = {r["label"]: r for r in ab.compare([run("auto", 1.0)], [run("auto", 0.9)])}
+    assert same["BASS model fixed L=3"]["paired"] == pytest.approx(0.9)
