@@ -220,6 +220,8 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
         t = time.perf_counter()
         for d in drafters:  # every draft length's graphs at batch k first: smaller batches run in them (`bass.graphs`)
             b.engine.warm_draft_lengths(b.prompts[0], b.params, k=k, method="bass", drafter=d)
+        log(f"  warm-up of every draft length at k={k}: {time.perf_counter() - t:.1f} s")
+        t = time.perf_counter()  # the rows' seconds below are their own measurement's
         if a.interleave:  # regular and every drafter in one `measure`, prompt by prompt
             runners = {"regular": b.runner("regular", k)} | {d: b.runner("bass", k, d) for d in drafters}
             got = measure(runners, len(b.prompts), a.repeats)
