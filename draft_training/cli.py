@@ -90,7 +90,7 @@ def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -
     hidden, heads = args.hidden or base.hidden_size, args.heads or base.num_heads
     shape = DraftShape(hidden_size=hidden, num_layers=args.layers or base.num_layers, num_heads=heads,
                        num_kv_heads=args.kv_heads or base.num_kv_heads, head_dim=hidden // heads,
-                       intermediate_size=args.intermediate or base.intermediate_size)
+                       intermediate_size=args.intermediate or base.intermediate_size, fused_layer=args.fused_layer)
     cfg = TrainConfig(loss=loss, minutes=minutes, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
                       seed=args.seed, max_steps=args.max_steps, eval_every=args.eval_every, init=args.init,
                       unroll_steps=args.unroll, true_context=args.context == "true",
@@ -192,6 +192,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="feature loss: the draft temperature, as a multiple of T, the acceptance term trains q at")
     p.add_argument("--draft-vocab", type=int, default=DEFAULT_SIZE,
                    help="a feature draft proposes from the corpus's N most frequent tokens (0: every token)")
+    p.add_argument("--fused-layer", type=int, default=0,
+                   help="feature loss, an experiment: the draft also reads the target's residual stream after this "
+                   "many blocks (EAGLE-3's fused features; 0: none). The engine cannot run such a draft yet")
     # the draft's shape: by default the loss's own (config.default_shape)
     for flag in ("--hidden", "--layers", "--heads", "--kv-heads", "--intermediate"):
         p.add_argument(flag, type=int, default=None)

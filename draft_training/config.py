@@ -45,11 +45,16 @@ class DraftShape:
     num_kv_heads: int = 2
     head_dim: int = 64
     intermediate_size: int = 896
+    # a feature draft only: the target layer whose residual stream (after that many blocks) it reads beside the
+    # final features, EAGLE-3's fused features (`draft_training.model.FeatureStudent`); 0: none, as shipped
+    fused_layer: int = 0
 
     def __post_init__(self) -> None:
         if self.num_heads * self.head_dim != self.hidden_size:
             raise ValueError(f"num_heads * head_dim must equal hidden_size, got {self.num_heads} x {self.head_dim} "
                              f"!= {self.hidden_size}")
+        if self.fused_layer < 0:
+            raise ValueError(f"fused_layer must be >= 0 (0: none), got {self.fused_layer}")
 
     def model_config(self, target: ModelConfig) -> ModelConfig:
         """The draft's ModelConfig: these shapes, the target's vocabulary, rotary base, ids and context."""

@@ -32,6 +32,8 @@ def export_draft(student: Student | FeatureStudent, teacher: Teacher, path: Path
             "kind": "feature" if isinstance(student, FeatureStudent) else "standalone"}
     if vocab is not None:
         state["vocab"], meta["vocab"] = torch.from_numpy(vocab[0]), json.dumps(vocab[1])
+    if getattr(student, "fused_layer", 0):  # the engine refuses these (`bass.models.draft.read_draft_file`)
+        meta["fused_layer"] = str(student.fused_layer)
     if draft_temperature is not None:
         meta["draft_temperature"] = f"{draft_temperature:g}"
     path.parent.mkdir(parents=True, exist_ok=True)

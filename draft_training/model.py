@@ -101,15 +101,19 @@ class CausalLM(nn.Module):
         self.layers = nn.ModuleList(CausalBlock(config) for _ in range(config.num_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def body(self, x: torch.Tensor, streams: list[list] | None = None) -> torch.Tensor:
+    def body(self, x: torch.Tensor, streams: list[list] | None = None, tap: int = 0) -> torch.Tensor:
         """Blocks and final norm over input states x [B, T, H] at positions 0 .. T-1; `streams`: one list per
-        layer of the earlier streams' keys and values (`CausalAttention`), extended with x's."""
+        layer of the earlier streams' keys and values (`CausalAttention`), extended with x's. With `tap` > 0
+        the residual stream after that many blocks is left in `self.tapped` [B, T, H] (else None)."""
         T = x.shape[1]
         inv_freq = rope_inv_freq(self.config, self.config.rope_theta, x.device)
         positions = torch.arange(T, device=x.device)[None]
         cos, sin = rope_cos_sin(positions, inv_freq, x.dtype)  # [1, T, 1, D]
+        self.tapped = None
         for i, block in enumerate(self.layers):
             x = block(x, cos, sin, None if streams is None else streams[i])
+            if i + 1 == tap:
+                self.tapped = x
         return self.norm(x)
 
 
@@ -127,9 +131,10 @@ class Teacher(CausalLM):
         """W_target [V, H]: the output table (the embedding when tied)."""
         return self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
 
-    def hidden(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Final normed hidden states [B, T, H] of tokens [B, T]."""
-        return self.body(self.embed_tokens(tokens))
+    def hidden(self, tokens: torch.Tensor, tap: int = 0) -> torch.Tensor:
+        """Final normed hidden states [B, T, H] of tokens [B, T]; with `tap` > 0 the residual stream after that
+        many blocks is left in `self.tapped` [B, T, H] (a fused feature draft's second input)."""
+        return self.body(self.embed_tokens(tokens), tap=tap)
 
 
 class Student(CausalLM):
@@ -174,47 +179,71 @@ class FeatureStudent(CausalLM):
 
     f_t are the teacher's final normed hidden states; E and W_head its own frozen tables; S its proposal
     vocabulary (`vocab`, target ids ascending; None: every token), the rows of the head the shipped draft reads.
+
+    With `fused_layer` = l > 0 it also reads the target's residual stream after l blocks, m_t (EAGLE-3's
+    fused features: the middle of the target still holds what its last layers have narrowed to the next
+    token), scaled to unit rms because a residual stream carries a few very large channels:
+
+    z_t = W_fc [f_t ; E x_{t+1} ; m_t / rms(m_t)]
+
+    The draft has no m of its own guesses, so an entry it drafted feeds zeros there, in training as while
+    drafting (`unroll`). This is a training experiment: the engine feeds the final features alone, and its
+    loader refuses such a file (`bass.models.draft`).
     """
 
     def __init__(self, config: ModelConfig, embedding: torch.Tensor, head: torch.Tensor,
-                 vocab: torch.Tensor | None = None) -> None:
+                 vocab: torch.Tensor | None = None, fused_layer: int = 0) -> None:
         super().__init__(config)
         H = embedding.shape[1]
-        self.fc = nn.Linear(2 * H, config.hidden_size, bias=False)
+        self.target_hidden, self.fused_layer = H, fused_layer
+        self.fc = nn.Linear((3 if fused_layer else 2) * H, config.hidden_size, bias=False)
         self.out_proj = nn.Linear(config.hidden_size, H, bias=False)
         self.vocab = None if vocab is None else vocab.to(head.device, torch.long)  # [V'] not a weight
         rows = head if vocab is None else head[self.vocab]  # [V', H]
         self._tables = (embedding, rows)  # frozen and not part of the state dict
 
-    def features(self, f: torch.Tensor, next_tokens: torch.Tensor, streams: list[list] | None = None
-                 ) -> torch.Tensor:
+    def features(self, f: torch.Tensor, next_tokens: torch.Tensor, streams: list[list] | None = None,
+                 tapped: torch.Tensor | None = None) -> torch.Tensor:
         """Predicted features f̂ [B, T, H] of entries (f [B, T, H] at positions 0 .. T-1, next_tokens [B, T]);
-        `streams` as in `CausalLM.body`."""
+        `streams` as in `CausalLM.body`; `tapped` [B, T, H]: a fused draft's m (zeros at its own guesses)."""
         dtype = self.fc.weight.dtype
-        x = torch.cat([f.to(dtype), F.embedding(next_tokens, self._tables[0]).to(dtype)], -1)
-        return self.out_proj(self.body(self.fc(x), streams))
+        parts = [f.to(dtype), F.embedding(next_tokens, self._tables[0]).to(dtype)]
+        if self.fused_layer:
+            if tapped is None:
+                raise ValueError(f"this draft reads the target's residual stream after {self.fused_layer} blocks: "
+                                 "pass it as `tapped`")
+            parts.append(unit_rms(tapped, self.config.rms_norm_eps).to(dtype))
+        return self.out_proj(self.body(self.fc(torch.cat(parts, -1)), streams))
 
-    def unroll(self, f: torch.Tensor, next_tokens: torch.Tensor, steps: int, true_context: bool = True
-               ) -> list[torch.Tensor]:
+    def unroll(self, f: torch.Tensor, next_tokens: torch.Tensor, steps: int, true_context: bool = True,
+               tapped: torch.Tensor | None = None) -> list[torch.Tensor]:
         """The predicted features of draft steps 1 .. `steps` at every position, [B, T, H] each.
 
-        Step 1 reads the target's features f; step s + 1 reads step s's predictions, shifted one position
-        (its entry t holds f̂ˢ_t, predicted at t − 1), as drafting feeds them. With `true_context` each step
+        Step 1 reads the target's features f (and a fused draft's m, `tapped`); step s + 1 reads step s's
+        predictions, shifted one position (its entry t holds f̂ˢ_t, predicted at t − 1), as drafting feeds them,
+        with zeros for m. With `true_context` each step
         attends to what a draft's cache holds at that step, the target's entries before the chain and its
         own entries along it (`unroll_mask`); without it, to its own stream alone (every earlier entry a
         prediction too, how the first three training cycles unrolled). Predictions fed forward are detached:
         each step's loss trains the draft to read its own guesses, not to bend them.
         """
         streams: list[list] | None = [[] for _ in self.layers] if true_context else None
-        out, fed = [], f
+        guessed = None if tapped is None else torch.cat([tapped[:, :1], torch.zeros_like(tapped[:, 1:])], 1)
+        out, fed, fed_m = [], f, tapped
         for _ in range(steps):
-            out.append(self.features(fed, next_tokens, streams))
-            fed = torch.cat([f[:, :1], out[-1][:, :-1].detach()], 1)
+            out.append(self.features(fed, next_tokens, streams, fed_m))
+            fed, fed_m = torch.cat([f[:, :1], out[-1][:, :-1].detach()], 1), guessed
         return out
 
     def logits(self, f_hat: torch.Tensor) -> torch.Tensor:
         """Logits [..., V'] of predicted features [..., H] through the teacher's head rows of `vocab`."""
         return f_hat @ self._tables[1].T.to(f_hat.dtype)
+
+
+def unit_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / sqrt(mean(x²) + eps) over the last dimension, in float32 (zero rows stay zero)."""
+    x = x.float()
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 
 def use_autograd_kernels() -> None:

@@ -103,10 +103,13 @@ def new_student(teacher: Teacher, shape: DraftShape, seed: int, feature: bool = 
     """A freshly initialised draft on the teacher's device, float32 weights: a feature draft with `feature`,
     over the proposal vocabulary `vocab` (target ids) if given."""
     device = teacher.head.device
+    if shape.fused_layer and not (feature and shape.fused_layer < teacher.config.num_layers):
+        raise ValueError(f"--fused-layer {shape.fused_layer}: only a feature draft reads a target layer, and the "
+                         f"layer must lie inside the target (1 .. {teacher.config.num_layers - 1})")
     torch.manual_seed(seed)
     config = shape.model_config(teacher.config)
     if feature:
-        student = FeatureStudent(config, teacher.embed_tokens.weight, teacher.head, vocab)
+        student = FeatureStudent(config, teacher.embed_tokens.weight, teacher.head, vocab, shape.fused_layer)
     else:
         student = Student(config, teacher.embed_tokens.weight, teacher.head)
     student.to(device=device, dtype=torch.float32)
@@ -125,11 +128,16 @@ def new_student(teacher: Teacher, shape: DraftShape, seed: int, feature: bool = 
 def load_weights(student: Student | FeatureStudent, path: Path) -> None:
     """Start `student` from a draft file's weights (`TrainConfig.init`): a second cycle of training continues
     the first, whose 10-minute command could not run longer. The file must hold this student's kind and
-    shapes; its proposal vocabulary, if any, is not a weight (the export derives it again)."""
+    shapes; its proposal vocabulary, if any, is not a weight (the export derives it again). A fused feature
+    draft may start from an unfused one: its fc gains zero columns for the tapped layer, so it starts as the
+    file's draft and learns to read the new input from there."""
     from safetensors.torch import load_file
 
     tensors = {k: v for k, v in load_file(str(path)).items() if k != "vocab"}
     own = student.state_dict()
+    fc = tensors.get("fc.weight")
+    if getattr(student, "fused_layer", 0) and fc is not None and fc.shape[1] == 2 * student.target_hidden:
+        tensors["fc.weight"] = torch.cat([fc, fc.new_zeros(fc.shape[0], student.target_hidden)], 1)
     wrong = sorted(k for k in own.keys() | tensors.keys() if k not in own or k not in tensors
                    or own[k].shape != tensors[k].shape)
     if wrong:
@@ -152,11 +160,12 @@ def feature_logits(student: FeatureStudent, teacher: Teacher, window: torch.Tens
     x = window[:, :-1]
     autocast = torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=x.device.type == "cuda")
     with torch.no_grad(), autocast:
-        f = teacher.hidden(x)  # [B, T, H]: f_t at position t
+        f = teacher.hidden(x, student.fused_layer)  # [B, T, H]: f_t at position t
+        tapped = None if teacher.tapped is None else teacher.tapped[:, :-1]  # [B, T-1, H]: a fused draft's m_t
         t_logits = f[:, 1:] @ teacher.head.T  # [B, T-1, V]: p of the token after x_{t+1}
     with autocast:
         # entries (f_t, x_{t+1}) -> f̂_{t+1}; later steps read the draft's own predictions
-        steps = student.unroll(f[:, :-1], x[:, 1:], cfg.unroll_steps, cfg.true_context)
+        steps = student.unroll(f[:, :-1], x[:, 1:], cfg.unroll_steps, cfg.true_context, tapped)
         logits = [student.logits(fs).float() for fs in steps]
     return f, steps[0], t_logits, logits
 

@@ -82,6 +82,9 @@ The target metadata also holds the file's "kind": "standalone" (derived tables) 
         target["draft_temperature"] = float(meta.get("draft_temperature", 1.0))
     except (KeyError, ValueError) as err:
         raise ValueError(f"the draft file {path} lacks its config/target metadata ({err}): {REBUILD_HINT}") from err
+    if "fused_layer" in meta:  # draft_training's --fused-layer experiment: it needs a target layer fed to it
+        raise ValueError(f"the draft file {path} reads the target's residual stream after {meta['fused_layer']} "
+                         "blocks, which this engine does not feed its draft: train it without --fused-layer")
     return config, tensors, target
 
 

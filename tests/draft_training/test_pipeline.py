@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -280,3 +281,38 @@ def test_a_feature_draft_trains_over_its_proposal_vocabulary_from_the_command_li
     with pytest.raises(ValueError, match="only a feature draft proposes from a reduced vocabulary"):
         train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", SHAPE,
               TrainConfig(loss="distill", max_steps=1), log=lambda _: 0, vocab=torch.from_numpy(ids))
+
+
+def test_a_fused_draft_starts_from_an_unfused_file_and_the_engine_refuses_it(corpus, target_dir, tmp_path):
+    """`--fused-layer` (EAGLE-3's fused features, an experiment): a fused draft started from an unfused file
+    predicts what that file's draft did (its new fc columns are zero), then learns from the tapped layer; the
+    engine, which feeds its draft the final features alone, refuses the file and says what to do."""
+    from draft_training.cli import main
+
+    teacher = teacher_from(load_model(str(target_dir)).model)
+    cfg = TrainConfig(loss="feature", batch_size=4, micro_batch=2, seq_len=32, lr=3e-3, warmup_steps=2,
+                      max_steps=10, eval_every=10, draft_temperature_scales=())
+    first, _ = train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", SHAPE, cfg, log=lambda _: 0)
+    path = tmp_path / "unfused.safetensors"
+    export_draft(first, teacher, path, {"test": True})
+
+    fused = replace(SHAPE, fused_layer=2)
+    frozen = TrainConfig(**{**cfg.__dict__, "lr": 0.0, "max_steps": 1, "eval_every": 1, "init": str(path)})
+    _, plain_start = train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", SHAPE, frozen, log=lambda _: 0)
+    _, fused_start = train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", fused, frozen, log=lambda _: 0)
+    assert fused_start.history[0] == pytest.approx(plain_start.history[0], abs=2e-4)
+    more = TrainConfig(**{**cfg.__dict__, "max_steps": 20, "init": str(path)})
+    student, longer = train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", fused, more, log=lambda _: 0)
+    assert longer.final["heldout_loss"] < longer.history[0]["heldout_loss"]
+    assert float(student.fc.weight.detach()[:, 2 * teacher.config.hidden_size:].abs().max()) > 0  # it reads the layer
+
+    out = tmp_path / "fused.safetensors"
+    args = ["train", "--target", str(target_dir), "--work", str(corpus), "--out", str(out), "--loss", "feature",
+            "--max-steps", "2", "--eval-every", "2", "--batch-size", "4", "--seq-len", "32", "--draft-vocab", "0",
+            "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1", "--intermediate", "64",
+            "--init", str(path), "--fused-layer", "2"]
+    assert main(args) == 0
+    assert json.loads(out.with_suffix(".json").read_text())["shape"]["fused_layer"] == 2
+    with pytest.raises(ValueError, match="train it without --fused-layer"):
+        Engine(EngineConfig(target=str(target_dir), draft=str(out), drafter="model"))
+    assert main(args[:-1] + ["4"]) == 2  # past the target's last block: refused with the range to choose from
