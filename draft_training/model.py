@@ -182,7 +182,7 @@ class FeatureStudent(CausalLM):
 
     With `fused_layer` = l > 0 it also reads the target's residual stream after l blocks, m_t (EAGLE-3's
     fused features: the middle of the target still holds what its last layers have narrowed to the next
-    token), scaled to unit rms because a residual stream carries a few very large channels:
+    token), scaled to unit rms because a residual stream's scale grows with depth and a few channels can dominate it:
 
     z_t = W_fc [f_t ; E x_{t+1} ; m_t / rms(m_t)]
 
