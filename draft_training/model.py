@@ -241,9 +241,9 @@ class FeatureStudent(CausalLM):
 
 
 def unit_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
-    """x / sqrt(mean(x²) + eps) over the last dimension, in float32 (zero rows stay zero)."""
-    x = x.float()
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    """x / sqrt(mean(x²) + eps) over the last dimension, in float32 (zero rows stay zero): torch's RMSNorm
+    without a weight."""
+    return F.rms_norm(x.float(), (x.shape[-1],), eps=eps)
 
 
 def use_autograd_kernels() -> None:
