@@ -94,7 +94,8 @@ def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -
     cfg = TrainConfig(loss=loss, minutes=minutes, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
                       seed=args.seed, max_steps=args.max_steps, eval_every=args.eval_every, init=args.init,
                       unroll_steps=args.unroll, true_context=args.context == "true",
-                      acceptance_weight=args.acceptance_weight, acceptance_scale=args.acceptance_scale)
+                      acceptance_weight=args.acceptance_weight, acceptance_scale=args.acceptance_scale,
+                      micro_batch=args.micro_batch, compile=not args.eager)
     teacher = teacher_from(loaded.model)
     comp = work / "completions.bin"
     vocab = None  # a feature draft trains over the proposal vocabulary it ships with: (ids, recipe)
@@ -176,6 +177,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--batch-size", type=int, default=t.batch_size)
     p.add_argument("--seq-len", type=int, default=t.seq_len)
+    p.add_argument("--micro-batch", type=int, default=t.micro_batch,
+                   help="windows per forward/backward (lower it where device memory is short)")
+    p.add_argument("--eager", action="store_true", help="the feature loss's vocabulary terms without torch.compile")
     p.add_argument("--lr", type=float, default=t.lr)
     p.add_argument("--eval-every", type=int, default=t.eval_every)
     p.add_argument("--init", default=None, help="a draft file to continue from (its loss and shape; a fresh "

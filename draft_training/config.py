@@ -85,7 +85,9 @@ class TrainConfig:
     loss: str = "distill"
     minutes: float = 3.0
     batch_size: int = 16
-    micro_batch: int = 4  # windows per forward/backward: bounds the [rows, T, 151936] logits in memory
+    # windows per forward/backward: bounds the [rows, T, 151936] logits in memory (at 16 a step's peak is 12 GB
+    # with the compiled loss, 25 eager; at 4 small launches bound the step: `bench/train_step_bench.py`)
+    micro_batch: int = 16
     seq_len: int = 512
     lr: float = 1.5e-3
     min_lr_ratio: float = 0.1
@@ -110,12 +112,14 @@ class TrainConfig:
     # of the target's temperature (train.sampled_acceptance); () skips it
     draft_temperature_scales: tuple[float, ...] = (1.0, 0.85, 0.7, 0.55, 0.4)
     init: str | None = None  # a draft file of the same kind and shape to start from (a further cycle), else random
+    # loss "feature": its vocabulary-sized terms through torch.compile on CUDA (`draft_training.vocab_loss`)
+    compile: bool = True
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
-        if self.minutes <= 0 or self.batch_size < 1 or self.seq_len < 8:
-            raise ValueError("minutes must be > 0, batch_size >= 1 and seq_len >= 8")
+        if self.minutes <= 0 or self.batch_size < 1 or self.micro_batch < 1 or self.seq_len < 8:
+            raise ValueError("minutes must be > 0, batch_size and micro_batch >= 1 and seq_len >= 8")
         if any(not 0.0 < tau <= 2.0 for tau in self.draft_temperature_scales):
             raise ValueError(f"draft_temperature_scales must lie in (0, 2], got {self.draft_temperature_scales}")
         if self.acceptance_weight < 0 or not 0.0 < self.acceptance_scale <= 2.0:

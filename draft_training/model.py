@@ -23,7 +23,7 @@ from torch import nn
 
 from bass.models import layers
 from bass.models.config import ModelConfig
-from bass.models.layers import GatedMLP, RMSNorm, apply_rope, rope_cos_sin, rope_inv_freq
+from bass.models.layers import GatedMLP, RMSNorm, rope_cos_sin, rope_inv_freq
 
 
 class CausalAttention(nn.Module):
@@ -44,8 +44,9 @@ class CausalAttention(nn.Module):
         it attends to them under that mask, and its own keys and values are appended to the list."""
         B, T, _ = x.shape
         q, k, v = self.qkv_proj(x).split(self.split, dim=-1)
-        q = apply_rope(q.view(B, T, self.n_heads, self.head_dim), cos, sin).transpose(1, 2)  # [B, Hq, T, D]
-        k = apply_rope(k.view(B, T, self.n_kv_heads, self.head_dim), cos, sin).transpose(1, 2)  # [B, Hkv, T, D]
+        q, k = layers.rope(q.view(B, T, self.n_heads, self.head_dim), k.view(B, T, self.n_kv_heads, self.head_dim),
+                           cos, sin)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)  # [B, Hq, T, D], [B, Hkv, T, D]
         v = v.view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # [B, Hkv, T, D]
         if not streams:  # the first stream (or no unrolling): plain causal attention
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # [B, Hq, T, D]
@@ -107,8 +108,8 @@ class CausalLM(nn.Module):
         the residual stream after that many blocks is left in `self.tapped` [B, T, H] (else None)."""
         T = x.shape[1]
         inv_freq = rope_inv_freq(self.config, self.config.rope_theta, x.device)
-        positions = torch.arange(T, device=x.device)[None]
-        cos, sin = rope_cos_sin(positions, inv_freq, x.dtype)  # [1, T, 1, D]
+        positions = torch.arange(T, device=x.device)[None].expand(x.shape[0], T)  # [B, T]: the fused rope's shape
+        cos, sin = rope_cos_sin(positions, inv_freq, x.dtype)  # [B, T, 1, D]
         self.tapped = None
         for i, block in enumerate(self.layers):
             x = block(x, cos, sin, None if streams is None else streams[i])
@@ -122,6 +123,9 @@ class Teacher(CausalLM):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__(config)
+        # the engine's fused Triton kernels (norm, rope, activation) in its forward: the teacher takes no
+        # gradient, so it can run them while the student trains on their torch forms (`use_autograd_kernels`)
+        self.fused_kernels = True
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.lm_head = None if config.tie_word_embeddings else nn.Linear(config.hidden_size, config.vocab_size,
                                                                           bias=False)
@@ -134,7 +138,12 @@ class Teacher(CausalLM):
     def hidden(self, tokens: torch.Tensor, tap: int = 0) -> torch.Tensor:
         """Final normed hidden states [B, T, H] of tokens [B, T]; with `tap` > 0 the residual stream after that
         many blocks is left in `self.tapped` [B, T, H] (a fused feature draft's second input)."""
-        return self.body(self.embed_tokens(tokens), tap=tap)
+        saved = layers.FUSED_KERNELS
+        layers.FUSED_KERNELS = self.fused_kernels
+        try:
+            return self.body(self.embed_tokens(tokens), tap=tap)
+        finally:
+            layers.FUSED_KERNELS = saved
 
 
 class Student(CausalLM):

@@ -37,10 +37,10 @@ import torch
 import torch.nn.functional as F
 
 from bass.config import SamplingParams
-from draft_training.acceptance_loss import acceptance, nucleus
 from draft_training.config import DraftShape, TrainConfig
 from draft_training.corpus import load_tokens
 from draft_training.model import FeatureStudent, Student, Teacher, use_autograd_kernels
+from draft_training.vocab_loss import fused, step_loss, teacher_targets
 
 SAMPLED = SamplingParams(temperature=0.8, top_p=0.95)  # the issue's sampled setting (T 0.8, top-p 0.95)
 HELDOUT_SEED = 1  # the held-out windows of every run (those the first two cycles were measured on)
@@ -166,7 +166,7 @@ def feature_logits(student: FeatureStudent, teacher: Teacher, window: torch.Tens
     with autocast:
         # entries (f_t, x_{t+1}) -> f̂_{t+1}; later steps read the draft's own predictions
         steps = student.unroll(f[:, :-1], x[:, 1:], cfg.unroll_steps, cfg.true_context, tapped)
-        logits = [student.logits(fs).float() for fs in steps]
+        logits = [student.logits(fs) for fs in steps]  # bf16 on CUDA: the losses read them in float32
     return f, steps[0], t_logits, logits
 
 
@@ -178,16 +178,15 @@ def feature_loss(student: FeatureStudent, teacher: Teacher, window: torch.Tensor
     renormalised, the q that accepts most among those that propose from S."""
     f, f1, t_logits, steps = feature_logits(student, teacher, window, cfg)
     vocab = student.vocab
-    t_logp = F.log_softmax((t_logits if vocab is None else t_logits[..., vocab]).float(), -1)
+    compile = cfg.compile and not metrics  # a training step's shapes; an evaluation's run eagerly, compiled once less
+    with torch.no_grad():  # log p_S [B, T-1, V'], and the nucleus [B, T-1, k] where the objective asks for it
+        t_logp, p, pos = fused(teacher_targets, t_logits, compile)(
+            t_logits, vocab, SAMPLED if cfg.acceptance_weight else None)
     value = cfg.feature_weight * F.smooth_l1_loss(f1.float(), f[:, 1:].float())
-    for i, s in enumerate(steps):
-        value = value + cfg.second_step_weight ** i * _kl(t_logp, F.log_softmax(s, -1))
-    if cfg.acceptance_weight:
-        with torch.no_grad():
-            p, pos = nucleus(t_logits, SAMPLED, vocab)  # [B, T-1, k]
-        for i, s in enumerate(steps):
-            alpha = acceptance(p, pos, s, SAMPLED.temperature * cfg.acceptance_scale).mean()
-            value = value - cfg.acceptance_weight * cfg.second_step_weight ** i * alpha
+    temperature = SAMPLED.temperature * cfg.acceptance_scale
+    for i, s in enumerate(steps):  # step s weighs λ_2^(s-1): KL(p_S ‖ q_s) − λ_α α(p̃, q_s)
+        ell = fused(step_loss, s, compile)(s, t_logp, p, pos, temperature, cfg.acceptance_weight)
+        value = value + cfg.second_step_weight ** i * ell
     if not metrics:
         return value, {}
     best = t_logits.argmax(-1)
@@ -238,10 +237,7 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
     comp = load_tokens(completions) if completions is not None and completions.exists() else None
     data = Windows(load_tokens(corpus), comp, cfg.completion_share, cfg.seed)
     eval_windows = heldout_windows(heldout, cfg, device)
-    decay = [p for n, p in student.named_parameters() if p.ndim == 2]
-    keep = [p for n, p in student.named_parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay}, {"params": keep, "weight_decay": 0}],
-                            lr=cfg.lr, betas=(0.9, 0.95), fused=device.type == "cuda")
+    opt = new_optimizer(student, cfg)
     report = TrainReport(cfg.loss, 0, 0, 0.0)
     measure_acceptance = cfg.loss == "feature" and bool(cfg.draft_temperature_scales)
     if cfg.init is not None:  # the cycle's starting point, on the windows its end is measured on
@@ -262,20 +258,18 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
             if device.type == "cuda":
                 torch.cuda.synchronize()
             per_step = (time.perf_counter() - timed_from) / 20
-            total = max(26, int((cfg.minutes * 60 - (time.perf_counter() - t0)) / per_step) + 25)
-            log(f"[train {cfg.loss}] {per_step * 1000:.0f} ms/step, {cfg.batch_size * cfg.seq_len / per_step:,.0f} "
-                f"tokens/s: {total} steps fit in {cfg.minutes} min")
+            # the evaluations every `eval_every` steps share the budget (one timed here, not logged)
+            t_eval = time.perf_counter()
+            evaluate(student, teacher, eval_windows, cfg)
+            per_step_in_all = per_step + (time.perf_counter() - t_eval) / cfg.eval_every
+            total = max(26, int((cfg.minutes * 60 - (time.perf_counter() - t0)) / per_step_in_all) + 25)
+            log(f"[train {cfg.loss}] {per_step * 1000:.0f} ms/step ({per_step_in_all * 1000:.0f} with the "
+                f"evaluations), {cfg.batch_size * cfg.seq_len / per_step:,.0f} tokens/s: {total} steps fit in "
+                f"{cfg.minutes} min")
         lr = cfg.lr * _schedule(step, total, cfg)
         for group in opt.param_groups:
             group["lr"] = lr
-        opt.zero_grad(set_to_none=True)
-        batch = data.batch(cfg.batch_size, cfg.seq_len, device)
-        # micro-batches bound the [rows, T, V] logits the full-vocabulary losses materialise
-        for part in batch.split(cfg.micro_batch):
-            value, _ = window_loss(student, teacher, part, cfg.loss, cfg, metrics=False)
-            (value * part.shape[0] / batch.shape[0]).backward()
-        torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
-        opt.step()
+        value = train_step(student, teacher, opt, data.batch(cfg.batch_size, cfg.seq_len, device), cfg)
         step += 1
         if step % cfg.eval_every == 0 or step == total:
             row = evaluate(student, teacher, eval_windows, cfg)
@@ -291,6 +285,29 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
             f"draft temperature scale: {report.acceptance}")
     report.seconds = round(time.perf_counter() - t0, 1)
     return student.eval(), report
+
+
+def new_optimizer(student: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW (β 0.9 / 0.95) at `cfg.lr`, weight decay on the matrices only (not on norms and biases)."""
+    decay = [p for p in student.parameters() if p.ndim == 2]
+    keep = [p for p in student.parameters() if p.ndim < 2]
+    fused = next(student.parameters()).device.type == "cuda"
+    return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay}, {"params": keep, "weight_decay": 0}],
+                             lr=cfg.lr, betas=(0.9, 0.95), fused=fused)
+
+
+def train_step(student: Student | FeatureStudent, teacher: Teacher, opt: torch.optim.Optimizer,
+               batch: torch.Tensor, cfg: TrainConfig) -> torch.Tensor:
+    """One optimiser step on `batch` [B, T+1]: the loss's gradient summed over micro-batches of
+    `cfg.micro_batch` windows (they bound the [rows, T, V] logits the losses materialise), clipped to norm 1.
+    Returns the last micro-batch's loss (not synchronised: reading it waits for the device)."""
+    opt.zero_grad(set_to_none=True)
+    for part in batch.split(cfg.micro_batch):
+        value, _ = window_loss(student, teacher, part, cfg.loss, cfg, metrics=False)
+        (value * part.shape[0] / batch.shape[0]).backward()
+    torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
+    opt.step()
+    return value.detach()
 
 
 @torch.no_grad()

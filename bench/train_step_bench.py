@@ -1,0 +1,175 @@
+"""What a step of the draft's training costs, and where it goes, at the embedded target's shapes without its weights.
+
+    PYTHONPATH=. python bench/train_step_bench.py --out $OUT          (GPU: about a minute, no upload)
+    PYTHONPATH=. python bench/train_step_bench.py --shape tiny --seq-len 32 --batch-size 4 --micro-batches 2,4 \
+        --steps 2 --rounds 1                                            (CPU plumbing)
+
+A training step's cost depends on the shapes, not on the weights' values: a teacher of Qwen2.5-Coder-1.5B's
+shapes with random bf16 weights (`bass.models.loader.build_random`) and the feature draft of the shipped shape
+(`draft_training.config.FEATURE_SHAPE`, over a proposal vocabulary of 32,768 ids) run the same kernels on the
+same sizes as the real pair. So this runs on a bare GPU machine, without the 1.1 GB GGUF.
+
+Each variant runs `draft_training.train.train_step`, the step the pipeline runs, on its own student and
+optimiser. A variant is MICRO/LOSS/TEACHER: windows per forward and backward (`TrainConfig.micro_batch`), the
+vocabulary-sized loss terms `compile`d or `eager` (`TrainConfig.compile`, `draft_training.vocab_loss`), the
+teacher on the engine's `fused` kernels or on their `torch` forms (`Teacher.fused_kernels`); each under every
+acceptance weight asked. The variants are timed in turn, `--rounds` times over, and each row is the median of
+its rounds (ms per step of `--batch-size` windows of `--seq-len` + 1 tokens, and tokens per second), with its
+peak device memory and its time against the first row, all from one process. Then the teacher alone (its
+forward and logits, no gradient) on either kernels, and one step of the last variant under torch.profiler:
+the top operators by device time (`train_step_profile.txt`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from profile_round import profiler_tables  # noqa: E402
+
+from bass.device import device_line  # noqa: E402
+from bass.models.loader import build_random  # noqa: E402
+from bass.synthetic import TARGETS  # noqa: E402
+from draft_training.config import FEATURE_SHAPE, DraftShape, TrainConfig  # noqa: E402
+from draft_training.model import use_autograd_kernels  # noqa: E402
+from draft_training.train import new_optimizer, new_student, teacher_from, train_step  # noqa: E402
+
+TINY_SHAPE = DraftShape(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed_steps(run, device: torch.device, steps: int) -> float:
+    """Seconds per call of `run` over `steps` calls, synchronised at both ends."""
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        run()
+    sync(device)
+    return (time.perf_counter() - t0) / steps
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shape", choices=("qwen2.5-1.5b", "tiny"), default="qwen2.5-1.5b")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
+    p.add_argument("--seq-len", type=int, default=TrainConfig.seq_len)
+    p.add_argument("--unroll", type=int, default=4)
+    p.add_argument("--variants", default="4/eager/torch,16/eager/torch,16/eager/fused,16/compile/fused",
+                   help="comma-separated MICRO/LOSS/TEACHER (module docstring); the first is the baseline")
+    p.add_argument("--acceptance-weights", default="2.0", help="comma-separated λ_α (the shipped cycles' 2.0)")
+    p.add_argument("--draft-vocab", type=int, default=32_768)
+    p.add_argument("--steps", type=int, default=5, help="steps per timed round of a variant")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+
+    device = torch.device(args.device)
+    use_autograd_kernels()
+    config = TARGETS[args.shape]
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    teacher = teacher_from(build_random(config, device=device, dtype=dtype, seed=0))
+    gen = torch.Generator().manual_seed(0)
+    size = min(args.draft_vocab, config.vocab_size)
+    vocab = torch.randperm(config.vocab_size, generator=gen)[:size].sort().values
+    shape = FEATURE_SHAPE if args.shape != "tiny" else TINY_SHAPE
+    batch = torch.randint(0, config.vocab_size, (args.batch_size, args.seq_len + 1), generator=gen).to(device)
+
+    variants = []
+    for w in (float(x) for x in args.acceptance_weights.split(",")):
+        for spec in args.variants.split(","):
+            mb, loss, kernels = spec.split("/")
+            if loss not in ("compile", "eager") or kernels not in ("fused", "torch"):
+                raise SystemExit(f"a variant is MICRO/compile|eager/fused|torch, got {spec!r}")
+            cfg = TrainConfig(loss="feature", batch_size=args.batch_size, micro_batch=int(mb), seq_len=args.seq_len,
+                              unroll_steps=args.unroll, acceptance_weight=w, lr=3e-4, compile=loss == "compile")
+            student = new_student(teacher, shape, 0, feature=True, vocab=vocab)
+            variants.append(dict(label=f"{spec}, λ_α {w:g}", cfg=cfg, student=student, fused=kernels == "fused",
+                                 opt=new_optimizer(student, cfg), s=[]))
+
+    def step(v: dict) -> None:
+        teacher.fused_kernels = v["fused"]
+        train_step(v["student"], teacher, v["opt"], batch, v["cfg"])
+
+    line = device_line(device)
+    print(f"{line}\n{args.shape} teacher (random weights), feature draft {shape.hidden_size} wide x "
+          f"{shape.num_layers} blocks, proposal vocabulary {size}, {args.batch_size} x {args.seq_len} tokens a "
+          f"step, unroll {args.unroll}", flush=True)
+    for v in variants:  # warm-up: allocator, cuBLAS heuristics, Triton and torch.compile
+        t0 = time.perf_counter()
+        for _ in range(2):
+            step(v)
+        sync(device)
+        v["warmup_s"] = time.perf_counter() - t0
+    for _ in range(args.rounds):
+        for v in variants:
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats()
+            v["s"].append(timed_steps(lambda v=v: step(v), device, args.steps))
+            if device.type == "cuda":
+                v["peak_gb"] = torch.cuda.max_memory_allocated() / 2**30
+    rows = []
+    base = statistics.median(variants[0]["s"])
+    for v in variants:
+        ms = 1e3 * statistics.median(v["s"])
+        rows.append(dict(variant=v["label"], ms_per_step=round(ms, 2), rounds_ms=[round(1e3 * s, 2) for s in v["s"]],
+                         tokens_per_s=round(args.batch_size * args.seq_len / ms * 1e3),
+                         vs_first=round(ms / (1e3 * base), 3), peak_gb=round(v.get("peak_gb", 0.0), 1),
+                         warmup_s=round(v["warmup_s"], 1)))
+
+    result = dict(device=line, shape=args.shape, batch=args.batch_size, seq_len=args.seq_len, unroll=args.unroll,
+                  draft_vocab=size, date=time.strftime("%Y-%m-%d"), rows=rows)
+    out = Path(args.out) if args.out else None
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+    last = variants[-1]
+    with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        def teacher_part():
+            for part in batch[:, :-1].split(last["cfg"].micro_batch):
+                teacher.hidden(part) @ teacher.head.T
+        result["teacher_ms_per_step"] = {}
+        for fused in (False, True):
+            teacher.fused_kernels = fused
+            teacher_part()
+            ms = 1e3 * timed_steps(teacher_part, device, args.steps)
+            result["teacher_ms_per_step"]["fused" if fused else "torch"] = round(ms, 2)
+    if not args.no_profile:
+        teacher.fused_kernels = last["fused"]
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        with torch.profiler.profile(activities=activities) as prof:
+            train_step(last["student"], teacher, last["opt"], batch, last["cfg"])
+            sync(device)
+        tables = profiler_tables(prof, rows=30)
+        if out:
+            (out / "train_step_profile.txt").write_text(f"{line}\none step of {last['label']}\n\n{tables}\n")
+
+    print(f"\n{'variant':30s} {'ms/step':>9s} {'tokens/s':>10s} {'vs first':>9s} {'peak GiB':>9s} {'warm-up s':>9s}"
+          "  rounds (ms)")
+    for r in rows:
+        print(f"{r['variant']:30s} {r['ms_per_step']:9.2f} {r['tokens_per_s']:10,d} {r['vs_first']:9.3f} "
+              f"{r['peak_gb']:9.1f} {r['warmup_s']:9.1f}  {r['rounds_ms']}")
+    t = result["teacher_ms_per_step"]
+    print(f"the teacher alone (forward and logits, no grad), ms per step: torch forms {t['torch']:.2f}, "
+          f"fused kernels {t['fused']:.2f}")
+    if out:
+        (out / "train_step_bench.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()
