@@ -6,18 +6,24 @@
 
 A training step's cost depends on the shapes, not on the weights' values: a teacher of Qwen2.5-Coder-1.5B's
 shapes with random bf16 weights (`bass.models.loader.build_random`) and the feature draft of the shipped shape
-(`draft_training.config.FEATURE_SHAPE`, over a proposal vocabulary of 32,768 ids) run the same kernels on the
-same sizes as the real pair. So this runs on a bare GPU machine, without the 1.1 GB GGUF.
+(`draft_training.config.FEATURE_SHAPE`, over a proposal vocabulary of 32,769 ids, as shipped) run the same kernels
+on the same sizes as the real pair. So this runs on a bare GPU machine, without the 1.1 GB GGUF. (Its first runs,
+on 2026-11-28, drew 32,768 ids, an aligned size the real run does not have.)
 
 Each variant runs `draft_training.train.train_step`, the step the pipeline runs, on its own student and
-optimiser. A variant is MICRO/LOSS/TEACHER: windows per forward and backward (`TrainConfig.micro_batch`), the
-vocabulary-sized loss terms `compile`d or `eager` (`TrainConfig.compile`, `draft_training.vocab_loss`), the
-teacher on the engine's `fused` kernels or on their `torch` forms (`Teacher.fused_kernels`); each under every
-acceptance weight asked. The variants are timed in turn, `--rounds` times over, and each row is the median of
-its rounds (ms per step of `--batch-size` windows of `--seq-len` + 1 tokens, and tokens per second), with its
-peak device memory and its time against the first row, all from one process. Then the teacher alone (its
-forward and logits, no gradient) on either kernels, and one step of the last variant under torch.profiler:
-the top operators by device time (`train_step_profile.txt`).
+optimiser, each step on fresh windows drawn as the pipeline draws them (`Windows`, from random token files).
+A variant is MICRO/option/option/...: windows per forward and backward (`TrainConfig.micro_batch`), then any of
+the vocabulary-sized loss terms `compile`d (the default) or `eager` (`TrainConfig.compile`,
+`draft_training.vocab_loss`); the teacher on the engine's `fused` kernels (the default) or on their `torch` forms
+(`Teacher.fused_kernels`); the windows copied to the device from pinned memory without blocking (`async`, the
+default) or from pageable memory (`sync`: the copy waits for the step before); the draft's head rows padded to a
+multiple of 64 (`pad`, the default) or not (`nopad`: with the shipped vocabulary's 32,769 ids the logits' rows are
+not 16-byte aligned; `FeatureStudent`); each under every acceptance weight asked. The variants are
+timed in turn, `--rounds` times over, and each row is the median of its rounds (ms per step of `--batch-size`
+windows of `--seq-len` + 1 tokens, and tokens per second), with its peak device memory and its time against
+the first row, all from one process. Then the teacher alone (its forward and logits, no gradient) on either
+kernels, and one step of the last variant under torch.profiler: the top operators by device time
+(`train_step_profile.txt`).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -40,8 +47,9 @@ from bass.models.loader import build_random  # noqa: E402
 from bass.synthetic import TARGETS  # noqa: E402
 from draft_training.config import FEATURE_SHAPE, DraftShape, TrainConfig  # noqa: E402
 from draft_training.model import use_autograd_kernels  # noqa: E402
-from draft_training.train import new_optimizer, new_student, teacher_from, train_step  # noqa: E402
+from draft_training.train import Windows, new_optimizer, new_student, teacher_from, train_step  # noqa: E402
 
+OPTIONS = ("compile", "eager", "fused", "torch", "async", "sync", "pad", "nopad")  # the first of each pair: the default
 TINY_SHAPE = DraftShape(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
 
 
@@ -67,10 +75,11 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
     p.add_argument("--seq-len", type=int, default=TrainConfig.seq_len)
     p.add_argument("--unroll", type=int, default=4)
-    p.add_argument("--variants", default="4/eager/torch,16/eager/torch,16/eager/fused,16/compile/fused",
-                   help="comma-separated MICRO/LOSS/TEACHER (module docstring); the first is the baseline")
+    p.add_argument("--variants", default="4/eager/torch/sync/nopad,16/eager/torch/sync/nopad,16/eager/fused/sync/nopad,"
+                   "16/compile/fused/sync/nopad,16/compile/fused/async/nopad,16",
+                   help="comma-separated MICRO/option/... (module docstring); the first is the baseline")
     p.add_argument("--acceptance-weights", default="2.0", help="comma-separated λ_α (the shipped cycles' 2.0)")
-    p.add_argument("--draft-vocab", type=int, default=32_768)
+    p.add_argument("--draft-vocab", type=int, default=32_769, help="ids the draft proposes from (as shipped)")
     p.add_argument("--steps", type=int, default=5, help="steps per timed round of a variant")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--no-profile", action="store_true")
@@ -86,23 +95,27 @@ def main(argv: list[str] | None = None) -> dict:
     size = min(args.draft_vocab, config.vocab_size)
     vocab = torch.randperm(config.vocab_size, generator=gen)[:size].sort().values
     shape = FEATURE_SHAPE if args.shape != "tiny" else TINY_SHAPE
-    batch = torch.randint(0, config.vocab_size, (args.batch_size, args.seq_len + 1), generator=gen).to(device)
+    rng = np.random.default_rng(0)
+    corpus, completions = (rng.integers(0, config.vocab_size, 50 * args.seq_len, dtype=np.int32) for _ in range(2))
+    windows = Windows(corpus, completions, TrainConfig.completion_share, seed=0)
+    batch = windows.batch(args.batch_size, args.seq_len, device)  # the teacher's timing and the profile
 
     variants = []
     for w in (float(x) for x in args.acceptance_weights.split(",")):
         for spec in args.variants.split(","):
-            mb, loss, kernels = spec.split("/")
-            if loss not in ("compile", "eager") or kernels not in ("fused", "torch"):
-                raise SystemExit(f"a variant is MICRO/compile|eager/fused|torch, got {spec!r}")
+            mb, *options = spec.split("/")
+            if unknown := set(options) - set(OPTIONS):
+                raise SystemExit(f"a variant is MICRO/option/... with options from {OPTIONS}, got {sorted(unknown)}")
             cfg = TrainConfig(loss="feature", batch_size=args.batch_size, micro_batch=int(mb), seq_len=args.seq_len,
-                              unroll_steps=args.unroll, acceptance_weight=w, lr=3e-4, compile=loss == "compile")
-            student = new_student(teacher, shape, 0, feature=True, vocab=vocab)
-            variants.append(dict(label=f"{spec}, λ_α {w:g}", cfg=cfg, student=student, fused=kernels == "fused",
-                                 opt=new_optimizer(student, cfg), s=[]))
+                              unroll_steps=args.unroll, acceptance_weight=w, lr=3e-4, compile="eager" not in options)
+            student = new_student(teacher, shape, 0, feature=True, vocab=vocab, align=1 if "nopad" in options else 64)
+            variants.append(dict(label=f"{spec}, λ_α {w:g}", cfg=cfg, student=student, fused="torch" not in options,
+                                 non_blocking="sync" not in options, opt=new_optimizer(student, cfg), s=[]))
 
     def step(v: dict) -> None:
         teacher.fused_kernels = v["fused"]
-        train_step(v["student"], teacher, v["opt"], batch, v["cfg"])
+        fresh = windows.batch(args.batch_size, args.seq_len, device, non_blocking=v["non_blocking"])
+        train_step(v["student"], teacher, v["opt"], fresh, v["cfg"])
 
     line = device_line(device)
     print(f"{line}\n{args.shape} teacher (random weights), feature draft {shape.hidden_size} wide x "
@@ -158,10 +171,10 @@ def main(argv: list[str] | None = None) -> dict:
         if out:
             (out / "train_step_profile.txt").write_text(f"{line}\none step of {last['label']}\n\n{tables}\n")
 
-    print(f"\n{'variant':30s} {'ms/step':>9s} {'tokens/s':>10s} {'vs first':>9s} {'peak GiB':>9s} {'warm-up s':>9s}"
+    print(f"\n{'variant':44s} {'ms/step':>9s} {'tokens/s':>10s} {'vs first':>9s} {'peak GiB':>9s} {'warm-up s':>9s}"
           "  rounds (ms)")
     for r in rows:
-        print(f"{r['variant']:30s} {r['ms_per_step']:9.2f} {r['tokens_per_s']:10,d} {r['vs_first']:9.3f} "
+        print(f"{r['variant']:44s} {r['ms_per_step']:9.2f} {r['tokens_per_s']:10,d} {r['vs_first']:9.3f} "
               f"{r['peak_gb']:9.1f} {r['warmup_s']:9.1f}  {r['rounds_ms']}")
     t = result["teacher_ms_per_step"]
     print(f"the teacher alone (forward and logits, no grad), ms per step: torch forms {t['torch']:.2f}, "

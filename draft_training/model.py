@@ -201,7 +201,7 @@ class FeatureStudent(CausalLM):
     """
 
     def __init__(self, config: ModelConfig, embedding: torch.Tensor, head: torch.Tensor,
-                 vocab: torch.Tensor | None = None, fused_layer: int = 0) -> None:
+                 vocab: torch.Tensor | None = None, fused_layer: int = 0, align: int = 64) -> None:
         super().__init__(config)
         H = embedding.shape[1]
         self.target_hidden, self.fused_layer = H, fused_layer
@@ -209,6 +209,12 @@ class FeatureStudent(CausalLM):
         self.out_proj = nn.Linear(config.hidden_size, H, bias=False)
         self.vocab = None if vocab is None else vocab.to(head.device, torch.long)  # [V'] not a weight
         rows = head if vocab is None else head[self.vocab]  # [V', H]
+        # zero rows up to a multiple of `align`, never read back (`logits` slices them off): the shipped vocabulary
+        # has 32,769 ids, and a [rows, 32,769] bf16 product's rows are not 16-byte aligned, which cuBLAS's fast
+        # kernels need
+        self.n_logits = rows.shape[0]
+        if pad := -self.n_logits % align:
+            rows = torch.cat([rows, rows.new_zeros(pad, H)])
         self._tables = (embedding, rows)  # frozen and not part of the state dict
 
     def features(self, f: torch.Tensor, next_tokens: torch.Tensor, streams: list[list] | None = None,
@@ -245,8 +251,9 @@ class FeatureStudent(CausalLM):
         return out
 
     def logits(self, f_hat: torch.Tensor) -> torch.Tensor:
-        """Logits [..., V'] of predicted features [..., H] through the teacher's head rows of `vocab`."""
-        return f_hat @ self._tables[1].T.to(f_hat.dtype)
+        """Logits [..., V'] of predicted features [..., H] through the teacher's head rows of `vocab` (a view of
+        the padded product's first V' columns)."""
+        return (f_hat @ self._tables[1].T.to(f_hat.dtype))[..., :self.n_logits]
 
 
 def unit_rms(x: torch.Tensor, eps: float) -> torch.Tensor:

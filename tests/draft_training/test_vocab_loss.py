@@ -64,6 +64,22 @@ def test_the_feature_loss_is_its_terms_written_out(tmp_path):
     assert float(value) == pytest.approx(float(expected), rel=1e-5, abs=1e-6)
 
 
+def test_the_heads_padding_rows_are_sliced_off(tmp_path):
+    """A proposal vocabulary of 37 ids: the student's head holds 64 rows (aligned products), its logits are the
+    37 of the unpadded head exactly, and a loss's gradient reaches the draft as without the padding."""
+    target, teacher, _ = _pair(tmp_path)
+    shape = DraftShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
+    vocab = torch.arange(3, 3 + 37 * 5, 5)
+    padded, plain = (new_student(teacher, shape, seed=0, feature=True, vocab=vocab, align=a) for a in (64, 1))
+    assert padded._tables[1].shape[0] == 64 and plain._tables[1].shape[0] == 37
+    f_hat = torch.randn(2, 5, target.config.hidden_size, requires_grad=True)
+    a, b = padded.logits(f_hat), plain.logits(f_hat)
+    assert a.shape == b.shape == (2, 5, 37)
+    torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+    ga, gb = (torch.autograd.grad(torch.log_softmax(x, -1)[..., 0].sum(), f_hat)[0] for x in (a, b))
+    torch.testing.assert_close(ga, gb, rtol=1e-5, atol=1e-6)
+
+
 def test_fused_is_eager_where_it_cannot_compile():
     x = torch.zeros(2)
     assert fused(step_loss, x) is step_loss
