@@ -35,7 +35,7 @@ from bass.models.feature_draft import FeatureDraft
 from bass.models.llama import Transformer
 
 DRAFT_FILE = Path(__file__).parent / "drafts" / "qwen2.5-coder-1.5b.draft.safetensors"
-DRAFT_SHA256 = "8b7846f9502430827341c335397d83023afc36cf8a10a23ae21808b46dbe8be1"
+DRAFT_SHA256 = "bb6126cd9187c592ac6034401665fddc9c782c9c4cbfee99d4e3d3cd372fcbce"
 REBUILD_HINT = ("restore it with `git checkout -- bass/models/drafts` or rebuild it with the training pipeline "
                 "(`python -m draft_training all`, README 'Training the draft')")
 FINGERPRINT_ROWS = (0, 13, 220, 1000, 30000, 151643)  # token rows whose statistics identify the target
