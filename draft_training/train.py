@@ -40,7 +40,7 @@ from bass.config import SamplingParams
 from draft_training.config import DraftShape, TrainConfig
 from draft_training.corpus import load_tokens
 from draft_training.model import FeatureStudent, Student, Teacher, use_autograd_kernels
-from draft_training.vocab_loss import fused, step_loss, teacher_targets
+from draft_training.vocab_loss import fused, kl, step_loss, teacher_targets
 
 SAMPLED = SamplingParams(temperature=0.8, top_p=0.95)  # the issue's sampled setting (T 0.8, top-p 0.95)
 HELDOUT_SEED = 1  # the held-out windows of every run (those the first two cycles were measured on)
@@ -152,11 +152,6 @@ def load_weights(student: Student | FeatureStudent, path: Path) -> None:
     student.load_state_dict(tensors)  # copied into the float32 parameters
 
 
-def _kl(t_logp: torch.Tensor, s_logp: torch.Tensor) -> torch.Tensor:
-    """Mean over positions of KL(p ‖ q) = Σ_v p(v) (log p(v) − log q(v)), from log p and log q."""
-    return (t_logp.exp() * (t_logp - s_logp)).sum(-1).mean()
-
-
 def feature_logits(student: FeatureStudent, teacher: Teacher, window: torch.Tensor, cfg: TrainConfig
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
     """The feature draft's unrolled steps over `window` [B, T+1]: (f, f̂¹, t_logits, [s¹, s², ...]) with f
@@ -184,14 +179,14 @@ def feature_loss(student: FeatureStudent, teacher: Teacher, window: torch.Tensor
     renormalised, the q that accepts most among those that propose from S."""
     f, f1, t_logits, steps = feature_logits(student, teacher, window, cfg)
     vocab = student.vocab
-    compile = cfg.compile and not metrics  # a training step's shapes; an evaluation's run eagerly, compiled once less
+    compiled = cfg.compile and not metrics  # a training step's shapes; an evaluation's run eagerly, compiled once less
     with torch.no_grad():  # log p_S [B, T-1, V'], and the nucleus [B, T-1, k] where the objective asks for it
-        t_logp, p, pos = fused(teacher_targets, t_logits, compile)(
+        t_logp, p, pos = fused(teacher_targets, t_logits, compiled)(
             t_logits, vocab, SAMPLED if cfg.acceptance_weight else None)
     value = cfg.feature_weight * F.smooth_l1_loss(f1.float(), f[:, 1:].float())
     temperature = SAMPLED.temperature * cfg.acceptance_scale
     for i, s in enumerate(steps):  # step s weighs λ_2^(s-1): KL(p_S ‖ q_s) − λ_α α(p̃, q_s)
-        ell = fused(step_loss, s, compile)(s, t_logp, p, pos, temperature, cfg.acceptance_weight)
+        ell = fused(step_loss, s, compiled)(s, t_logp, p, pos, temperature, cfg.acceptance_weight)
         value = value + cfg.second_step_weight ** i * ell
     if not metrics:
         return value, {}
@@ -219,7 +214,7 @@ def window_loss(student: Student | FeatureStudent, teacher: Teacher, window: tor
         t_logits = (teacher.hidden(x) @ teacher.head.T).float()  # [B, T, V]
     t_logp = F.log_softmax(t_logits, -1)
     if loss == "distill":
-        value = _kl(t_logp, s_logp)
+        value = kl(t_logp, s_logp)
     else:
         value = F.nll_loss(s_logp.flatten(0, 1), y.flatten())
     if not metrics:

@@ -9,7 +9,7 @@ its logits over the proposal vocabulary S (V' = |S| ids). What the loss needs of
 
 Written as torch ops, each line is a chain of passes over [rows, V'] float32 tensors (a cast, a softmax, a
 product, a sum, and their backward), and for the nucleus over the teacher's [rows, V] logits: per window of 512
-tokens 67 MB a pass over V' = 32,768, 311 MB over V = 151,936. On the H200 the acceptance
+tokens 67 MB a pass over V' = 32,769, 311 MB over V = 151,936. On the H200 the acceptance
 objective alone took 35 of a 154 ms step (`bench/train_step_bench.py`). `torch.compile` fuses each into a few
 kernels, forward and backward, reading the bf16 logits once; on the CPU (the tests, a laptop run) the same
 functions run eagerly.
@@ -38,6 +38,11 @@ def teacher_targets(t_logits: torch.Tensor, vocab: torch.Tensor | None, params: 
     return t_logp, p, pos
 
 
+def kl(t_logp: torch.Tensor, s_logp: torch.Tensor) -> torch.Tensor:
+    """Mean over positions of KL(p ‖ q) = Σ_v p(v) (log p(v) − log q(v)), from log p and log q [..., V]."""
+    return (t_logp.exp() * (t_logp - s_logp)).sum(-1).mean()
+
+
 def step_loss(s_logits: torch.Tensor, t_logp: torch.Tensor, p: torch.Tensor | None, pos: torch.Tensor | None,
               temperature: float, acceptance_weight: float) -> torch.Tensor:
     """ℓ_s averaged over positions, for one draft step's logits [..., V'] (any float dtype, computed in float32):
@@ -46,7 +51,7 @@ def step_loss(s_logits: torch.Tensor, t_logp: torch.Tensor, p: torch.Tensor | No
 
     with q = softmax(s), q_τ = softmax(s / `temperature`), λ_α = `acceptance_weight` (0: the KL alone)."""
     s = s_logits.float()
-    value = (t_logp.exp() * (t_logp - F.log_softmax(s, -1))).sum(-1).mean()
+    value = kl(t_logp, F.log_softmax(s, -1))
     if acceptance_weight:
         value = value - acceptance_weight * acceptance(p, pos, s, temperature).mean()
     return value
@@ -62,4 +67,4 @@ def fused(fn: Callable, x: torch.Tensor, enabled: bool = True) -> Callable:
     return _compiled(fn) if enabled and x.is_cuda else fn
 
 
-__all__ = ["fused", "step_loss", "teacher_targets"]
+__all__ = ["fused", "kl", "step_loss", "teacher_targets"]
