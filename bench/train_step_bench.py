@@ -54,6 +54,7 @@ TINY_SHAPE = DraftShape(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=
 
 
 def sync(device: torch.device) -> None:
+    """Wait for the device's queued work (nothing to wait for on the CPU)."""
     if device.type == "cuda":
         torch.cuda.synchronize()
 
@@ -69,6 +70,7 @@ def timed_steps(run, device: torch.device, steps: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    """Run the benchmark (module docstring); returns what it writes to train_step_bench.json."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shape", choices=("qwen2.5-1.5b", "tiny"), default="qwen2.5-1.5b")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
