@@ -1,7 +1,7 @@
 """What a step of the draft's training costs, and where it goes, at the embedded target's shapes without its weights.
 
     PYTHONPATH=. python bench/train_step_bench.py --out $OUT          (GPU: about a minute, no upload)
-    PYTHONPATH=. python bench/train_step_bench.py --shape tiny --seq-len 32 --batch-size 4 --micro-batches 2,4 \
+    PYTHONPATH=. python bench/train_step_bench.py --shape tiny --seq-len 32 --batch-size 4 --variants 2/eager,4 \
         --steps 2 --rounds 1                                            (CPU plumbing)
 
 A training step's cost depends on the shapes, not on the weights' values: a teacher of Qwen2.5-Coder-1.5B's
@@ -18,12 +18,12 @@ the vocabulary-sized loss terms `compile`d (the default) or `eager` (`TrainConfi
 (`Teacher.fused_kernels`); the windows copied to the device from pinned memory without blocking (`async`, the
 default) or from pageable memory (`sync`: the copy waits for the step before); the draft's head rows padded to a
 multiple of 64 (`pad`, the default) or not (`nopad`: with the shipped vocabulary's 32,769 ids the logits' rows are
-not 16-byte aligned; `FeatureStudent`); each under every acceptance weight asked. The variants are
-timed in turn, `--rounds` times over, and each row is the median of its rounds (ms per step of `--batch-size`
-windows of `--seq-len` + 1 tokens, and tokens per second), with its peak device memory and its time against
-the first row, all from one process. Then the teacher alone (its forward and logits, no gradient) on either
-kernels, and one step of the last variant under torch.profiler: the top operators by device time
-(`train_step_profile.txt`).
+not 16-byte aligned; `FeatureStudent`); each under every acceptance weight asked. The variants are timed in
+turn, `--rounds` times over (`step_costs.timed_ms`: each round after one untimed step), and each row is the
+median of its rounds (ms per step of `--batch-size` windows of `--seq-len` + 1 tokens, and tokens per second),
+with its peak device memory and its time against the first row, all from one process. Then the teacher alone
+(its forward and logits, no gradient) on either kernels, and one step of the last variant under torch.profiler:
+the top operators by device time (`train_step_profile.txt`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from profile_round import profiler_tables  # noqa: E402
+from profile_round import profiler_tables, sync  # noqa: E402
+from step_costs import timed_ms  # noqa: E402
 
 from bass.device import device_line  # noqa: E402
 from bass.models.loader import build_random  # noqa: E402
@@ -51,22 +52,6 @@ from draft_training.train import Windows, new_optimizer, new_student, teacher_fr
 
 OPTIONS = ("compile", "eager", "fused", "torch", "async", "sync", "pad", "nopad")  # the first of each pair: the default
 TINY_SHAPE = DraftShape(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
-
-
-def sync(device: torch.device) -> None:
-    """Wait for the device's queued work (nothing to wait for on the CPU)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def timed_steps(run, device: torch.device, steps: int) -> float:
-    """Seconds per call of `run` over `steps` calls, synchronised at both ends."""
-    sync(device)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        run()
-    sync(device)
-    return (time.perf_counter() - t0) / steps
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -127,13 +112,13 @@ def main(argv: list[str] | None = None) -> dict:
         t0 = time.perf_counter()
         for _ in range(2):
             step(v)
-        sync(device)
+        sync()
         v["warmup_s"] = time.perf_counter() - t0
     for _ in range(args.rounds):
         for v in variants:
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats()
-            v["s"].append(timed_steps(lambda v=v: step(v), device, args.steps))
+            v["s"].append(timed_ms(lambda v=v: step(v), args.steps) / 1e3)
             if device.type == "cuda":
                 v["peak_gb"] = torch.cuda.max_memory_allocated() / 2**30
     rows = []
@@ -158,8 +143,7 @@ def main(argv: list[str] | None = None) -> dict:
         result["teacher_ms_per_step"] = {}
         for fused in (False, True):
             teacher.fused_kernels = fused
-            teacher_part()
-            ms = 1e3 * timed_steps(teacher_part, device, args.steps)
+            ms = timed_ms(teacher_part, args.steps)
             result["teacher_ms_per_step"]["fused" if fused else "torch"] = round(ms, 2)
     if not args.no_profile:
         teacher.fused_kernels = last["fused"]
@@ -168,7 +152,7 @@ def main(argv: list[str] | None = None) -> dict:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         with torch.profiler.profile(activities=activities) as prof:
             train_step(last["student"], teacher, last["opt"], batch, last["cfg"])
-            sync(device)
+            sync()
         tables = profiler_tables(prof, rows=30)
         if out:
             (out / "train_step_profile.txt").write_text(f"{line}\none step of {last['label']}\n\n{tables}\n")
