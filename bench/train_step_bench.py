@@ -8,14 +8,19 @@ A training step's cost depends on the shapes, not on the weights' values: a teac
 shapes with random bf16 weights (`bass.models.loader.build_random`) and the feature draft of the shipped shape
 (`draft_training.config.FEATURE_SHAPE`, over a proposal vocabulary of 32,769 ids, as shipped) run the same kernels
 on the same sizes as the real pair. So this runs on a bare GPU machine, without the 1.1 GB GGUF. (Its first runs,
-on 2026-11-28, drew 32,768 ids, an aligned size the real run does not have.)
+on 2026-11-28, drew 32,768 ids, an aligned size the real run does not have.) Yet the real run's step took 144 ms
+where this read 88, so `--target` (the GGUF, once uploaded) puts the real weights in the teacher and `--work` the
+pipeline's token files in the windows, to find what the shapes alone do not show:
+
+    PYTHONPATH=. python bench/train_step_bench.py --target $GGUF --work /var/tmp/draft --out $OUT   (after setup)
 
 Each variant runs `draft_training.train.train_step`, the step the pipeline runs, on its own student and
 optimiser, each step on fresh windows drawn as the pipeline draws them (`Windows`, from random token files).
 A variant is MICRO/option/option/...: windows per forward and backward (`TrainConfig.micro_batch`), then any of
 the vocabulary-sized loss terms `compile`d (the default) or `eager` (`TrainConfig.compile`,
 `draft_training.vocab_loss`); the teacher on the engine's `fused` kernels (the default) or on their `torch` forms
-(`Teacher.fused_kernels`); the windows copied to the device from pinned memory without blocking (`async`, the
+(`layers.FUSED_KERNELS` off for the step; the student's forward, which asks for a gradient, takes the torch forms
+either way); the windows copied to the device from pinned memory without blocking (`async`, the
 default) or from pageable memory (`sync`: the copy waits for the step before); the draft's head rows padded to a
 multiple of 64 (`pad`, the default) or not (`nopad`: with the shipped vocabulary's 32,769 ids the logits' rows are
 not 16-byte aligned; `FeatureStudent`); each under every acceptance weight asked. The variants are timed in
@@ -44,10 +49,11 @@ from profile_round import profiler_tables, sync  # noqa: E402
 from step_costs import timed_ms  # noqa: E402
 
 from bass.device import device_line  # noqa: E402
-from bass.models.loader import build_random  # noqa: E402
+from bass.models import layers  # noqa: E402
+from bass.models.loader import build_random, load_model  # noqa: E402
 from bass.synthetic import TARGETS  # noqa: E402
 from draft_training.config import FEATURE_SHAPE, DraftShape, TrainConfig  # noqa: E402
-from draft_training.model import use_autograd_kernels  # noqa: E402
+from draft_training.corpus import load_tokens  # noqa: E402
 from draft_training.train import Windows, new_optimizer, new_student, teacher_from, train_step  # noqa: E402
 
 OPTIONS = ("compile", "eager", "fused", "torch", "async", "sync", "pad", "nopad")  # the first of each pair: the default
@@ -58,6 +64,11 @@ def main(argv: list[str] | None = None) -> dict:
     """Run the benchmark (module docstring); returns what it writes to train_step_bench.json."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shape", choices=("qwen2.5-1.5b", "tiny"), default="qwen2.5-1.5b")
+    p.add_argument("--target", default=None,
+                   help="a model spec (`--target` of the pipeline, e.g. the GGUF's path): its real weights as the "
+                        "teacher instead of --shape's random ones")
+    p.add_argument("--work", default=None,
+                   help="the pipeline's work folder: its train.bin and completions.bin as the windows' tokens")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
     p.add_argument("--seq-len", type=int, default=TrainConfig.seq_len)
@@ -72,18 +83,33 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--no-profile", action="store_true")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
+    saved = layers.FUSED_KERNELS  # the torch variants switch the process's kernels off: put the switch back
+    try:
+        return _bench(args)
+    finally:
+        layers.FUSED_KERNELS = saved
 
+
+def _bench(args: argparse.Namespace) -> dict:
     device = torch.device(args.device)
-    use_autograd_kernels()
-    config = TARGETS[args.shape]
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    teacher = teacher_from(build_random(config, device=device, dtype=dtype, seed=0))
+    if args.target:
+        model = load_model(args.target, device=device, dtype=dtype).model
+        config = model.config
+    else:
+        config = TARGETS[args.shape]
+        model = build_random(config, device=device, dtype=dtype, seed=0)
+    teacher = teacher_from(model)
     gen = torch.Generator().manual_seed(0)
     size = min(args.draft_vocab, config.vocab_size)
     vocab = torch.randperm(config.vocab_size, generator=gen)[:size].sort().values
     shape = FEATURE_SHAPE if args.shape != "tiny" else TINY_SHAPE
-    rng = np.random.default_rng(0)
-    corpus, completions = (rng.integers(0, config.vocab_size, 50 * args.seq_len, dtype=np.int32) for _ in range(2))
+    if args.work:
+        corpus, completions = (load_tokens(Path(args.work) / name) for name in ("train.bin", "completions.bin"))
+    else:
+        rng = np.random.default_rng(0)
+        corpus, completions = (rng.integers(0, config.vocab_size, 50 * args.seq_len, dtype=np.int32)
+                               for _ in range(2))
     windows = Windows(corpus, completions, TrainConfig.completion_share, seed=0)
     batch = windows.batch(args.batch_size, args.seq_len, device)  # the teacher's timing and the profile
 
@@ -100,12 +126,14 @@ def main(argv: list[str] | None = None) -> dict:
                                  non_blocking="sync" not in options, opt=new_optimizer(student, cfg), s=[]))
 
     def step(v: dict) -> None:
-        teacher.fused_kernels = v["fused"]
+        layers.FUSED_KERNELS = v["fused"]
         fresh = windows.batch(args.batch_size, args.seq_len, device, non_blocking=v["non_blocking"])
         train_step(v["student"], teacher, v["opt"], fresh, v["cfg"])
 
     line = device_line(device)
-    print(f"{line}\n{args.shape} teacher (random weights), feature draft {shape.hidden_size} wide x "
+    what = f"{args.target} teacher (real weights)" if args.target else f"{args.shape} teacher (random weights)"
+    what += f", windows of {args.work}" if args.work else ", random windows"
+    print(f"{line}\n{what}, feature draft {shape.hidden_size} wide x "
           f"{shape.num_layers} blocks, proposal vocabulary {size}, {args.batch_size} x {args.seq_len} tokens a "
           f"step, unroll {args.unroll}", flush=True)
     for v in variants:  # warm-up: allocator, cuBLAS heuristics, Triton and torch.compile
@@ -130,8 +158,8 @@ def main(argv: list[str] | None = None) -> dict:
                          vs_first=round(ms / (1e3 * base), 3), peak_gb=round(v.get("peak_gb", 0.0), 1),
                          warmup_s=round(v["warmup_s"], 1)))
 
-    result = dict(device=line, shape=args.shape, batch=args.batch_size, seq_len=args.seq_len, unroll=args.unroll,
-                  draft_vocab=size, date=time.strftime("%Y-%m-%d"), rows=rows)
+    result = dict(device=line, teacher=what, shape=args.shape, batch=args.batch_size, seq_len=args.seq_len,
+                  unroll=args.unroll, draft_vocab=size, date=time.strftime("%Y-%m-%d"), rows=rows)
     out = Path(args.out) if args.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
@@ -142,11 +170,11 @@ def main(argv: list[str] | None = None) -> dict:
                 teacher.hidden(part) @ teacher.head.T
         result["teacher_ms_per_step"] = {}
         for fused in (False, True):
-            teacher.fused_kernels = fused
+            layers.FUSED_KERNELS = fused
             ms = timed_ms(teacher_part, args.steps)
             result["teacher_ms_per_step"]["fused" if fused else "torch"] = round(ms, 2)
     if not args.no_profile:
-        teacher.fused_kernels = last["fused"]
+        layers.FUSED_KERNELS = last["fused"]
         activities = [torch.profiler.ProfilerActivity.CPU]
         if device.type == "cuda":
             activities.append(torch.profiler.ProfilerActivity.CUDA)

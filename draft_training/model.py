@@ -123,9 +123,6 @@ class Teacher(CausalLM):
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__(config)
-        # the engine's fused Triton kernels (norm, rope, activation) in its forward: the teacher takes no
-        # gradient, so it can run them while the student trains on their torch forms (`use_autograd_kernels`)
-        self.fused_kernels = True
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.lm_head = None if config.tie_word_embeddings else nn.Linear(config.hidden_size, config.vocab_size,
                                                                           bias=False)
@@ -137,13 +134,11 @@ class Teacher(CausalLM):
 
     def hidden(self, tokens: torch.Tensor, tap: int = 0) -> torch.Tensor:
         """Final normed hidden states [B, T, H] of tokens [B, T]; with `tap` > 0 the residual stream after that
-        many blocks is left in `self.tapped` [B, T, H] (a fused feature draft's second input)."""
-        saved = layers.FUSED_KERNELS
-        layers.FUSED_KERNELS = self.fused_kernels
-        try:
-            return self.body(self.embed_tokens(tokens), tap=tap)
-        finally:
-            layers.FUSED_KERNELS = saved
+        many blocks is left in `self.tapped` [B, T, H] (a fused feature draft's second input).
+
+        Under `no_grad` on CUDA it runs on the engine's fused norm, rope and activation kernels, which the
+        student's forward, asking for a gradient, leaves for their torch forms (`layers._fused`)."""
+        return self.body(self.embed_tokens(tokens), tap=tap)
 
 
 class Student(CausalLM):
@@ -260,12 +255,6 @@ def unit_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
     """x / sqrt(mean(x²) + eps) over the last dimension, in float32 (zero rows stay zero): torch's RMSNorm
     without a weight."""
     return F.rms_norm(x.float(), (x.shape[-1],), eps=eps)
-
-
-def use_autograd_kernels() -> None:
-    """Training needs autograd: switch the engine's fused Triton norm/rope/activation kernels (inference-only,
-    CUDA) back to their torch forms for this process."""
-    layers.FUSED_KERNELS = False
 
 
 def student_state_dict(student: Student | FeatureStudent) -> dict[str, torch.Tensor]:

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from bass.config import SamplingParams
 from draft_training.config import DraftShape, TrainConfig
 from draft_training.corpus import load_tokens
-from draft_training.model import FeatureStudent, Student, Teacher, use_autograd_kernels
+from draft_training.model import FeatureStudent, Student, Teacher
 from draft_training.vocab_loss import fused, kl, step_loss, teacher_targets
 
 SAMPLED = SamplingParams(temperature=0.8, top_p=0.95)  # the issue's sampled setting (T 0.8, top-p 0.95)
@@ -230,7 +230,6 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
     proposal vocabulary (target ids), trained as it ships; None: every token."""
     if vocab is not None and cfg.loss != "feature":
         raise ValueError("only a feature draft proposes from a reduced vocabulary: leave vocab out for this loss")
-    use_autograd_kernels()
     device = teacher.head.device
     student = new_student(teacher, shape, cfg.seed, feature=cfg.loss == "feature", vocab=vocab)
     if cfg.init is not None:

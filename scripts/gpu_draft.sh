@@ -17,6 +17,7 @@
 #   train        the drafts of --losses (default all), the best one kept; results to $OUT
 #   adopt        the trained draft as the shipped file, for the stages after it in the same call
 #   accept       bench/draft_acceptance.py (--drafts NAME=SPEC ...)
+#   train-bench  bench/train_step_bench.py on the real target and corpus (what a training step costs there)
 #   profile      bench/step_costs.py (what a step and a round cost, piece by piece)
 #   host         bench/host_costs.py (graph launch costs, the round's Python profile)
 #   bench, eval  bench/real_bench.py and `python -m bass eval humaneval` on the assembled target
@@ -71,6 +72,9 @@ case "$1" in
   bench)  # bench/real_bench.py on the real target (args after the stage, e.g. --ks 1,8,32 --profile)
     python3 bench/real_bench.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning \
       | tee $OUT/real_bench.log ;;
+  train-bench)  # bench/train_step_bench.py with the real target as the teacher and the corpus's windows
+    python3 bench/train_step_bench.py --target $GGUF --work $WORK --out $OUT/train_bench "${@:2}" 2>&1 \
+      | grep --line-buffered -v Warning | tee $OUT/train_bench.log ;;
   profile)  # bench/step_costs.py: forward / sampling / round costs piece by piece, profiler tables
     python3 bench/step_costs.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee $OUT/step_costs.log
     # at most 8 files come back from a call: the profiler tables travel as one archive
@@ -101,7 +105,7 @@ case "$1" in
       && rm -rf $OUT/old1 $OUT/new1 $OUT/old2 $OUT/new2 $OUT/{old,new}{1,2}.log ;;
   tests)  # the tests that skip on the CPU, on this GPU (their CPU twins run in `make test`)
     BASS_TARGET=$GGUF python3 -m pytest tests/bass/test_look_ahead.py tests/bass/test_feature_draft.py tests/bass/test_transfer.py tests/bass/test_sampling.py tests/bass/test_proposal_graphs.py \
-      tests/bass/test_lossless_shipped.py tests/bass/test_cost_policy_engine.py tests/bass/test_opening_round.py tests/bass/test_prefill_graphs.py tests/draft_training/test_vocab_loss.py tests/kernels -q -p no:cacheprovider -o addopts="" "${@:2}" \
+      tests/bass/test_lossless_shipped.py tests/bass/test_cost_policy_engine.py tests/bass/test_opening_round.py tests/bass/test_prefill_graphs.py tests/draft_training/test_vocab_loss.py tests/draft_training/test_kernel_choice.py tests/kernels -q -p no:cacheprovider -o addopts="" "${@:2}" \
       2>&1 | grep --line-buffered -v Warning | tee $OUT/gpu_tests.log ;;
-  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | adopt | accept | bench | ab | ab-draft FILE | profile | host | eval | generate | tests" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | adopt | accept | bench | ab | ab-draft FILE | train-bench | profile | host | eval | generate | tests" >&2; exit 2 ;;
 esac

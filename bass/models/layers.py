@@ -19,7 +19,7 @@ from torch import nn
 
 from bass.cache import KVCache
 from bass.models.config import ModelConfig
-from bass.models.linear import Linear, linear
+from bass.models.linear import Linear, linear, needs_autograd
 
 # attn(q, prefix_k, prefix_v, prefix_len, seq_group, suffix_k, suffix_v, *, kv_len, q_len, scale, window)
 AttentionFn = Callable[..., torch.Tensor]
@@ -31,14 +31,19 @@ AttentionFn = Callable[..., torch.Tensor]
 FUSED_KERNELS = True
 
 
-def _fused(x: torch.Tensor) -> bool:
-    return FUSED_KERNELS and x.is_cuda
+def _fused(x: torch.Tensor, *rest: torch.Tensor | None) -> bool:
+    """The fused kernels for an op on x and `rest`: switched on, on CUDA, and no gradient asked through the op.
+
+    The kernels have no backward, so where autograd needs the op (the draft's student in training) it takes the
+    torch form, while the engine and the frozen teacher, which ask for none, keep the kernels.
+    """
+    return FUSED_KERNELS and x.is_cuda and not needs_autograd(x, *rest)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0,
              residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(y, r): r = residual + x (None without residual), y = RMSNorm(r) with the cast points of `RMSNorm`."""
-    if _fused(x) and weight.dtype == x.dtype:
+    if _fused(x, weight, residual) and weight.dtype == x.dtype:
         from kernels.rmsnorm import rms_norm_fused
 
         return rms_norm_fused(x, weight, eps, offset, residual)
@@ -85,7 +90,7 @@ def embed(weight: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
 def embed_concat(features: torch.Tensor, weight: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """[features ; weight[tokens]] along the last axis, features cast to the table's dtype: a feature draft's
     input rows [B, T, Hf + H] (`kernels.embed_concat`: one launch on CUDA, where torch takes two)."""
-    if _fused(weight):
+    if _fused(weight, features):
         from kernels.embed_concat import embed_concat_fused
 
         return embed_concat_fused(features, weight, tokens)
@@ -162,7 +167,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
          ) -> tuple[torch.Tensor, torch.Tensor]:
     """`apply_rope` of q [B, T, Hq, D] and k [B, T, Hkv, D]; one launch on CUDA (bit-identical in bf16)."""
-    if _fused(q) and q.dtype == cos.dtype:
+    if _fused(q, k) and q.dtype == cos.dtype:
         from kernels.rope import apply_rope_fused
 
         return apply_rope_fused(q, k, cos, sin)
@@ -175,7 +180,7 @@ def rope_and_store(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch
 
     One launch on CUDA (`kernels.rope.apply_rope_and_store`), bit-identical to `rope` + `KVCache.write`.
     """
-    if _fused(q) and q.dtype == cos.dtype == cache.suffix_k.dtype:
+    if _fused(q, k, v) and q.dtype == cos.dtype == cache.suffix_k.dtype:
         from kernels.rope import apply_rope_and_store
 
         return apply_rope_and_store(q, k, v, cos, sin, cache.suffix_k[layer], cache.suffix_v[layer], rows)

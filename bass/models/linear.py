@@ -95,9 +95,13 @@ def _onednn_fits(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     """float32 throughout, a contiguous weight, rows to multiply, and no gradient asked (the op has no
     backward: the draft's training runs on `F.linear`)."""
     return (x.dtype == weight.dtype == torch.float32 and (bias is None or bias.dtype == torch.float32)
-            and weight.is_contiguous() and x.numel() > 0
-            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
-                                                  or (bias is not None and bias.requires_grad))))
+            and weight.is_contiguous() and x.numel() > 0 and not needs_autograd(x, weight, bias))
+
+
+def needs_autograd(*tensors: torch.Tensor | None) -> bool:
+    """Whether a gradient is asked through any of `tensors`: grad mode is on and one of them requires grad (an
+    inference-only kernel, with no backward, must then give way to its torch form)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
 class Linear(nn.Linear):

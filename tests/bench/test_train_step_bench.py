@@ -31,3 +31,25 @@ def test_an_unknown_option_is_refused():
 
     with pytest.raises(SystemExit, match="options from"):
         train_step_bench.main(["--shape", "tiny", "--variants", "4/compiled"])
+
+
+def test_train_step_bench_on_a_real_teacher_and_token_files(tmp_path):
+    """`--target` loads a model file as the teacher (a tiny HF folder here), `--work` draws the windows from the
+    pipeline's token files: the step runs on them and the row says so."""
+    import numpy as np
+    import train_step_bench
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))
+    from tiny import make_model
+
+    target = make_model(tmp_path, "qwen2", seed=0)
+    work = tmp_path / "work"
+    work.mkdir()
+    rng = np.random.default_rng(1)
+    for name in ("train.bin", "completions.bin"):
+        rng.integers(0, 100, 400, dtype=np.uint32).tofile(work / name)
+    result = train_step_bench.main(["--target", str(target), "--work", str(work), "--seq-len", "16", "--batch-size",
+                                    "4", "--draft-vocab", "64", "--variants", "2/eager", "--steps", "1", "--rounds",
+                                    "1", "--no-profile", "--shape", "tiny"])
+    assert result["teacher"].startswith(f"{target} teacher (real weights), windows of {work}")
+    assert result["rows"][0]["ms_per_step"] > 0 and result["draft_vocab"] == 64

@@ -1,6 +1,6 @@
 """The feature loss's vocabulary-sized terms (`draft_training.vocab_loss`): the loss is its terms written out from
 first principles, the compiled terms equal the eager ones on CUDA (values and gradients), and the teacher's
-forward on the engine's fused kernels equals its torch forms and leaves the process's kernel switch as it was."""
+forward on the engine's fused kernels equals its torch forms (`test_kernel_choice.py`: which form each side runs)."""
 
 from __future__ import annotations
 
@@ -86,25 +86,6 @@ def test_fused_is_eager_where_it_cannot_compile():
     assert fused(step_loss, x, enabled=False) is step_loss
 
 
-def test_the_teacher_keeps_the_processes_kernel_switch(tmp_path):
-    """Training switches the engine's fused kernels off for the process (`use_autograd_kernels`); the teacher's
-    forward switches them on for itself only, and puts the switch back even when the forward fails."""
-    _, teacher, _ = _pair(tmp_path)
-    saved = layers.FUSED_KERNELS
-    try:
-        layers.FUSED_KERNELS = False
-        tokens = torch.randint(0, 100, (2, 9))
-        on = teacher.hidden(tokens)
-        assert layers.FUSED_KERNELS is False
-        teacher.fused_kernels = False
-        torch.testing.assert_close(teacher.hidden(tokens), on, rtol=0, atol=0)  # on the CPU both are torch's
-        with pytest.raises(IndexError):
-            teacher.hidden(torch.full((1, 3), 10**6))
-        assert layers.FUSED_KERNELS is False
-    finally:
-        layers.FUSED_KERNELS = saved
-
-
 @CUDA
 def test_compiled_terms_equal_the_eager_ones_on_cuda():
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -126,13 +107,13 @@ def test_compiled_terms_equal_the_eager_ones_on_cuda():
 
 
 @CUDA
-def test_the_teacher_on_fused_kernels_equals_its_torch_forms_on_cuda(tmp_path):
+def test_the_teacher_on_fused_kernels_equals_its_torch_forms_on_cuda(tmp_path, monkeypatch):
     target = load_model(str(make_model(tmp_path, "qwen2", seed=0, head_scale=30.0)), device="cuda",
                         dtype=torch.bfloat16)
     teacher = teacher_from(target.model)
     tokens = torch.randint(0, 100, (3, 33), device="cuda")
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
         on = teacher.hidden(tokens)
-        teacher.fused_kernels = False
+        monkeypatch.setattr(layers, "FUSED_KERNELS", False)
         off = teacher.hidden(tokens)
     torch.testing.assert_close(on.float(), off.float(), rtol=2e-2, atol=2e-2)
