@@ -55,7 +55,7 @@ ROW_TILES = (16, 32, 48, 64)
 # on the skinny kernel, alternated in one process (`bench/results/gateup_cublas_2026-11-26_h100aj.txt`).
 MARGIN = 0.02
 
-# (device type, N, K, has bias, dtype, row tile) -> the SkinnyConfig that won; absent: cuBLAS
+# (device type, N, K, has bias, x's dtype, the weight's dtype, row tile) -> the SkinnyConfig that won; absent: cuBLAS
 _choices: dict[tuple, object] = {}
 _measured: dict[tuple, dict] = {}  # the same key -> `tune`'s report row for it
 
@@ -66,7 +66,9 @@ def row_tile(rows: int) -> int | None:
 
 
 def _key(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, tile: int | None) -> tuple:
-    return (x.device.type, weight.shape[0], weight.shape[1], bias is not None, x.dtype, tile)
+    # both dtypes: the kernel multiplies x and the weight in one, and under autocast a float32 module of a tuned
+    # shape (a training teacher's) sees bfloat16 rows; its projections must fall to F.linear, which casts them
+    return (x.device.type, weight.shape[0], weight.shape[1], bias is not None, x.dtype, weight.dtype, tile)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,

@@ -12,13 +12,16 @@ import pytest
 import torch
 
 import kernels.rmsnorm
-from bass.models import layers
+from bass.models import layers, linear
 from bass.models.linear import needs_autograd
+from bass.models.loader import load_model
 from draft_training.config import TrainConfig
 from draft_training.train import feature_loss
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "bass"))
 from test_vocab_loss import CUDA, _pair  # noqa: E402
+from tiny import make_model  # noqa: E402
 
 
 def test_needs_autograd_asks_grad_mode_and_every_tensor():
@@ -35,9 +38,7 @@ def _step(tmp_path: Path, device: str, monkeypatch: pytest.MonkeyPatch) -> tuple
     """(norm kernel launches by the teacher, by the student, the student's gradients) of one feature-loss step
     whose draft trains only its norms' weights: the norm's first input is then the frozen teacher's feature, so
     only the weight asks for the gradient, which a call site that left it out of `_fused` would lose."""
-    _, teacher, student = _pair(tmp_path)
-    teacher.to(device)
-    student.to(device)
+    _, teacher, student = _pair(tmp_path, device)
     for name, p in student.named_parameters():
         p.requires_grad_("norm" in name)
     calls = {"teacher": 0, "student": 0}
@@ -88,4 +89,13 @@ def test_student_trains_on_torch_forms_while_the_teacher_runs_the_kernels_interp
 
 @CUDA
 def test_student_trains_on_torch_forms_while_the_teacher_runs_the_kernels_on_cuda(tmp_path, monkeypatch):
-    _check(tmp_path, "cuda", monkeypatch)
+    """With the engine's projection choices for the bfloat16 target in the process, as any engine on CUDA leaves
+    them: the float32 teacher under autocast sees bfloat16 rows of those shapes and must not take them (its weights
+    are float32: `linear._key`)."""
+    tuned = load_model(str(make_model(tmp_path / "tuned", "qwen2", seed=0, head_scale=30.0)), device="cuda",
+                       dtype=torch.bfloat16)
+    linear.tune(tuned.model)
+    try:
+        _check(tmp_path, "cuda", monkeypatch)
+    finally:
+        linear.clear()

@@ -24,8 +24,9 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch.compile a
                                                                  "the CPU twins are the tests without this mark")
 
 
-def _pair(tmp_path: Path):
-    target = load_model(str(make_model(tmp_path, "qwen2", seed=0, head_scale=30.0)))
+def _pair(tmp_path: Path, device: str = "cpu"):
+    """(target, teacher, feature student) of a tiny qwen2 target in float32 on `device`."""
+    target = load_model(str(make_model(tmp_path, "qwen2", seed=0, head_scale=30.0)), device=device)
     teacher = teacher_from(target.model)
     shape = DraftShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
     vocab = torch.arange(0, target.config.vocab_size, 2)  # a proposal vocabulary: every other id

@@ -123,10 +123,24 @@ def test_rows_past_the_tiles_go_to_cublas(spy) -> None:
                 tiles=(16,))  # cuBLAS 10 % faster than every config: no choice
     spy.clear()  # (the timing ran the configs)
     assert linear.linear(torch.randn(4, 64), w).shape == (4, 64) and spy == []
-    linear._choices[("cpu", 64, 64, False, torch.float32, 16)] = FAST
+    linear._choices[("cpu", 64, 64, False, torch.float32, torch.float32, 16)] = FAST
     linear.linear(torch.randn(16, 64), w)
     assert len(spy) == 1
     linear.linear(torch.randn(17, 64), w)  # past the only tuned tile
+    assert len(spy) == 1
+
+
+@cpu_twin
+def test_a_choice_holds_for_its_pair_of_dtypes_only(spy) -> None:
+    """A float32 module under autocast sees bfloat16 rows: the choice tuned for bfloat16 weights of its shape must
+    leave it to F.linear (which casts both), not hand the kernel operands of two dtypes."""
+    w = torch.randn(64, 64)
+    linear._choices[("cpu", 64, 64, False, torch.bfloat16, torch.bfloat16, 16)] = FAST
+    x = torch.randn(16, 64).bfloat16()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = linear.linear(x, w)
+    assert spy == [] and y.dtype == torch.bfloat16
+    torch.testing.assert_close(linear.linear(x, w.bfloat16()), y, rtol=2e-2, atol=2e-2)
     assert len(spy) == 1
 
 
