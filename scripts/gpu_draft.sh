@@ -72,7 +72,8 @@ case "$1" in
   bench)  # bench/real_bench.py on the real target (args after the stage, e.g. --ks 1,8,32 --profile)
     python3 bench/real_bench.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning \
       | tee $OUT/real_bench.log ;;
-  train-bench)  # bench/train_step_bench.py with the real target as the teacher and the corpus's windows
+  train-bench)  # bench/train_step_bench.py with the real target as the teacher and the corpus's windows (after
+                # the completions stage: it reads completions.bin)
     python3 bench/train_step_bench.py --target $GGUF --work $WORK --out $OUT/train_bench "${@:2}" 2>&1 \
       | grep --line-buffered -v Warning | tee $OUT/train_bench.log ;;
   profile)  # bench/step_costs.py: forward / sampling / round costs piece by piece, profiler tables
