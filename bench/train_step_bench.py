@@ -8,11 +8,13 @@ A training step's cost depends on the shapes, not on the weights' values: a teac
 shapes with random bf16 weights (`bass.models.loader.build_random`) and the feature draft of the shipped shape
 (`draft_training.config.FEATURE_SHAPE`, over a proposal vocabulary of 32,769 ids, as shipped) run the same kernels
 on the same sizes as the real pair. So this runs on a bare GPU machine, without the 1.1 GB GGUF. (Its first runs,
-on 2026-11-28, drew 32,768 ids, an aligned size the real run does not have.) Yet the real run's step took 144 ms
-where this read 88, so `--target` (the GGUF, once uploaded) puts the real weights in the teacher and `--work` the
-pipeline's token files in the windows, to find what the shapes alone do not show:
+on 2026-11-28, drew 32,768 ids, an aligned size the real run does not have: the real step then took 144 ms where
+this read 88, and `nopad` with 32,769 ids read 143.98 ms against 95.45 padded, on 2026-11-29.) So that such a gap
+shows at once, `--target` (the GGUF, once uploaded) puts the real weights in the teacher and `--work` the
+pipeline's token files in the windows (`--shape tiny` picks the tiny draft, for the CPU test):
 
-    PYTHONPATH=. python bench/train_step_bench.py --target $GGUF --work /var/tmp/draft --out $OUT   (after setup)
+    PYTHONPATH=. python bench/train_step_bench.py --target $GGUF --work /var/tmp/draft --out $OUT
+                                                        (after the completions stage: it reads completions.bin)
 
 Each variant runs `draft_training.train.train_step`, the step the pipeline runs, on its own student and
 optimiser, each step on fresh windows drawn as the pipeline draws them (`Windows`, from random token files).
