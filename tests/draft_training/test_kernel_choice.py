@@ -20,8 +20,8 @@ from draft_training.train import feature_loss
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "bass"))
-from test_vocab_loss import CUDA, _pair  # noqa: E402
 from tiny import make_model  # noqa: E402
+from tiny_pair import CUDA, tiny_pair  # noqa: E402
 
 
 def test_needs_autograd_asks_grad_mode_and_every_tensor():
@@ -38,7 +38,7 @@ def _step(tmp_path: Path, device: str, monkeypatch: pytest.MonkeyPatch) -> tuple
     """(norm kernel launches by the teacher, by the student, the student's gradients) of one feature-loss step
     whose draft trains only its norms' weights: the norm's first input is then the frozen teacher's feature, so
     only the weight asks for the gradient, which a call site that left it out of `_fused` would lose."""
-    _, teacher, student = _pair(tmp_path, device)
+    _, teacher, student = tiny_pair(tmp_path, device)
     for name, p in student.named_parameters():
         p.requires_grad_("norm" in name)
     calls = {"teacher": 0, "student": 0}

@@ -20,17 +20,8 @@ from draft_training.config import DraftShape, TrainConfig  # noqa: E402
 from draft_training.train import SAMPLED, feature_logits, feature_loss, new_student, teacher_from  # noqa: E402
 from draft_training.vocab_loss import fused, step_loss, teacher_targets  # noqa: E402
 
-CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch.compile and the fused kernels run on CUDA; "
-                                                                 "the CPU twins are the tests without this mark")
-
-
-def _pair(tmp_path: Path, device: str = "cpu"):
-    """(target, teacher, feature student) of a tiny qwen2 target in float32 on `device`."""
-    target = load_model(str(make_model(tmp_path, "qwen2", seed=0, head_scale=30.0)), device=device)
-    teacher = teacher_from(target.model)
-    shape = DraftShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
-    vocab = torch.arange(0, target.config.vocab_size, 2)  # a proposal vocabulary: every other id
-    return target, teacher, new_student(teacher, shape, seed=0, feature=True, vocab=vocab)
+sys.path.insert(0, str(Path(__file__).parent))
+from tiny_pair import CUDA, tiny_pair  # noqa: E402
 
 
 def _objective_nucleus(t_logits: torch.Tensor, vocab: torch.Tensor) -> torch.Tensor:
@@ -46,7 +37,7 @@ def test_the_feature_loss_is_its_terms_written_out(tmp_path):
     """value = λ_f SmoothL1(f̂¹, f) + Σ_s λ_2^(s−1) [Σ_v p_S (log p_S − log q_s) − λ_α Σ_v min(p̃, q_s at τT)], with
     p_S the target's p restricted to the proposal vocabulary S (192 ids) and p̃ the objective's nucleus
     (`_objective_nucleus`), computed here without `vocab_loss`."""
-    target, teacher, student = _pair(tmp_path)
+    target, teacher, student = tiny_pair(tmp_path)
     window = torch.randint(0, target.config.vocab_size, (2, 17), generator=torch.Generator().manual_seed(3))
     cfg = TrainConfig(loss="feature", unroll_steps=3, acceptance_weight=0.5, acceptance_scale=0.7)
     with torch.no_grad():
@@ -68,7 +59,7 @@ def test_the_feature_loss_is_its_terms_written_out(tmp_path):
 def test_the_heads_padding_rows_are_sliced_off(tmp_path):
     """A proposal vocabulary of 37 ids: the student's head holds 64 rows (aligned products), its logits are the
     37 of the unpadded head exactly, and a loss's gradient reaches the draft as without the padding."""
-    target, teacher, _ = _pair(tmp_path)
+    target, teacher, _ = tiny_pair(tmp_path)
     shape = DraftShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
     vocab = torch.arange(3, 3 + 37 * 5, 5)
     padded, plain = (new_student(teacher, shape, seed=0, feature=True, vocab=vocab, align=a) for a in (64, 1))
