@@ -74,8 +74,9 @@ def _key(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, tile:
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
            out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """x [..., K] @ weight [N, K]ᵀ (+ bias [N]) -> [..., N], by the kernel `tune` chose for this shape; with
-    `out_dtype`, the x-dtype result converted to it (an LM head's float32 logits: one launch on the kernel)."""
-    if _choices and x.shape[-1]:
+    `out_dtype`, the x-dtype result converted to it (an LM head's float32 logits: one launch on the kernel). The
+    kernel has no backward: where a gradient is asked, the projection stays on `F.linear`."""
+    if _choices and x.shape[-1] and not needs_autograd(x, weight, bias):
         config = _choices.get(_key(x, weight, bias, row_tile(x.numel() // x.shape[-1])))
         if config is not None:
             from kernels.skinny_gemm import skinny_gemm

@@ -16,12 +16,12 @@ from tiny import make_model  # noqa: E402
 
 from bass.models import layers  # noqa: E402
 from bass.models.loader import load_model  # noqa: E402
-from draft_training.config import DraftShape, TrainConfig  # noqa: E402
+from draft_training.config import TrainConfig  # noqa: E402
 from draft_training.train import SAMPLED, feature_logits, feature_loss, new_student, teacher_from  # noqa: E402
 from draft_training.vocab_loss import fused, step_loss, teacher_targets  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tiny_pair import CUDA, tiny_pair  # noqa: E402
+from tiny_pair import CUDA, TINY_DRAFT, tiny_pair  # noqa: E402
 
 
 def _objective_nucleus(t_logits: torch.Tensor, vocab: torch.Tensor) -> torch.Tensor:
@@ -60,9 +60,8 @@ def test_the_heads_padding_rows_are_sliced_off(tmp_path):
     """A proposal vocabulary of 37 ids: the student's head holds 64 rows (aligned products), its logits are the
     37 of the unpadded head exactly, and a loss's gradient reaches the draft as without the padding."""
     target, teacher, _ = tiny_pair(tmp_path)
-    shape = DraftShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
     vocab = torch.arange(3, 3 + 37 * 5, 5)
-    padded, plain = (new_student(teacher, shape, seed=0, feature=True, vocab=vocab, align=a) for a in (64, 1))
+    padded, plain = (new_student(teacher, TINY_DRAFT, seed=0, feature=True, vocab=vocab, align=a) for a in (64, 1))
     assert padded._tables[1].shape[0] == 64 and plain._tables[1].shape[0] == 37
     f_hat = torch.randn(2, 5, target.config.hidden_size, requires_grad=True)
     a, b = padded.logits(f_hat), plain.logits(f_hat)

@@ -16,6 +16,7 @@ from draft_training.config import DraftShape  # noqa: E402
 from draft_training.model import FeatureStudent, Teacher  # noqa: E402
 from draft_training.train import new_student, teacher_from  # noqa: E402
 
+TINY_DRAFT = DraftShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch.compile and the fused kernels run on CUDA; "
                                                                  "the CPU twins are the tests without this mark")
 
@@ -25,6 +26,5 @@ def tiny_pair(tmp_path: Path, device: str = "cpu") -> tuple[LoadedModel, Teacher
     from every other id."""
     target = load_model(str(make_model(tmp_path, "qwen2", seed=0, head_scale=30.0)), device=device)
     teacher = teacher_from(target.model)
-    shape = DraftShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
     vocab = torch.arange(0, target.config.vocab_size, 2)
-    return target, teacher, new_student(teacher, shape, seed=0, feature=True, vocab=vocab)
+    return target, teacher, new_student(teacher, TINY_DRAFT, seed=0, feature=True, vocab=vocab)

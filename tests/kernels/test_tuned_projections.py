@@ -144,6 +144,22 @@ def test_a_choice_holds_for_its_pair_of_dtypes_only(spy) -> None:
     assert len(spy) == 1
 
 
+@cpu_twin
+def test_a_choice_gives_way_where_a_gradient_is_asked(spy) -> None:
+    """The kernel has no backward: a projection asking for a gradient stays on F.linear, and the gradient arrives."""
+    w = torch.randn(64, 64, requires_grad=True)
+    linear._choices[("cpu", 64, 64, False, torch.float32, torch.float32, 16)] = FAST
+    x = torch.randn(16, 64)
+    with torch.no_grad():
+        y = linear.linear(x, w)
+    assert len(spy) == 1
+    z = linear.linear(x, w)
+    assert len(spy) == 1 and z.requires_grad
+    torch.testing.assert_close(z.detach(), y, rtol=1e-4, atol=1e-4)
+    z.sum().backward()
+    torch.testing.assert_close(w.grad, x.sum(0).expand(64, 64), rtol=1e-5, atol=1e-5)
+
+
 @needs_cuda
 @pytest.mark.gpu
 def test_tune_on_cuda_times_both_and_the_tuned_model_agrees() -> None:
