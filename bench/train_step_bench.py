@@ -56,7 +56,8 @@ from bass.models.loader import build_random, load_model  # noqa: E402
 from bass.synthetic import TARGETS  # noqa: E402
 from draft_training.config import FEATURE_SHAPE, DraftShape, TrainConfig  # noqa: E402
 from draft_training.corpus import load_tokens  # noqa: E402
-from draft_training.train import Windows, new_optimizer, new_student, teacher_from, train_step  # noqa: E402
+from draft_training.train import new_optimizer, new_student, teacher_from, train_step  # noqa: E402
+from draft_training.windows import Windows  # noqa: E402
 
 OPTIONS = ("compile", "eager", "fused", "torch", "async", "sync", "pad", "nopad")  # the first of each pair: the default
 TINY_SHAPE = DraftShape(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)

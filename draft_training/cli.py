@@ -10,6 +10,9 @@
 for the same wall-clock budget, keeps the one whose top-1 agreement with the target on held-out files is
 highest, and writes it to `--out` (default: the shipped file's path). A feature draft's file also gets its
 proposal vocabulary, the corpus's `--draft-vocab` most frequent tokens (`draft_training.vocab`; 0: all).
+
+A run longer than one command goes in segments: `--minutes 17 --segment-minutes 9` stops after 9 minutes and
+keeps the run (`draft_training.checkpoint`); the same command with `--resume` continues it to the end.
 """
 
 from __future__ import annotations
@@ -95,14 +98,19 @@ def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -
                       seed=args.seed, max_steps=args.max_steps, eval_every=args.eval_every, init=args.init,
                       unroll_steps=args.unroll, true_context=args.context == "true",
                       acceptance_weight=args.acceptance_weight, acceptance_scale=args.acceptance_scale,
-                      micro_batch=args.micro_batch, compile=not args.eager)
+                      micro_batch=args.micro_batch, compile=not args.eager,
+                      segment_minutes=args.segment_minutes, segment_steps=args.segment_steps)
     teacher = teacher_from(loaded.model)
     comp = work / "completions.bin"
     vocab = None  # a feature draft trains over the proposal vocabulary it ships with: (ids, recipe)
     if loss == "feature" and args.draft_vocab:
         vocab = corpus_vocab(work, args.draft_vocab, teacher.config.vocab_size, teacher.config.eos_token_ids)
+    state = work / f"draft-{loss}.state.pt"  # a run in segments: where a stopped one is kept
     student, report = train(teacher, work / "train.bin", comp if comp.exists() else None, work / "heldout.bin",
-                            shape, cfg, vocab=None if vocab is None else torch.from_numpy(vocab[0]))
+                            shape, cfg, vocab=None if vocab is None else torch.from_numpy(vocab[0]),
+                            state_file=state, resume=args.resume)
+    if report.stopped:
+        return {"stopped": True, "state": str(state), "steps": report.steps, "seconds": report.seconds}
     recipe = {"shape": asdict(shape), "train": asdict(cfg), "steps": report.steps, "tokens": report.tokens,
               "seconds": report.seconds, "final": report.final, "target": loaded.name}
     if vocab is not None:
@@ -146,6 +154,10 @@ def _all(args, work: Path) -> int:
         raise ValueError(f"unknown losses {sorted(unknown)}: choose from {LOSSES}")
     runs = {loss: _train_one(args, work, loaded, loss, args.minutes, work / f"draft-{loss}.safetensors")
             for loss in losses}
+    if stopped := [loss for loss, run in runs.items() if run.get("stopped")]:
+        print(f"[all] {', '.join(stopped)} stopped at the segment's end, nothing exported: the same command "
+              f"with --resume continues; {time.perf_counter() - t0:.0f} s in all")
+        return 0
     best = max(runs, key=lambda loss: runs[loss]["final"].get("agree", 0.0))
     out = Path(args.out or DRAFT_FILE)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -173,8 +185,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--limit-prompts", type=int, default=None)
     p.add_argument("--loss", choices=LOSSES, default=t.loss)
     p.add_argument("--losses", default=",".join(LOSSES), help="all: the losses to train and choose from")
-    p.add_argument("--minutes", type=float, default=t.minutes, help="wall-clock budget of each training run")
+    p.add_argument("--minutes", type=float, default=t.minutes,
+                   help="wall-clock budget of each training run (all its segments together)")
     p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--segment-minutes", type=float, default=None,
+                   help="a run longer than one command: stop this call after so many minutes of training and keep "
+                   "the run's state in WORK/draft-LOSS.state.pt (its schedule spans all of --minutes)")
+    p.add_argument("--segment-steps", type=int, default=None, help="as --segment-minutes, in steps")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run a segment stopped (the same command again, with this flag)")
     p.add_argument("--batch-size", type=int, default=t.batch_size)
     p.add_argument("--seq-len", type=int, default=t.seq_len)
     p.add_argument("--micro-batch", type=int, default=t.micro_batch,

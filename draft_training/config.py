@@ -96,6 +96,10 @@ class TrainConfig:
     completion_share: float = 0.5  # of each batch, windows from the target's own completions (when present)
     seed: int = 0
     max_steps: int | None = None  # a hard cap (tests, quick runs)
+    # a run longer than one command: this call stops after so many minutes (or steps: tests) of training and
+    # keeps the run's state to continue from (`draft_training.checkpoint`); the schedule spans all of `minutes`
+    segment_minutes: float | None = None
+    segment_steps: int | None = None
     eval_every: int = 100
     feature_weight: float = 0.5  # loss "feature": weight of the smooth-L1 feature regression beside the KL
     second_step_weight: float = 0.5  # loss "feature": the KL of draft step s (fed its own f̂) weighs this^(s-1)
@@ -130,5 +134,9 @@ class TrainConfig:
                              "--acceptance-weight at 0")
         if not 1 <= self.unroll_steps <= 8:
             raise ValueError(f"unroll_steps must be in 1 .. 8, got {self.unroll_steps}")
+        if (self.segment_minutes is not None and self.segment_minutes <= 0) or (
+                self.segment_steps is not None and self.segment_steps < 1):
+            raise ValueError(f"segment_minutes must be > 0 and segment_steps >= 1 where given, got "
+                             f"{self.segment_minutes}, {self.segment_steps}")
         if not 0.0 <= self.completion_share <= 1.0:
             raise ValueError(f"completion_share must be in [0, 1], got {self.completion_share}")

