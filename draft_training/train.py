@@ -20,7 +20,9 @@ teaches q the teacher's full distribution: greedy acceptance needs its argmax, s
 (1 − TV(p, q) per token) its mass everywhere; the hard next token only says which one was written.
 
 AdamW with linear warm-up and cosine decay over the steps that fit in `minutes` (timed on the first
-steps), from random weights or from an earlier run's file (`init`: one more cycle, a fresh schedule).
+steps), from random weights or from an earlier run's file (`init`: one more cycle, a fresh schedule). A run
+longer than one command stops after `segment_minutes` and continues from its kept state in the next
+(`draft_training.checkpoint`): one schedule, the same steps as a run straight through.
 Every `eval_every` steps: held-out loss and the draft's top-1 agreement with the target (the greedy
 acceptance of a one-token draft), printed with the elapsed time.
 """
