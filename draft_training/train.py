@@ -216,6 +216,9 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
     settings = run_settings(cfg, shape, vocab)
     if (resume or cfg.segment_minutes or cfg.segment_steps) and state_file is None:
         raise ValueError("a run in segments keeps its state in a file: give state_file")
+    if not resume and state_file is not None and state_file.exists():  # never overwrite a run that can go on
+        raise ValueError(f"a stopped run is kept at {state_file}: continue it with --resume, or delete that file "
+                         "to start a new run")
     step, total, spent = 0, cfg.max_steps or 10**9, 0.0
     if resume:
         run = load_state(state_file, student, opt, settings)

@@ -56,13 +56,15 @@ def test_a_run_stopped_twice_and_resumed_is_the_run_straight_through(corpus, tar
 
 
 def test_a_resume_is_refused_where_it_would_train_another_run(corpus, target_dir, tmp_path):
-    """Other learning settings than the stopped run's, or no stopped run: a clear error that says what to do.
-    A setting that changes no weight (where the call stops) may differ."""
+    """Other learning settings than the stopped run's, no stopped run, or a new run over a stopped one: a clear
+    error that says what to do. A setting that changes no weight (where the call stops) may differ."""
     teacher = teacher_from(load_model(str(target_dir)).model)
     state = tmp_path / "run.state.pt"
     with pytest.raises(ValueError, match="no stopped run at .*start the run without --resume"):
         _run(teacher, corpus, CFG, state_file=state, resume=True)
     _run(teacher, corpus, replace(CFG, segment_steps=2), state_file=state)
+    with pytest.raises(ValueError, match="a stopped run is kept at .*continue it with --resume, or delete"):
+        _run(teacher, corpus, CFG, state_file=state)  # a new run would lose the stopped one
     with pytest.raises(ValueError, match=r"trained with lr=0\.003 \(now 0\.001\): resume it with its own settings"):
         _run(teacher, corpus, replace(CFG, lr=1e-3), state_file=state, resume=True)
     with pytest.raises(ValueError, match="give state_file"):
