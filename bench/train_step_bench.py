@@ -56,6 +56,7 @@ from bass.models.loader import build_random, load_model  # noqa: E402
 from bass.synthetic import TARGETS  # noqa: E402
 from draft_training.config import FEATURE_SHAPE, DraftShape, TrainConfig  # noqa: E402
 from draft_training.corpus import load_tokens  # noqa: E402
+from draft_training.model import HEAD_ALIGN  # noqa: E402
 from draft_training.train import new_optimizer, new_student, teacher_from, train_step  # noqa: E402
 from draft_training.windows import Windows  # noqa: E402
 
@@ -124,7 +125,8 @@ def _bench(args: argparse.Namespace) -> dict:
                 raise SystemExit(f"a variant is MICRO/option/... with options from {OPTIONS}, got {sorted(unknown)}")
             cfg = TrainConfig(loss="feature", batch_size=args.batch_size, micro_batch=int(mb), seq_len=args.seq_len,
                               unroll_steps=args.unroll, acceptance_weight=w, lr=3e-4, compile="eager" not in options)
-            student = new_student(teacher, shape, 0, feature=True, vocab=vocab, align=1 if "nopad" in options else 64)
+            align = 1 if "nopad" in options else HEAD_ALIGN
+            student = new_student(teacher, shape, 0, feature=True, vocab=vocab, align=align)
             variants.append(dict(label=f"{spec}, λ_α {w:g}", cfg=cfg, student=student, fused="torch" not in options,
                                  non_blocking="sync" not in options, opt=new_optimizer(student, cfg), s=[]))
 

@@ -25,6 +25,9 @@ from bass.models import layers
 from bass.models.config import ModelConfig
 from bass.models.layers import GatedMLP, RMSNorm, rope_cos_sin, rope_inv_freq
 
+# a feature student pads its head's rows to a multiple of this: its logits' rows 16-byte aligned (`FeatureStudent`)
+HEAD_ALIGN = 64
+
 
 class CausalAttention(nn.Module):
     """Grouped-query causal self-attention with RoPE; parameter names as `bass.models.layers.Attention`."""
@@ -196,7 +199,7 @@ class FeatureStudent(CausalLM):
     """
 
     def __init__(self, config: ModelConfig, embedding: torch.Tensor, head: torch.Tensor,
-                 vocab: torch.Tensor | None = None, fused_layer: int = 0, align: int = 64) -> None:
+                 vocab: torch.Tensor | None = None, fused_layer: int = 0, align: int = HEAD_ALIGN) -> None:
         super().__init__(config)
         H = embedding.shape[1]
         self.target_hidden, self.fused_layer = H, fused_layer

@@ -43,7 +43,7 @@ from bass.config import SamplingParams
 from draft_training.checkpoint import RunState, load_state, save_state
 from draft_training.config import DraftShape, TrainConfig
 from draft_training.corpus import load_tokens
-from draft_training.model import FeatureStudent, Student, Teacher
+from draft_training.model import HEAD_ALIGN, FeatureStudent, Student, Teacher
 from draft_training.vocab_loss import fused, kl, step_loss, teacher_targets
 from draft_training.windows import Windows, heldout_windows
 
@@ -75,7 +75,7 @@ def teacher_from(target: torch.nn.Module) -> Teacher:
 
 
 def new_student(teacher: Teacher, shape: DraftShape, seed: int, feature: bool = False,
-                vocab: torch.Tensor | None = None, align: int = 64) -> Student | FeatureStudent:
+                vocab: torch.Tensor | None = None, align: int = HEAD_ALIGN) -> Student | FeatureStudent:
     """A freshly initialised draft on the teacher's device, float32 weights: a feature draft with `feature`,
     over the proposal vocabulary `vocab` (target ids) if given, its head's rows padded to a multiple of `align`."""
     device = teacher.head.device
