@@ -203,9 +203,14 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
     `state_file` (`report.stopped`); `resume` continues the run kept there (`draft_training.checkpoint`)."""
     if vocab is not None and cfg.loss != "feature":
         raise ValueError("only a feature draft proposes from a reduced vocabulary: leave vocab out for this loss")
+    if (resume or cfg.segment_minutes or cfg.segment_steps) and state_file is None:
+        raise ValueError("a run in segments keeps its state in a file: give state_file")
+    if not resume and state_file is not None and state_file.exists():  # never overwrite a run that can go on
+        raise ValueError(f"a stopped run is kept at {state_file}: continue it with --resume, or delete that file "
+                         "to start a new run")
     device = teacher.head.device
     student = new_student(teacher, shape, cfg.seed, feature=cfg.loss == "feature", vocab=vocab)
-    if cfg.init is not None:
+    if cfg.init is not None and not resume:  # a resumed run's weights come from its kept state
         load_weights(student, Path(cfg.init))
     comp = load_tokens(completions) if completions is not None and completions.exists() else None
     data = Windows(load_tokens(corpus), comp, cfg.completion_share, cfg.seed)
@@ -214,11 +219,6 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
     report = TrainReport(cfg.loss, 0, 0, 0.0)
     measure_acceptance = cfg.loss == "feature" and bool(cfg.draft_temperature_scales)
     settings = run_settings(cfg, shape, vocab)
-    if (resume or cfg.segment_minutes or cfg.segment_steps) and state_file is None:
-        raise ValueError("a run in segments keeps its state in a file: give state_file")
-    if not resume and state_file is not None and state_file.exists():  # never overwrite a run that can go on
-        raise ValueError(f"a stopped run is kept at {state_file}: continue it with --resume, or delete that file "
-                         "to start a new run")
     step, total, spent = 0, cfg.max_steps or 10**9, 0.0
     if resume:
         run = load_state(state_file, student, opt, settings)
