@@ -39,6 +39,22 @@ class RunState:
     acceptance: dict[str, list[dict]] = field(default_factory=dict)  # TrainReport.acceptance ("init")
 
 
+def state_path(work: Path, loss: str) -> Path:
+    """Where the command line keeps a stopped run of `loss` in its work folder."""
+    return work / f"draft-{loss}.state.pt"
+
+
+def check_state(path: Path, resume: bool) -> None:
+    """Refuse, with what to do, a resume with no run stopped at `path` and a new run that would overwrite one:
+    checked before anything is built or loaded (the command line asks before it loads the target)."""
+    if resume and not path.exists():
+        raise ValueError(f"no stopped run at {path}: start the run without --resume (give --segment-minutes to "
+                         "stop it within a call), or leave --resume out")
+    if not resume and path.exists():  # never overwrite a run that can go on
+        raise ValueError(f"a stopped run is kept at {path}: continue it with --resume, or delete that file "
+                         "to start a new run")
+
+
 def save_state(path: Path, student: torch.nn.Module, opt: torch.optim.Optimizer, state: RunState,
                settings: dict) -> None:
     """Write a stopped run to `path`: `settings` are its TrainConfig and shape as dicts, checked at resume.
@@ -53,9 +69,7 @@ def load_state(path: Path, student: torch.nn.Module, opt: torch.optim.Optimizer,
     """Restore the run stopped at `path` into `student` and `opt` (built as that run built them) and return where
     it stands. Refused, with what to do, where no run stopped there or this call's `settings` would train
     differently from the stopped run's."""
-    if not path.exists():
-        raise ValueError(f"no stopped run at {path}: start the run without --resume (give --segment-minutes to "
-                         "stop it within a call), or leave --resume out")
+    check_state(path, resume=True)
     saved = torch.load(path, map_location=next(student.parameters()).device, weights_only=True)
     differ = sorted(k for k in saved["settings"].keys() | settings.keys()
                     if k not in FREE and saved["settings"].get(k) != settings.get(k))
@@ -68,4 +82,4 @@ def load_state(path: Path, student: torch.nn.Module, opt: torch.optim.Optimizer,
     return RunState(**saved["state"])
 
 
-__all__ = ["FREE", "RunState", "load_state", "save_state"]
+__all__ = ["FREE", "RunState", "check_state", "load_state", "save_state", "state_path"]

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from bass.models.draft import DRAFT_FILE
+from draft_training.checkpoint import check_state, state_path
 from draft_training.config import LOSSES, CorpusConfig, DraftShape, TrainConfig, default_shape
 from draft_training.vocab import DEFAULT_SIZE
 
@@ -105,7 +106,7 @@ def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -
     vocab = None  # a feature draft trains over the proposal vocabulary it ships with: (ids, recipe)
     if loss == "feature" and args.draft_vocab:
         vocab = corpus_vocab(work, args.draft_vocab, teacher.config.vocab_size, teacher.config.eos_token_ids)
-    state = work / f"draft-{loss}.state.pt"  # a run in segments: where a stopped one is kept
+    state = state_path(work, loss)  # a run in segments: where a stopped one is kept
     student, report = train(teacher, work / "train.bin", comp if comp.exists() else None, work / "heldout.bin",
                             shape, cfg, vocab=None if vocab is None else torch.from_numpy(vocab[0]),
                             state_file=state, resume=args.resume)
@@ -126,7 +127,14 @@ def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -
     return summary
 
 
+def _check_runs(args, work: Path, losses: list[str]) -> None:
+    """A resume with nothing kept, or a new run over a kept one, refused before the target loads."""
+    for loss in losses:
+        check_state(state_path(work, loss), args.resume)
+
+
 def _train(args, work: Path) -> int:
+    _check_runs(args, work, [args.loss])
     loaded = _load_target(args.target)
     _train_one(args, work, loaded, args.loss, args.minutes, Path(args.out or work / f"draft-{args.loss}.safetensors"))
     return 0
@@ -144,14 +152,15 @@ def _vocab(args, work: Path) -> int:
 
 def _all(args, work: Path) -> int:
     t0 = time.perf_counter()
+    losses = args.losses.split(",")
+    if unknown := set(losses) - set(LOSSES):
+        raise ValueError(f"unknown losses {sorted(unknown)}: choose from {LOSSES}")
+    _check_runs(args, work, losses)
     if not (work / "train.bin").exists():
         _corpus(args, work)
     loaded = _load_target(args.target)
     if not (work / "completions.bin").exists() and args.samples > 0:
         _completions(args, work, loaded)
-    losses = args.losses.split(",")
-    if unknown := set(losses) - set(LOSSES):
-        raise ValueError(f"unknown losses {sorted(unknown)}: choose from {LOSSES}")
     runs = {loss: _train_one(args, work, loaded, loss, args.minutes, work / f"draft-{loss}.safetensors")
             for loss in losses}
     if stopped := [loss for loss, run in runs.items() if run.get("stopped")]:

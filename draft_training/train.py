@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from bass.config import SamplingParams
-from draft_training.checkpoint import RunState, load_state, save_state
+from draft_training.checkpoint import RunState, check_state, load_state, save_state
 from draft_training.config import DraftShape, TrainConfig
 from draft_training.corpus import load_tokens
 from draft_training.model import HEAD_ALIGN, FeatureStudent, Student, Teacher
@@ -205,9 +205,8 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
         raise ValueError("only a feature draft proposes from a reduced vocabulary: leave vocab out for this loss")
     if (resume or cfg.segment_minutes or cfg.segment_steps) and state_file is None:
         raise ValueError("a run in segments keeps its state in a file: give state_file")
-    if not resume and state_file is not None and state_file.exists():  # never overwrite a run that can go on
-        raise ValueError(f"a stopped run is kept at {state_file}: continue it with --resume, or delete that file "
-                         "to start a new run")
+    if state_file is not None:
+        check_state(state_file, resume)
     device = teacher.head.device
     student = new_student(teacher, shape, cfg.seed, feature=cfg.loss == "feature", vocab=vocab)
     if cfg.init is not None and not resume:  # a resumed run's weights come from its kept state

@@ -95,3 +95,10 @@ def test_the_command_line_keeps_a_stopped_run_and_exports_it_when_resumed(corpus
     assert json.loads(out.with_suffix(".json").read_text())["steps"] == 6
     assert main(args + ["--resume"]) == 2
     assert "error: no stopped run" in capsys.readouterr().out
+    # refused before the target loads: a target that could not load is never reached
+    missing = [str(tmp_path / "no-such-target") if a == str(target_dir) else a for a in args]
+    assert main(missing + ["--resume"]) == 2
+    assert "error: no stopped run" in capsys.readouterr().out
+    (work / "draft-feature.state.pt").write_bytes(b"")  # a kept run, which a new one would overwrite
+    assert main(missing + ["--segment-steps", "4"]) == 2
+    assert "error: a stopped run is kept at" in capsys.readouterr().out
