@@ -48,6 +48,7 @@ from draft_training.vocab_loss import fused, kl, step_loss, teacher_targets
 from draft_training.windows import Windows, heldout_windows
 
 SAMPLED = SamplingParams(temperature=0.8, top_p=0.95)  # the sampled setting (T 0.8, top-p 0.95)
+UNTIMED = 10**9  # a timed run's length in steps until its first steps are timed (`cfg.minutes`; max_steps: fixed)
 
 
 @dataclass
@@ -218,7 +219,7 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
     report = TrainReport(cfg.loss, 0, 0, 0.0)
     measure_acceptance = cfg.loss == "feature" and bool(cfg.draft_temperature_scales)
     settings = run_settings(cfg, shape, vocab)
-    step, total, spent = 0, cfg.max_steps or 10**9, 0.0
+    step, total, spent = 0, cfg.max_steps or UNTIMED, 0.0
     if resume:
         run = load_state(state_file, student, opt, settings)
         step, total, spent = run.step, run.total, run.seconds
@@ -261,7 +262,9 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
                        seconds=round(spent + time.perf_counter() - t0, 1))
             report.history.append(row)
             log(f"[train {cfg.loss}] step {step}/{total} {row}")
-        if step < total and _segment_over(cfg, step - first, time.perf_counter() - t0):
+        # a segment stops only once the schedule's length is laid out (before step 25 of a timed run): a run resumed
+        # past that step would never lay it out
+        if total < UNTIMED and step < total and _segment_over(cfg, step - first, time.perf_counter() - t0):
             seconds = round(spent + time.perf_counter() - t0, 1)
             save_state(state_file, student, opt, RunState(step, total, seconds, data.rng.bit_generator.state,
                                                           report.history, report.acceptance), settings)

@@ -102,3 +102,16 @@ def test_the_command_line_keeps_a_stopped_run_and_exports_it_when_resumed(corpus
     (work / "draft-feature.state.pt").write_bytes(b"")  # a kept run, which a new one would overwrite
     assert main(missing + ["--segment-steps", "4"]) == 2
     assert "error: a stopped run is kept at" in capsys.readouterr().out
+
+
+def test_a_timed_run_stops_a_segment_only_once_its_schedule_is_laid_out(corpus, target_dir, tmp_path):
+    """A run by minutes lays its length out at its 25th step: a segment asked to stop earlier stops after that
+    step, so that the resumed run has a schedule to end on (before, it stopped at step 3 and its resume ran on
+    toward 10**9 steps)."""
+    teacher = teacher_from(load_model(str(target_dir)).model)
+    timed = replace(CFG, max_steps=None, minutes=0.1, eval_every=10)  # 6 s: well over 26 steps of the tiny draft
+    state = tmp_path / "run.state.pt"
+    _, first = _run(teacher, corpus, replace(timed, segment_steps=3), state_file=state)
+    assert first.stopped and first.steps == 26
+    _, last = _run(teacher, corpus, timed, state_file=state, resume=True)
+    assert not last.stopped and last.steps > 26 and last.history[-1]["step"] == last.steps and not state.exists()
