@@ -35,7 +35,7 @@ from bass.models.feature_draft import FeatureDraft
 from bass.models.llama import Transformer
 
 DRAFT_FILE = Path(__file__).parent / "drafts" / "qwen2.5-coder-1.5b.draft.safetensors"
-DRAFT_SHA256 = "b797d01a12be4f32d3a798c80355a574e37fdc7e50e999e2cf319dc01866a3d8"
+DRAFT_SHA256 = "b356c8da49f09e86bbcb081e16125873c3598cdd1131e80f8780765b86d0e890"
 REBUILD_HINT = ("restore it with `git checkout -- bass/models/drafts` or rebuild it with the training pipeline "
                 "(`python -m draft_training all`, README 'Training the draft')")
 FINGERPRINT_ROWS = (0, 13, 220, 1000, 30000, 151643)  # token rows whose statistics identify the target
