@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "bass"))
-from tiny import make_model  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parent))
+from tiny_pair import tiny_target  # noqa: E402
 
 from draft_training.config import CorpusConfig  # noqa: E402
 from draft_training.corpus import build_corpus  # noqa: E402
@@ -48,7 +48,8 @@ def sources(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def target_dir(tmp_path_factory) -> Path:
-    return make_model(tmp_path_factory.mktemp("target"), "qwen2", seed=0, head_scale=30.0)
+    """The tiny target, made once: every draft-training test reads it and none writes to its folder."""
+    return tiny_target(tmp_path_factory.mktemp("target"))
 
 
 @pytest.fixture(scope="session")

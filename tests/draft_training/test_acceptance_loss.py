@@ -11,8 +11,6 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parents[1] / "bass"))
-from tiny import make_model  # noqa: E402
 from tiny_pair import TINY_DRAFT  # noqa: E402
 
 from bass.config import SamplingParams  # noqa: E402
@@ -75,9 +73,9 @@ def test_a_gradient_step_on_the_objective_raises_alpha():
     assert bool((s.grad.abs().sum(-1) > 0).all())
 
 
-def test_the_feature_loss_subtracts_the_weighted_acceptance_of_every_step(tmp_path):
+def test_the_feature_loss_subtracts_the_weighted_acceptance_of_every_step(target_dir):
     """value(λ_α) = value(0) − λ_α Σ_s λ_2^(s−1) mean α_s, the same student and window."""
-    target = load_model(str(make_model(tmp_path, "qwen2", seed=0, head_scale=30.0)))
+    target = load_model(str(target_dir))
     teacher = teacher_from(target.model)
     student = new_student(teacher, TINY_DRAFT, seed=0, feature=True)
     window = torch.randint(0, target.config.vocab_size, (2, 17), generator=torch.Generator().manual_seed(5))
@@ -104,13 +102,12 @@ def test_the_objective_is_refused_outside_its_setting():
         nucleus(_logits(2, 10, 0), SamplingParams(temperature=0.0))
 
 
-def test_the_command_line_trains_with_the_objective_and_records_it(tmp_path):
+def test_the_command_line_trains_with_the_objective_and_records_it(target_dir, tmp_path):
     """`--acceptance-weight` reaches the run and its weight stands in the exported recipe."""
     from draft_training.cli import main
     from draft_training.config import CorpusConfig
     from draft_training.corpus import build_corpus
 
-    target_dir = make_model(tmp_path / "target", "qwen2", seed=0, head_scale=30.0)
     site = tmp_path / "site-packages" / "pkg"
     site.mkdir(parents=True)
     for i in range(30):

@@ -19,8 +19,6 @@ from draft_training.config import TrainConfig
 from draft_training.train import feature_loss
 
 sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parents[1] / "bass"))
-from tiny import make_model  # noqa: E402
 from tiny_pair import CUDA, tiny_pair  # noqa: E402
 
 
@@ -34,11 +32,11 @@ def test_needs_autograd_asks_grad_mode_and_every_tensor():
         assert not needs_autograd(trained)
 
 
-def _step(tmp_path: Path, device: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int, dict[str, torch.Tensor]]:
+def _step(target_dir: Path, device: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int, dict[str, torch.Tensor]]:
     """(norm kernel launches by the teacher, by the student, the student's gradients) of one feature-loss step
     whose draft trains only its norms' weights: the norm's first input is then the frozen teacher's feature, so
     only the weight asks for the gradient, which a call site that left it out of `_fused` would lose."""
-    _, teacher, student = tiny_pair(tmp_path, device)
+    _, teacher, student = tiny_pair(target_dir, device)
     for name, p in student.named_parameters():
         p.requires_grad_("norm" in name)
     calls = {"teacher": 0, "student": 0}
@@ -68,12 +66,12 @@ def _step(tmp_path: Path, device: str, monkeypatch: pytest.MonkeyPatch) -> tuple
     return calls["teacher"], calls["student"], grads
 
 
-def _check(tmp_path: Path, device: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    t_calls, s_calls, grads = _step(tmp_path, device, monkeypatch)
+def _check(target_dir: Path, device: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    t_calls, s_calls, grads = _step(target_dir, device, monkeypatch)
     assert t_calls > 0, "the teacher did not run the fused norm"
     assert s_calls == 0, "a norm that asks for a gradient ran the kernel, which has none"
     monkeypatch.setattr(layers, "FUSED_KERNELS", False)
-    t_ref, _, ref = _step(tmp_path, device, monkeypatch)
+    t_ref, _, ref = _step(target_dir, device, monkeypatch)
     assert t_ref == 0
     assert grads.keys() == ref.keys() and grads
     for name in ref:
@@ -82,20 +80,19 @@ def _check(tmp_path: Path, device: str, monkeypatch: pytest.MonkeyPatch) -> None
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter twin; on CUDA the test below runs")
-def test_student_trains_on_torch_forms_while_the_teacher_runs_the_kernels_interpreted(tmp_path, monkeypatch):
+def test_student_trains_on_torch_forms_while_the_teacher_runs_the_kernels_interpreted(target_dir, monkeypatch):
     monkeypatch.setattr(layers, "_fused", lambda x, *rest: layers.FUSED_KERNELS and not needs_autograd(x, *rest))
-    _check(tmp_path, "cpu", monkeypatch)
+    _check(target_dir, "cpu", monkeypatch)
 
 
 @CUDA
-def test_student_trains_on_torch_forms_while_the_teacher_runs_the_kernels_on_cuda(tmp_path, monkeypatch):
+def test_student_trains_on_torch_forms_while_the_teacher_runs_the_kernels_on_cuda(target_dir, monkeypatch):
     """With the engine's projection choices for the bfloat16 target in the process, as any engine on CUDA leaves
     them: the float32 teacher under autocast sees bfloat16 rows of those shapes and must not take them (its weights
     are float32: `linear._key`)."""
-    tuned = load_model(str(make_model(tmp_path / "tuned", "qwen2", seed=0, head_scale=30.0)), device="cuda",
-                       dtype=torch.bfloat16)
+    tuned = load_model(str(target_dir), device="cuda", dtype=torch.bfloat16)
     linear.tune(tuned.model)
     try:
-        _check(tmp_path, "cuda", monkeypatch)
+        _check(target_dir, "cuda", monkeypatch)
     finally:
         linear.clear()

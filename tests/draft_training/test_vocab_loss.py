@@ -11,9 +11,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "bass"))
-from tiny import make_model  # noqa: E402
-
 from bass.models import layers  # noqa: E402
 from bass.models.loader import load_model  # noqa: E402
 from draft_training.config import TrainConfig  # noqa: E402
@@ -33,11 +30,11 @@ def _objective_nucleus(t_logits: torch.Tensor, vocab: torch.Tensor) -> torch.Ten
     return torch.zeros_like(p).scatter(-1, order, kept / kept.sum(-1, keepdim=True))
 
 
-def test_the_feature_loss_is_its_terms_written_out(tmp_path):
+def test_the_feature_loss_is_its_terms_written_out(target_dir):
     """value = λ_f SmoothL1(f̂¹, f) + Σ_s λ_2^(s−1) [Σ_v p_S (log p_S − log q_s) − λ_α Σ_v min(p̃, q_s at τT)], with
     p_S the target's p restricted to the proposal vocabulary S (192 ids) and p̃ the objective's nucleus
     (`_objective_nucleus`), computed here without `vocab_loss`."""
-    target, teacher, student = tiny_pair(tmp_path)
+    target, teacher, student = tiny_pair(target_dir)
     window = torch.randint(0, target.config.vocab_size, (2, 17), generator=torch.Generator().manual_seed(3))
     cfg = TrainConfig(loss="feature", unroll_steps=3, acceptance_weight=0.5, acceptance_scale=0.7)
     with torch.no_grad():
@@ -56,10 +53,10 @@ def test_the_feature_loss_is_its_terms_written_out(tmp_path):
     assert float(value) == pytest.approx(float(expected), rel=1e-5, abs=1e-6)
 
 
-def test_the_heads_padding_rows_are_sliced_off(tmp_path):
+def test_the_heads_padding_rows_are_sliced_off(target_dir):
     """A proposal vocabulary of 37 ids: the student's head holds 64 rows (aligned products), its logits are the
     37 of the unpadded head exactly, and a loss's gradient reaches the draft as without the padding."""
-    target, teacher, _ = tiny_pair(tmp_path)
+    target, teacher, _ = tiny_pair(target_dir)
     vocab = torch.arange(3, 3 + 37 * 5, 5)
     padded, plain = (new_student(teacher, TINY_DRAFT, seed=0, feature=True, vocab=vocab, align=a) for a in (64, 1))
     assert padded._tables[1].shape[0] == 64 and plain._tables[1].shape[0] == 37
@@ -98,9 +95,8 @@ def test_compiled_terms_equal_the_eager_ones_on_cuda():
 
 
 @CUDA
-def test_the_teacher_on_fused_kernels_equals_its_torch_forms_on_cuda(tmp_path, monkeypatch):
-    target = load_model(str(make_model(tmp_path, "qwen2", seed=0, head_scale=30.0)), device="cuda",
-                        dtype=torch.bfloat16)
+def test_the_teacher_on_fused_kernels_equals_its_torch_forms_on_cuda(target_dir, monkeypatch):
+    target = load_model(str(target_dir), device="cuda", dtype=torch.bfloat16)
     teacher = teacher_from(target.model)
     tokens = torch.randint(0, 100, (3, 33), device="cuda")
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):

@@ -1,4 +1,5 @@
-"""Shared by the draft-training tests: a tiny target with its teacher and feature student, and the CUDA mark."""
+"""Shared by the draft-training tests: the tiny target (made once a session: conftest's `target_dir`), its teacher
+and feature student, and the CUDA mark."""
 
 from __future__ import annotations
 
@@ -21,10 +22,16 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch.compile a
                                                                  "the CPU twins are the tests without this mark")
 
 
-def tiny_pair(tmp_path: Path, device: str = "cpu") -> tuple[LoadedModel, Teacher, FeatureStudent]:
-    """(target, teacher, feature student) of a tiny qwen2 target in float32 on `device`; the student proposes
-    from every other id."""
-    target = load_model(str(make_model(tmp_path, "qwen2", seed=0, head_scale=30.0)), device=device)
+def tiny_target(folder: Path) -> Path:
+    """Save the draft-training tests' target to `folder`: a tiny random qwen2 (`tests/bass/tiny.py`), its head scaled
+    so that its logits are peaked as a trained code model's are; deterministic (seed 0)."""
+    return make_model(folder, "qwen2", seed=0, head_scale=30.0)
+
+
+def tiny_pair(target_dir: Path, device: str = "cpu") -> tuple[LoadedModel, Teacher, FeatureStudent]:
+    """(target, teacher, feature student) of the tiny target saved in `target_dir` (`tiny_target`), in float32 on
+    `device`; the student proposes from every other id."""
+    target = load_model(str(target_dir), device=device)
     teacher = teacher_from(target.model)
     vocab = torch.arange(0, target.config.vocab_size, 2)
     return target, teacher, new_student(teacher, TINY_DRAFT, seed=0, feature=True, vocab=vocab)
