@@ -67,9 +67,8 @@ def save_state(path: Path, student: torch.nn.Module, opt: torch.optim.Optimizer,
 
 def load_state(path: Path, student: torch.nn.Module, opt: torch.optim.Optimizer, settings: dict) -> RunState:
     """Restore the run stopped at `path` into `student` and `opt` (built as that run built them) and return where
-    it stands. Refused, with what to do, where no run stopped there or this call's `settings` would train
-    differently from the stopped run's."""
-    check_state(path, resume=True)
+    it stands (that a run is kept there is `check_state`'s, asked by `train` before it builds anything). Refused,
+    with what to do, where this call's `settings` would train differently from the stopped run's."""
     saved = torch.load(path, map_location=next(student.parameters()).device, weights_only=True)
     differ = sorted(k for k in saved["settings"].keys() | settings.keys()
                     if k not in FREE and saved["settings"].get(k) != settings.get(k))

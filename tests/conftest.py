@@ -8,3 +8,26 @@ import torch
 # no GPU the kernels must run in the interpreter, so this has to happen before the first import.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent / "bass"))  # the `tiny` model factory
+from tiny import make_model  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory):
+    """A folder factory: tiny_dir(family, seed, head_scale) -> a saved random model with tokenizer, made once a
+    session per arguments; no test writes to its folder."""
+    made = {}
+
+    def get(family: str = "llama", seed: int = 0, head_scale: float = 30.0) -> Path:
+        key = (family, seed, head_scale)
+        if key not in made:
+            made[key] = make_model(tmp_path_factory.mktemp(f"{family}{seed}"), family, seed, head_scale)
+        return made[key]
+
+    return get

@@ -1,32 +1,11 @@
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))  # the `tiny` model factory
-
-from tiny import make_model  # noqa: E402
-
-import bass.graphs  # noqa: E402
-from bass.config import EngineConfig, SamplingParams  # noqa: E402
-from bass.engine import Engine  # noqa: E402
-from bass.models.loader import load_model  # noqa: E402
-from bass.synthetic import random_feature_draft  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def tiny_dir(tmp_path_factory):
-    """A folder factory: tiny_dir(family, seed) -> saved random model with tokenizer."""
-    made = {}
-
-    def get(family: str = "llama", seed: int = 0, head_scale: float = 30.0) -> Path:
-        key = (family, seed, head_scale)
-        if key not in made:
-            made[key] = make_model(tmp_path_factory.mktemp(f"{family}{seed}"), family, seed, head_scale)
-        return made[key]
-
-    return get
+import bass.graphs
+from bass.config import EngineConfig, SamplingParams
+from bass.engine import Engine
+from bass.models.loader import load_model
+from bass.synthetic import random_feature_draft
 
 
 @pytest.fixture(scope="session")

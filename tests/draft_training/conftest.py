@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from tiny_pair import tiny_target  # noqa: E402
-
-from draft_training.config import CorpusConfig  # noqa: E402
-from draft_training.corpus import build_corpus  # noqa: E402
-from sandbox.humaneval import load_humaneval  # noqa: E402
+from draft_training.config import CorpusConfig
+from draft_training.corpus import build_corpus
+from sandbox.humaneval import load_humaneval
 
 CODE = '''import math
 
@@ -47,9 +43,10 @@ def sources(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def target_dir(tmp_path_factory) -> Path:
-    """The tiny target, made once: every draft-training test reads it and none writes to its folder."""
-    return tiny_target(tmp_path_factory.mktemp("target"))
+def target_dir(tiny_dir) -> Path:
+    """The draft-training tests' target: the tiny qwen2 of the root conftest's `tiny_dir`, its head scaled so that
+    its logits are peaked as a trained code model's are."""
+    return tiny_dir("qwen2", 0, 30.0)
 
 
 @pytest.fixture(scope="session")
