@@ -19,9 +19,17 @@ from draft_training.prompts import read_prompts
 
 
 def generate_completions(engine: Engine, prompts_path: Path, out: Path, *, samples: int = 2,
-                         max_new_tokens: int = 160, batch_prompts: int = 16, seed: int = 0,
+                         max_new_tokens: int = 160, batch_rows: int = 64, seed: int = 0,
                          end_of_text: int | None = None, limit: int | None = None) -> dict:
-    """Write `out` (ids) and `out`.jsonl (a readable sample); return counts and timings."""
+    """Write `out` (ids) and `out`.jsonl (a readable sample); return counts and timings.
+
+    Each batch holds `batch_rows // samples` prompts, so that `samples` completions of each fill `batch_rows`
+    sequences: decoding is bound by reading the weights, so more completions per prompt cost little more time
+    as long as the batch stays within the engine's largest captured bucket (`bass.graphs.BATCH_BUCKETS`).
+    """
+    if samples < 1 or batch_rows < 1:
+        raise ValueError(f"samples and batch_rows must be >= 1, got {samples} and {batch_rows}")
+    batch_prompts = max(1, batch_rows // samples)
     t0 = time.perf_counter()
     prompts = read_prompts(prompts_path)
     if limit is not None:  # half of each style, as the corpus stage chose them
