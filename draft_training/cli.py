@@ -11,6 +11,9 @@ for the same wall-clock budget, keeps the one whose top-1 agreement with the tar
 highest, and writes it to `--out` (default: the shipped file's path). A feature draft's file also gets its
 proposal vocabulary, the corpus's `--draft-vocab` most frequent tokens (`draft_training.vocab`; 0: all).
 
+Each cycle samples fresh completions (WORK/completions.bin); `--kept-completions` adds the files of earlier
+cycles, kept, to what the training reads.
+
 A run longer than one command goes in segments: `--minutes 17 --segment-minutes 9` stops after 9 minutes and
 keeps the run (`draft_training.checkpoint`); the same command with `--resume` continues it to the end.
 """
@@ -102,12 +105,11 @@ def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -
                       micro_batch=args.micro_batch, compile=not args.eager,
                       segment_minutes=args.segment_minutes, segment_steps=args.segment_steps)
     teacher = teacher_from(loaded.model)
-    comp = work / "completions.bin"
     vocab = None  # a feature draft trains over the proposal vocabulary it ships with: (ids, recipe)
     if loss == "feature" and args.draft_vocab:
         vocab = corpus_vocab(work, args.draft_vocab, teacher.config.vocab_size, teacher.config.eos_token_ids)
     state = state_path(work, loss)  # a run in segments: where a stopped one is kept
-    student, report = train(teacher, work / "train.bin", comp if comp.exists() else None, work / "heldout.bin",
+    student, report = train(teacher, work / "train.bin", _completion_files(args, work), work / "heldout.bin",
                             shape, cfg, vocab=None if vocab is None else torch.from_numpy(vocab[0]),
                             state_file=state, resume=args.resume)
     if report.stopped:
@@ -128,9 +130,21 @@ def _train_one(args, work: Path, loaded, loss: str, minutes: float, out: Path) -
 
 
 def _check_runs(args, work: Path, losses: list[str]) -> None:
-    """A resume with nothing kept, or a new run over a kept one, refused before the target loads."""
+    """A resume with nothing kept, a new run over a kept one, or a kept completions file that is not there,
+    refused before the target loads."""
     for loss in losses:
         check_state(state_path(work, loss), args.resume)
+    _completion_files(args, work)
+
+
+def _completion_files(args, work: Path) -> list[Path]:
+    """WORK/completions.bin where the completions stage wrote it, then every `--kept-completions` file."""
+    kept = [Path(p) for p in args.kept_completions.split(",") if p]
+    if missing := [str(p) for p in kept if not p.exists()]:
+        raise ValueError(f"--kept-completions: no file {', '.join(missing)} (an earlier cycle's completions.bin, "
+                         "kept): give the files that exist, or leave the flag out")
+    fresh = work / "completions.bin"
+    return ([fresh] if fresh.exists() else []) + kept
 
 
 def _train(args, work: Path) -> int:
@@ -190,6 +204,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-train-tokens", type=int, default=c.max_train_tokens)
     p.add_argument("--prompts", type=int, default=c.prompts)
     p.add_argument("--samples", type=int, default=2, help="completions per prompt (0: none)")
+    p.add_argument("--kept-completions", default="",
+                   help="comma-separated token files of earlier cycles' completions (their completions.bin, kept), "
+                   "trained on beside WORK/completions.bin: more of the target's own text at no decoding cost")
     p.add_argument("--max-new-tokens", type=int, default=160)
     p.add_argument("--limit-prompts", type=int, default=None)
     p.add_argument("--loss", choices=LOSSES, default=t.loss)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -45,7 +46,7 @@ from draft_training.config import DraftShape, TrainConfig
 from draft_training.corpus import load_tokens
 from draft_training.model import HEAD_ALIGN, FeatureStudent, Student, Teacher
 from draft_training.vocab_loss import fused, kl, step_loss, teacher_targets
-from draft_training.windows import Windows, heldout_windows
+from draft_training.windows import Windows, heldout_windows, load_completions
 
 SAMPLED = SamplingParams(temperature=0.8, top_p=0.95)  # the issue's sampled setting (T 0.8, top-p 0.95)
 UNTIMED = 10**9  # a timed run's length in steps until its first steps are timed (`cfg.minutes`; max_steps: fixed)
@@ -195,9 +196,9 @@ def window_loss(student: Student | FeatureStudent, teacher: Teacher, window: tor
     return value, {"agree": float(agree), "next_token_acc": float(next_acc)}
 
 
-def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Path, shape: DraftShape,
-          cfg: TrainConfig, log=print, vocab: torch.Tensor | None = None, state_file: Path | None = None,
-          resume: bool = False) -> tuple[Student, TrainReport]:
+def train(teacher: Teacher, corpus: Path, completions: Path | Sequence[Path] | None, heldout: Path,
+          shape: DraftShape, cfg: TrainConfig, log=print, vocab: torch.Tensor | None = None,
+          state_file: Path | None = None, resume: bool = False) -> tuple[Student, TrainReport]:
     """Train one draft under `cfg`; return it and the report of its evaluations. `vocab`: a feature draft's
     proposal vocabulary (target ids), trained as it ships; None: every token. A call that reaches
     `cfg.segment_minutes` (or `segment_steps`) before the run's end stops and keeps the run's state in
@@ -212,8 +213,10 @@ def train(teacher: Teacher, corpus: Path, completions: Path | None, heldout: Pat
     student = new_student(teacher, shape, cfg.seed, feature=cfg.loss == "feature", vocab=vocab)
     if cfg.init is not None and not resume:  # a resumed run's weights come from its kept state
         load_weights(student, Path(cfg.init))
-    comp = load_tokens(completions) if completions is not None and completions.exists() else None
+    comp = load_completions(completions)
     data = Windows(load_tokens(corpus), comp, cfg.completion_share, cfg.seed)
+    if comp is not None:
+        log(f"[train {cfg.loss}] completions: {comp.size:,} tokens")
     eval_windows = heldout_windows(heldout, cfg, device)
     opt = new_optimizer(student, cfg)
     report = TrainReport(cfg.loss, 0, 0, 0.0)

@@ -3,6 +3,7 @@ evaluation is made on."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,20 @@ from draft_training.config import TrainConfig
 from draft_training.corpus import load_tokens
 
 HELDOUT_SEED = 1  # the held-out windows of every run (those the first two cycles were measured on)
+
+
+def load_completions(paths: Path | Sequence[Path] | None) -> np.ndarray | None:
+    """The target's completions from one or more token files, as one flat array (None: no file given).
+
+    Each file is records ending in the end-of-text id (`draft_training.completions`), so files join as they are:
+    a cycle can train on the completions of earlier ones, kept, beside its own fresh ones."""
+    paths = [] if paths is None else [paths] if isinstance(paths, Path) else list(paths)
+    if missing := [str(p) for p in paths if not p.exists()]:
+        raise ValueError(f"no completions file {', '.join(missing)}: run the completions stage, or leave it out")
+    arrays = [load_tokens(p) for p in paths]
+    if not arrays:
+        return None
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 class Windows:

