@@ -1,11 +1,8 @@
 """bench/draft_acceptance.py on tiny CPU models: its rows, its arithmetic, and a draft that cannot miss."""
 
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))  # the tiny model factory
-from tiny import make_model  # noqa: E402
+from tiny import make_model
 
 
 def test_a_copy_of_the_target_accepts_every_greedy_draft(tmp_path, capsys):

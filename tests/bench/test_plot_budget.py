@@ -1,17 +1,13 @@
 """`python -m bass eval humaneval --budgets --methods` end to end on a tiny CPU model, and its plot."""
 
 import json
-import sys
-from pathlib import Path
 
 import plot_budget as pb
 import pytest
+from tiny import make_model
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))  # the tiny model factory
-from tiny import make_model  # noqa: E402
-
-from bass.budgets import budget_key  # noqa: E402
-from bass.cli import main  # noqa: E402
+from bass.budgets import budget_key
+from bass.cli import main
 
 
 def test_eval_with_budgets_and_methods_then_plot(tmp_path, capsys):

@@ -1,17 +1,13 @@
 """bench/policy_replay.py: the replay's arithmetic by hand, and a log of tiny CPU models replayed."""
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import policy_replay as pr
 import pytest
+from tiny import make_model
 
 from bass.config import DraftLengthConfig
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))  # the tiny model factory
-from tiny import make_model  # noqa: E402
 
 COSTS = np.array([1.0, 1.5, 2.0, 2.5])
 # two requests; each round: (sequences, drafts asked, drafts accepted) at L = 3

@@ -1,16 +1,12 @@
 """bench/profile_round.py on tiny CPU models: its drafter wrapper must pass every hook through."""
 
-import sys
-from pathlib import Path
+from profile_round import launches_counted, round_breakdown
+from tiny import make_model
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))  # the tiny model factory
-from profile_round import launches_counted, round_breakdown  # noqa: E402
-from tiny import make_model  # noqa: E402
-
-from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
-from bass.engine import Engine  # noqa: E402
-from bass.models.loader import load_model  # noqa: E402
-from bass.synthetic import random_feature_draft  # noqa: E402
+from bass.config import DraftLengthConfig, EngineConfig, SamplingParams
+from bass.engine import Engine
+from bass.models.loader import load_model
+from bass.synthetic import random_feature_draft
 
 
 def test_round_breakdown_of_a_feature_draft(tmp_path):

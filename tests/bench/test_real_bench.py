@@ -2,14 +2,10 @@
 tiny CPU models."""
 
 import json
-import sys
-from pathlib import Path
 
 import plot_real as pr
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))  # the tiny model factory
-from tiny import make_model  # noqa: E402
+from tiny import make_model
 
 
 def test_ratios_and_table_by_hand():

@@ -1,14 +1,10 @@
 """bench/round_trace.py by hand, and real_bench.py --trace on tiny CPU models."""
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import round_trace as rt
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))  # the tiny model factory
-from tiny import make_model  # noqa: E402
+from tiny import make_model
 
 
 def test_summary_by_hand():

@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))
-
-from tiny import make_model  # noqa: E402
+from tiny import make_model
 
 
 def test_step_costs_dry_run(tmp_path):

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 
 def test_train_step_bench_dry_run(tmp_path):
@@ -38,8 +34,6 @@ def test_train_step_bench_on_a_real_teacher_and_token_files(tmp_path):
     pipeline's token files: the step runs on them and the row says so."""
     import numpy as np
     import train_step_bench
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))
     from tiny import make_model
 
     target = make_model(tmp_path, "qwen2", seed=0)

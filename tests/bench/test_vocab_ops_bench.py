@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 
 def test_alternatives_compute_the_same_and_the_table_is_written(tmp_path, monkeypatch):

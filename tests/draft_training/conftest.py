@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+
+# --import-mode=importlib puts no test folder on sys.path: the tests here import `tiny_pair` beside them
+sys.path.insert(0, str(Path(__file__).parent))
 
 from draft_training.config import CorpusConfig
 from draft_training.corpus import build_corpus

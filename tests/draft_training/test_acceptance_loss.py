@@ -4,21 +4,17 @@ the expected acceptance the pipeline measures, its gradient raises α, and the f
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from tiny_pair import TINY_DRAFT
 
-sys.path.insert(0, str(Path(__file__).parent))
-from tiny_pair import TINY_DRAFT  # noqa: E402
-
-from bass.config import SamplingParams  # noqa: E402
-from bass.models.loader import load_model  # noqa: E402
-from bass.sampling import process_logits  # noqa: E402
-from draft_training.acceptance_loss import acceptance, nucleus  # noqa: E402
-from draft_training.config import TrainConfig  # noqa: E402
-from draft_training.train import SAMPLED, expected_acceptance, feature_loss, new_student, teacher_from  # noqa: E402
+from bass.config import SamplingParams
+from bass.models.loader import load_model
+from bass.sampling import process_logits
+from draft_training.acceptance_loss import acceptance, nucleus
+from draft_training.config import TrainConfig
+from draft_training.train import SAMPLED, expected_acceptance, feature_loss, new_student, teacher_from
 
 PARAMS = SamplingParams(temperature=0.8, top_p=0.95)
 

@@ -5,11 +5,11 @@ teacher, under `no_grad`, runs the kernels. On CUDA as it runs; on the CPU throu
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from tiny_pair import CUDA, tiny_pair
 
 import kernels.rmsnorm
 from bass.models import layers, linear
@@ -17,9 +17,6 @@ from bass.models.linear import needs_autograd
 from bass.models.loader import load_model
 from draft_training.config import TrainConfig
 from draft_training.train import feature_loss
-
-sys.path.insert(0, str(Path(__file__).parent))
-from tiny_pair import CUDA, tiny_pair  # noqa: E402
 
 
 def test_needs_autograd_asks_grad_mode_and_every_tensor():

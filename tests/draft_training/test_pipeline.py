@@ -4,31 +4,26 @@ loss, an exported file the engine derives into a working drafter whose logits eq
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from tiny_pair import TINY_DRAFT as SHAPE
 
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parents[1] / "bass"))
-from tiny_pair import TINY_DRAFT as SHAPE  # noqa: E402
-
-from bass import Engine, EngineConfig, SamplingParams  # noqa: E402
-from bass.models.draft import read_draft_file  # noqa: E402
-from bass.models.feature_draft import FeatureDraft  # noqa: E402
-from bass.models.loader import load_model  # noqa: E402
-from bass.sampling import process_logits  # noqa: E402
-from draft_training.config import DraftShape, TrainConfig  # noqa: E402
-from draft_training.corpus import humaneval_signatures, load_tokens  # noqa: E402
-from draft_training.export import export_draft  # noqa: E402
-from draft_training.model import FeatureStudent, Student  # noqa: E402
-from draft_training.train import expected_acceptance, teacher_from, train  # noqa: E402
-from draft_training.vocab import add_vocab  # noqa: E402
-from draft_training.windows import heldout_windows  # noqa: E402
-from sandbox.humaneval import load_humaneval  # noqa: E402
+from bass import Engine, EngineConfig, SamplingParams
+from bass.models.draft import read_draft_file
+from bass.models.feature_draft import FeatureDraft
+from bass.models.loader import load_model
+from bass.sampling import process_logits
+from draft_training.config import DraftShape, TrainConfig
+from draft_training.corpus import humaneval_signatures, load_tokens
+from draft_training.export import export_draft
+from draft_training.model import FeatureStudent, Student
+from draft_training.train import expected_acceptance, teacher_from, train
+from draft_training.vocab import add_vocab
+from draft_training.windows import heldout_windows
+from sandbox.humaneval import load_humaneval
 
 
 def test_corpus_excludes_humaneval_by_construction(corpus, target_dir):

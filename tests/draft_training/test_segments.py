@@ -5,21 +5,17 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
+from tiny_pair import TINY_DRAFT
 
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).parents[1] / "bass"))
-from tiny_pair import TINY_DRAFT  # noqa: E402
-
-from bass.models.draft import read_draft_file  # noqa: E402
-from bass.models.loader import load_model  # noqa: E402
-from draft_training.config import TrainConfig  # noqa: E402
-from draft_training.train import teacher_from, train  # noqa: E402
+from bass.models.draft import read_draft_file
+from bass.models.loader import load_model
+from draft_training.config import TrainConfig
+from draft_training.train import teacher_from, train
 
 CFG = TrainConfig(loss="feature", batch_size=4, micro_batch=2, seq_len=32, lr=3e-3, warmup_steps=2, max_steps=8,
                   eval_every=3, unroll_steps=2, acceptance_weight=1.0, draft_temperature_scales=(1.0, 0.7))

@@ -4,21 +4,16 @@ forward on the engine's fused kernels equals its torch forms (`test_kernel_choic
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn.functional as F
+from tiny_pair import CUDA, TINY_DRAFT, tiny_pair
 
-from bass.models import layers  # noqa: E402
-from bass.models.loader import load_model  # noqa: E402
-from draft_training.config import TrainConfig  # noqa: E402
-from draft_training.train import SAMPLED, feature_logits, feature_loss, new_student, teacher_from  # noqa: E402
-from draft_training.vocab_loss import fused, step_loss, teacher_targets  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-from tiny_pair import CUDA, TINY_DRAFT, tiny_pair  # noqa: E402
+from bass.models import layers
+from bass.models.loader import load_model
+from draft_training.config import TrainConfig
+from draft_training.train import SAMPLED, feature_logits, feature_loss, new_student, teacher_from
+from draft_training.vocab_loss import fused, step_loss, teacher_targets
 
 
 def _objective_nucleus(t_logits: torch.Tensor, vocab: torch.Tensor) -> torch.Tensor:
