@@ -221,7 +221,8 @@ def train(teacher: Teacher, corpus: Path, completions: Path | Sequence[Path] | N
     opt = new_optimizer(student, cfg)
     report = TrainReport(cfg.loss, 0, 0, 0.0)
     measure_acceptance = cfg.loss == "feature" and bool(cfg.draft_temperature_scales)
-    settings = run_settings(cfg, shape, vocab)
+    # a resume on other completions (a kept file forgotten or added) would train another run: refused too
+    settings = {**run_settings(cfg, shape, vocab), "completion_tokens": 0 if comp is None else int(comp.size)}
     step, total, spent = 0, cfg.max_steps or UNTIMED, 0.0
     if resume:
         run = load_state(state_file, student, opt, settings)

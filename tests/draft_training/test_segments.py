@@ -21,9 +21,9 @@ CFG = TrainConfig(loss="feature", batch_size=4, micro_batch=2, seq_len=32, lr=3e
                   eval_every=3, unroll_steps=2, acceptance_weight=1.0, draft_temperature_scales=(1.0, 0.7))
 
 
-def _run(teacher, corpus: Path, cfg: TrainConfig, **kw):
-    return train(teacher, corpus / "train.bin", None, corpus / "heldout.bin", TINY_DRAFT, cfg, log=lambda _: 0,
-                 vocab=torch.arange(0, teacher.config.vocab_size, 3), **kw)
+def _run(teacher, corpus: Path, cfg: TrainConfig, completions: Path | None = None, **kw):
+    return train(teacher, corpus / "train.bin", completions, corpus / "heldout.bin", TINY_DRAFT, cfg,
+                 log=lambda _: 0, vocab=torch.arange(0, teacher.config.vocab_size, 3), **kw)
 
 
 def _without_time(history: list[dict]) -> list[dict]:
@@ -65,6 +65,10 @@ def test_a_resume_is_refused_where_it_would_train_another_run(corpus, target_dir
         _run(teacher, corpus, replace(CFG, lr=1e-3), state_file=state, resume=True)
     with pytest.raises(ValueError, match="give state_file"):
         _run(teacher, corpus, replace(CFG, segment_steps=2))
+    kept = tmp_path / "kept.bin"  # other data than the stopped run's: a kept completions file forgotten or added
+    kept.write_bytes((corpus / "train.bin").read_bytes()[:16_000])  # 4,000 uint32 ids
+    with pytest.raises(ValueError, match=r"trained with completion_tokens=0 \(now 4000\)"):
+        _run(teacher, corpus, CFG, kept, state_file=state, resume=True)
     _, more = _run(teacher, corpus, replace(CFG, segment_steps=4), state_file=state, resume=True)
     assert more.stopped and more.steps == 6
 
