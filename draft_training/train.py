@@ -221,8 +221,7 @@ def train(teacher: Teacher, corpus: Path, completions: Path | Sequence[Path] | N
     opt = new_optimizer(student, cfg)
     report = TrainReport(cfg.loss, 0, 0, 0.0)
     measure_acceptance = cfg.loss == "feature" and bool(cfg.draft_temperature_scales)
-    # a resume on other completions (a kept file forgotten or added) would train another run: refused too
-    settings = {**run_settings(cfg, shape, vocab), "completion_tokens": 0 if comp is None else int(comp.size)}
+    settings = run_settings(cfg, shape, vocab, comp)
     step, total, spent = 0, cfg.max_steps or UNTIMED, 0.0
     if resume:
         run = load_state(state_file, student, opt, settings)
@@ -289,10 +288,14 @@ def train(teacher: Teacher, corpus: Path, completions: Path | Sequence[Path] | N
     return student.eval(), report
 
 
-def run_settings(cfg: TrainConfig, shape: DraftShape, vocab: torch.Tensor | None) -> dict:
-    """What a resumed run must share with the stopped one (`checkpoint.load_state` compares them)."""
+def run_settings(cfg: TrainConfig, shape: DraftShape, vocab: torch.Tensor | None,
+                 completions: np.ndarray | None = None) -> dict:
+    """What a resumed run must share with the stopped one (`checkpoint.load_state` compares them): its settings,
+    shape and proposal vocabulary, and how many completion tokens it reads (a kept file forgotten or added on a
+    resume would train another run)."""
     ids = None if vocab is None else hashlib.sha256(vocab.cpu().numpy().astype(np.int64).tobytes()).hexdigest()
-    return {**asdict(cfg), "shape": asdict(shape), "vocab": ids}
+    return {**asdict(cfg), "shape": asdict(shape), "vocab": ids,
+            "completion_tokens": 0 if completions is None else int(completions.size)}
 
 
 def _segment_over(cfg: TrainConfig, steps: int, seconds: float) -> bool:
