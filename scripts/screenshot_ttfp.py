@@ -20,7 +20,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "app"))
 
-from test_browser import SHOTS, _click, _full_page_screenshot, _open, _set_number  # noqa: E402
+from test_browser import _click, _full_page_screenshot, _open, _set_number  # noqa: E402
+
+SHOTS = REPO / "assets" / "screenshots"  # the README's pictures
 
 
 def _driver():
