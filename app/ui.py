@@ -235,7 +235,7 @@ def _model_banner(session: EngineSession) -> tuple:
     wanted = engine.default_drafter if engine.config.drafter == "auto" else engine.config.drafter
     drafter = wanted if wanted in drafters else drafters[0]
     backend = engine.backend if engine.backend in backends else backends[0]
-    text = f"Model ready: {state.pair.label} on {engine.device}"
+    text = f"Model ready: {state.pair.label} on {engine.device} ({str(engine.dtype).removeprefix('torch.')})"
     detail = f"drafters: {', '.join(drafters)} · attention backends: {', '.join(backends)}"
     return (render.status_html(text, f"{detail} · {state.note}" if state.note else detail, kind="ok"),
             gr.Dropdown(choices=drafters, value=drafter), gr.Dropdown(choices=backends, value=backend),

@@ -20,10 +20,15 @@ def resolve_device(device: str) -> torch.device:
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """The weights' dtype for `EngineConfig.dtype`: "auto" is bf16 on CUDA and float32 on the CPU (whose bf16
-    matmuls are slow), else the torch dtype of that name."""
+    """The weights' dtype for `EngineConfig.dtype`: "auto" is bf16 on CUDA and, on the CPU, whichever of bf16 and
+    float32 this CPU's projections run faster (`bass.models.linear.cpu_dtype`: bf16 where it has matrix units for
+    it, float32 where its bf16 matmuls are slow); else the torch dtype of that name."""
     if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        if device.type == "cuda":
+            return torch.bfloat16
+        from bass.models.linear import cpu_dtype
+
+        return cpu_dtype()
     return getattr(torch, dtype)
 
 

@@ -95,7 +95,7 @@ class Bench:
 
         self.a = a
         self.engine = Engine(EngineConfig(target=a.target, draft=None if a.draft == "none" else a.draft,
-                                          drafter="auto", backend=a.backend, device=a.device))
+                                          drafter="auto", backend=a.backend, device=a.device, dtype=a.dtype))
         self.second: dict[str, Engine] = {}  # engines over the same models, made on first use (`_second_runner`)
         self.problems = load_humaneval()[:a.prompts]
         self.prompts = [p.prompt for p in self.problems]
@@ -308,6 +308,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--drafters", default=None, help="comma-separated; default: every drafter the engine offers")
     p.add_argument("--backend", default="auto", help="auto: ragged on CUDA, torch on the CPU (Engine.backend)")
     p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto", help="auto: bf16 on CUDA; on the CPU what `linear.cpu_dtype` measures")
     p.add_argument("--prompts", type=int, default=8, help="the first N HumanEval prompts")
     p.add_argument("--ks", default="1,8,32")
     p.add_argument("--single-ks", default=None, help="ks with a single-sequence row (default: every k)")

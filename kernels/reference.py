@@ -8,6 +8,13 @@ For sequence b, query i (i < q_len[b]) at absolute position p_i (see `kernels/la
 
 Grouped-query attention: query head h reads kv head h // (Hq / Hkv). The prefix is gathered per
 sequence here (a copy); the kernels read it in place.
+
+Scores and sums run in float32 (float64 for float64 inputs) and the output is rounded to the inputs' dtype. Below
+float32 (bf16 on a CPU) that rounding turns the last-bit differences between a [T, D] x [D, L] product and a
+[1, D] x [D, L] one into whole bf16 steps: the last row of a 5-wide verify and the same row alone differed in 47 of
+184,320 outputs (random bf16 inputs, ad hoc). So for such inputs each of up to SOLO_ROWS query rows is computed
+alone, as a one-row query, which is what a plain decoding step computes: a verify's rows then come out bit for
+bit as the steps of regular decoding would have them, and greedy BASS keeps regular greedy decoding's tokens.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from __future__ import annotations
 import torch
 
 from kernels.layout import check_ragged_inputs
+
+SOLO_ROWS = 64  # reduced precision: query rows computed one at a time up to this width (wider: a prefill, at once)
 
 
 def ragged_attention_ref(
@@ -58,10 +67,21 @@ def ragged_attention_ref(
         allowed &= key_pos[:, None, :] > q_pos[:, :, None] - window
 
     acc = torch.float64 if q.dtype == torch.float64 else torch.float32
-    scores = torch.matmul(qh.to(acc), k.to(acc)[:, :, None].transpose(-1, -2)) * scale  # [B, Hkv, rep, T, P+S]
-    scores = scores.masked_fill(~allowed[:, None, None], float("-inf"))
-    probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # rows with no visible key -> 0
-    out = torch.matmul(probs, v.to(acc)[:, :, None])  # [B, Hkv, rep, T, D]
+    k, v = k.to(acc)[:, :, None], v.to(acc)[:, :, None]  # [B, Hkv, 1, P+S, D]
+    if q.dtype in (torch.float32, torch.float64) or T > SOLO_ROWS:
+        out = _attend(qh.to(acc), k, v, allowed, scale)
+    else:  # one query row at a time (module docstring)
+        out = torch.cat([_attend(qh[:, :, :, r:r + 1].to(acc), k, v, allowed[:, r:r + 1], scale)
+                         for r in range(T)], dim=3)
     out = out.permute(0, 3, 1, 2, 4).reshape(B, T, Hq, D)
     q_ok = (i[None, :] < ql[:, None])[:, :, None, None]  # [B, T, 1, 1]
     return torch.where(q_ok, out, torch.zeros((), dtype=acc, device=q.device)).to(q.dtype)
+
+
+def _attend(qh: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor, scale: float) -> torch.Tensor:
+    """softmax(scale · q kᵀ, masked) v for queries qh [B, Hkv, rep, T, D] over k, v [B, Hkv, 1, L, D], where
+    allowed [B, T, L] (rows with no visible key give 0): [B, Hkv, rep, T, D]."""
+    scores = torch.matmul(qh, k.transpose(-1, -2)) * scale  # [B, Hkv, rep, T, L]
+    scores = scores.masked_fill(~allowed[:, None, None], float("-inf"))
+    probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return torch.matmul(probs, v)

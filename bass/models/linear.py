@@ -18,6 +18,17 @@ without autograd is oneDNN's; BASS_ONEDNN=0 in the environment keeps MKL (an A/B
 falls back by itself). oneDNN sums in another order than MKL, about 3x MKL's rounding error against float64 per
 projection (`tests/bass/models/test_embedded.py` bounds what that makes of Gemma's logits).
 
+On the CPU, bfloat16: fixed-size calls. oneDNN multiplies bf16 on the CPU's matrix units where it has them (AMX
+on a Sapphire Rapids Xeon: the 1.5B's gate/up projection [17920 x 1536] at 4 rows in 1.8 ms against 4.0 in float32,
+at 16 rows 1.9 against 5.7), but it picks its kernel by the number of rows, and kernels round differently: the same
+row came out of a 4-row and a 40-row call up to 2 bf16 steps apart, and 1 of 8 greedy HumanEval sequences of the
+embedded target parted from regular decoding after 40 tokens (ad hoc, the fifty-ninth pass). So every bf16 (or
+float16) projection on the CPU multiplies its rows in calls of exactly CPU_ROWS rows, the last one padded with
+zeros: one kernel serves every call, and a row's result depends on that row alone, bit for bit, whatever the batch
+or the verify's width (as the skinny GEMM's rows do on the GPU). A call of 32 rows costs about what 4 do (the bytes
+of the weight, read once, dominate); 64 would cost a plain step at k = 4 half as much again. Whether bf16 pays on
+this CPU at all is measured (`cpu_dtype`): without matrix units it can be slower than float32.
+
 So nothing is assumed on the GPU: `tune(model)` times, on the device, cuBLAS and each of a few tile configs for every
 distinct projection shape of the model at every row tile (16, 32, 48, 64 rows), cycling through the model's
 own weights of that shape as a forward does, and records the fastest config unless cuBLAS beats it by
@@ -30,6 +41,7 @@ shapes reuses the measurements); `clear()` forgets every choice and measurement.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -43,6 +55,8 @@ from bass.graphs import capture
 # it (BASS_ONEDNN=0: no), read once, like BASS_PDL (`kernels.pdl`)
 ONEDNN_AVAILABLE = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 ONEDNN = ONEDNN_AVAILABLE and os.environ.get("BASS_ONEDNN", "1") != "0"
+# The rows of every reduced-precision CPU call (module docstring: fixed-size calls make a row's result its own)
+CPU_ROWS = 32
 
 # The row counts a choice is timed at; `linear` uses the choice of the smallest tile that holds x's rows. The
 # kernel pads x to 16, 32 or 64 rows (kernels.skinny_gemm: BM), but its padding rows are masked, never read, so a
@@ -84,6 +98,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
             return skinny_gemm(x, weight, bias, config, out_dtype)
     if ONEDNN and x.device.type == "cpu" and _onednn_fits(x, weight, bias):
         y = _onednn(x, weight, bias)
+    elif x.device.type == "cpu" and x.dtype in (torch.bfloat16, torch.float16) and not needs_autograd(x, weight, bias):
+        y = _fixed_rows(x, weight, bias)
     else:
         y = F.linear(x, weight, bias)
     return y if out_dtype is None else y.to(out_dtype)
@@ -92,6 +108,64 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 def _onednn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """x [..., K] @ weight [N, K]ᵀ (+ bias) by oneDNN, from the dense weight (module docstring)."""
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+def _fixed_rows(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x [..., K] @ weight [N, K]ᵀ (+ bias) in calls of exactly CPU_ROWS rows, the last padded with zeros, so that
+    each row's result is the same bits whatever rows share the call (module docstring, fixed-size calls)."""
+    K, N = x.shape[-1], weight.shape[0]
+    rows = x.reshape(-1, K)
+    M = rows.shape[0]
+    if M == 0:
+        return x.new_empty(*x.shape[:-1], N)
+    padded = rows.new_zeros(-(-M // CPU_ROWS) * CPU_ROWS, K)  # [M rounded up to CPU_ROWS, K]
+    padded[:M] = rows
+    y = torch.cat([F.linear(chunk, weight, bias) for chunk in padded.split(CPU_ROWS)])  # [M', N]
+    return y[:M].view(*x.shape[:-1], N)
+
+
+def cpu_dtype(timer: Callable[[Callable[[], object]], float] | None = None) -> torch.dtype:
+    """The dtype an "auto" engine runs on the CPU: bfloat16 where its projections, as `linear` makes them (in
+    CPU_ROWS-row calls), beat float32 ones (oneDNN) by CPU_BF16_MARGIN on this machine, else float32. Measured once a
+    process on a weight of the embedded target's largest projection shape, [17920 x 1536], at 4 rows (a plain
+    step at the app's k) and 32 (a verify); BASS_CPU_DTYPE=float32 or bfloat16 in the environment decides instead.
+    `timer(fn)` gives seconds per call (default: the median of a few after a warm-up)."""
+    global _cpu_dtype
+    forced = os.environ.get("BASS_CPU_DTYPE", "")
+    if forced:
+        if forced not in ("float32", "bfloat16"):
+            raise ValueError(f"BASS_CPU_DTYPE must be float32 or bfloat16, got {forced!r}: unset it to let the "
+                             "engine measure which one this CPU runs faster")
+        return getattr(torch, forced)
+    if _cpu_dtype is not None and timer is None:
+        return _cpu_dtype
+    timer = timer or _median_seconds
+    g = torch.Generator().manual_seed(0)
+    w32 = torch.randn(17920, 1536, generator=g)
+    w16 = w32.bfloat16()
+    costs = {}
+    with torch.inference_mode():
+        for dtype, w in ((torch.float32, w32), (torch.bfloat16, w16)):
+            x4, x32 = (torch.randn(n, 1536, generator=g).to(dtype) for n in (4, 32))
+            costs[dtype] = timer(lambda x=x4, w=w: linear(x, w)) + timer(lambda x=x32, w=w: linear(x, w))
+    chosen = torch.bfloat16 if costs[torch.bfloat16] * (1 + CPU_BF16_MARGIN) < costs[torch.float32] else torch.float32
+    if timer is _median_seconds:
+        _cpu_dtype = chosen
+    return chosen
+
+
+CPU_BF16_MARGIN = 0.1  # bf16 must be this much faster: its rounding is coarser, so a tie goes to float32
+_cpu_dtype: torch.dtype | None = None  # `cpu_dtype`'s measurement, once a process
+
+
+def _median_seconds(fn: Callable[[], object], repeats: int = 5) -> float:
+    fn()  # warm-up: oneDNN builds its kernel for the shape on first use
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return sorted(times)[repeats // 2]
 
 
 def _onednn_fits(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+import torch
+
 from app.session import EngineSession
 from bass.attention import resolve_backend
 from bass.config import EngineConfig, SamplingParams
@@ -28,6 +30,7 @@ class FakeEngine:
     """
 
     device = "cpu"
+    dtype = torch.float32
 
     def __init__(self, config: EngineConfig | None = None, progress=None, texts=None, chunk=8, proposed=4,
                  round_s=0.0, fail_with: Exception | None = None, pause_after_first_finish_s: float = 0.0):

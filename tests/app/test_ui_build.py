@@ -33,7 +33,7 @@ def test_layout_builds_with_every_component(session):
 
 def test_banner_offers_the_engines_drafters_and_backends(session):
     banner, drafter, backend, timer = _model_banner(session)
-    assert "Model ready" in banner and "on cpu" in banner
+    assert "Model ready" in banner and "on cpu (float32)" in banner
     assert [c[0] for c in drafter.choices] == ["ngram", "layer-skip"] and drafter.value == "ngram"
     assert [c[0] for c in backend.choices] == ["torch", "pad"] and backend.value == "torch"
     assert timer.active is False

@@ -18,8 +18,13 @@ def test_auto_takes_what_is_there_and_a_missing_gpu_says_what_to_use(monkeypatch
     assert resolve_device("cpu") == torch.device("cpu")
 
 
-def test_auto_dtype_is_bf16_on_cuda_only():
+def test_auto_dtype_is_bf16_on_cuda_and_on_the_cpu_what_it_measured(monkeypatch):
+    from bass.models import linear
+
     assert resolve_dtype("auto", torch.device("cuda")) == torch.bfloat16
+    monkeypatch.setattr(linear, "cpu_dtype", lambda: torch.bfloat16)
+    assert resolve_dtype("auto", torch.device("cpu")) == torch.bfloat16
+    monkeypatch.setattr(linear, "cpu_dtype", lambda: torch.float32)
     assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
     assert resolve_dtype("float16", torch.device("cpu")) == torch.float16
 

@@ -8,6 +8,7 @@ import pytest
 
 pytestmark = pytest.mark.embedded
 
+
 def test_bass_equals_regular_on_the_embedded_model(embedded_engine, embedded_greedy):
     prompts, params, regular = embedded_greedy  # (the shipped draft's case: test_shipped_draft.py)
     assert "return" in regular.candidates[0].text or "if" in regular.candidates[0].text  # real code
@@ -40,3 +41,44 @@ def test_cli_reports_bad_input_without_a_traceback(tmp_path):
                           "gemma3-270m", "--json"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 2
     assert "prompt 0 is empty" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.fixture(scope="module")
+def embedded_bf16():
+    """The embedded target in bf16 on the CPU, where bf16 is what an "auto" engine would run here."""
+    import os
+
+    import torch
+
+    from bass import Engine, EngineConfig
+    from bass.models import linear
+
+    pinned = os.environ.pop("BASS_CPU_DTYPE", None)  # the suite's pin (tests/conftest.py): measure instead
+    try:
+        measured = linear.cpu_dtype()
+    finally:
+        if pinned is not None:
+            os.environ["BASS_CPU_DTYPE"] = pinned
+    if measured != torch.bfloat16:
+        pytest.skip("this CPU runs float32 faster (no bf16 matrix units), so an engine never runs bf16 here; the "
+                    "fixed-size calls' row tests (tests/bass/models/test_cpu_linear.py, tests/kernels) hold the "
+                    "property on any CPU")
+    engine = Engine(EngineConfig(target="embedded", dtype="bfloat16", device="cpu"))
+    yield engine
+    del engine
+
+
+def test_bass_equals_regular_on_the_embedded_model_in_bf16(embedded_bf16):
+    """HumanEval/25 at k = 1: with each bf16 projection a plain F.linear of however many rows, BASS parted from
+    regular greedy decoding at its 40th token on an AMX Xeon (the fifty-ninth pass); with fixed-size calls it keeps
+    every token."""
+    from bass import SamplingParams
+    from sandbox.humaneval import load_humaneval
+
+    prompt = load_humaneval()[25].prompt
+    params = SamplingParams(max_new_tokens=48)
+    regular = embedded_bf16.generate(prompt, k=1, params=params, method="regular")
+    assert len(regular.candidates[0].token_ids) > 40
+    bass = embedded_bf16.generate(prompt, k=1, params=params, method="bass")  # the shipped draft
+    assert bass.candidates[0].token_ids == regular.candidates[0].token_ids
+    assert max(bass.stats.draft_lengths) > 1

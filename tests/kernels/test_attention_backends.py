@@ -81,3 +81,24 @@ def test_a_strided_length_vector_is_refused(name: str) -> None:
     with pytest.raises(ValueError, match=r"q_len must be contiguous .*\.contiguous\(\)"):
         get_backend(name)(**{**inputs, "q_len": steps[:, 1]})
     get_backend(name)(**{**inputs, "q_len": steps[:, 1].contiguous()})
+
+
+@pytest.mark.parametrize("case", [CASES[1], CASES[3]], ids=str)
+def test_a_bf16_reference_row_is_what_a_one_row_query_computes(case: Case) -> None:
+    """Below float32 the reference computes each query row alone (`kernels.reference`), so a verify's row is the bits
+    of the plain step that would have decoded it: the same query as a one-row query at its own position."""
+    inputs = make_inputs(case, torch.Generator().manual_seed(next(SEEDS)), dtype=torch.bfloat16)
+    got = ragged_attention_ref(**inputs)  # [B, T, Hq, D]
+    assert rel_error(got, naive_attention(as_float64(inputs))) < 1e-2
+    q_len, kv_len = inputs["q_len"].long(), inputs["kv_len"].long()
+    checked = 0
+    for i in range(case.T):
+        live = q_len > i  # sequences whose row i is a query
+        if not live.any():
+            continue
+        one = dict(inputs, q=inputs["q"][:, i:i + 1], q_len=live.to(torch.int32),
+                   kv_len=torch.where(live, kv_len - q_len + i + 1, kv_len).to(torch.int32))
+        alone = ragged_attention_ref(**one)[:, 0]  # [B, Hq, D]
+        assert torch.equal(got[live, i], alone[live]), i
+        checked += int(live.sum())
+    assert checked == int(q_len.sum())

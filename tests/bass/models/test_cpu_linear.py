@@ -1,5 +1,6 @@
 """`bass.models.linear` on the CPU: float32 projections by oneDNN, the same numbers as `F.linear` (MKL), which
-still serves whatever oneDNN's op cannot (another dtype, a strided weight, autograd)."""
+still serves whatever oneDNN's op cannot (a strided weight, autograd); bf16 ones in calls of a fixed row count, so
+that a row's result is its own; and the measured choice between the two dtypes."""
 
 from __future__ import annotations
 
@@ -48,7 +49,6 @@ def test_what_onednn_cannot_take_goes_to_f_linear(calls):
     x, w = torch.randn(4, 32, generator=g), torch.randn(48, 32, generator=g)
     strided = torch.randn(32, 48, generator=g).t()  # a transposed view
     assert torch.equal(linear.linear(x, strided), F.linear(x, strided))
-    assert torch.equal(linear.linear(x.bfloat16(), w.bfloat16()), F.linear(x.bfloat16(), w.bfloat16()))
     assert linear.linear(torch.empty(0, 32), w).shape == (0, 48)
     assert calls == []
     # training: a weight that wants its gradient gets one (oneDNN's op has no backward) ...
@@ -80,3 +80,61 @@ def test_bass_onednn_0_in_the_environment_switches_it_off():
                          cwd=Path(__file__).resolve().parents[3],
                          env={"BASS_ONEDNN": "0", "PATH": "/usr/bin:/bin", "PYTHONPATH": "."}).stdout
     assert out.strip() == "False"
+
+
+# ---- bf16: calls of CPU_ROWS rows ----
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_reduced_precision_row_is_the_same_bits_whatever_shares_its_call(dtype, bias):
+    g = torch.Generator().manual_seed(3)
+    # K = 1024: plain F.linear rounds 6 of the 14 calls below otherwise than row by row, in bf16 on an AMX Xeon
+    x = torch.randn(100, 1024, generator=g).to(dtype)  # more than three calls' worth of rows
+    w = torch.randn(1031, 1024, generator=g).to(dtype)
+    b = torch.randn(1031, generator=g).to(dtype) if bias else None
+    with torch.inference_mode():
+        alone = torch.stack([linear.linear(x[i:i + 1], w, b)[0] for i in range(len(x))])  # [100, 1031]
+        for rows in (2, 4, 9, 32, 33, 40, 100):  # a plain step, verifies of several widths, a prefill
+            for start in (0, 7):
+                got = linear.linear(x[start:start + rows], w, b)
+                assert torch.equal(got, alone[start:start + rows]), (rows, start)
+        assert torch.equal(linear.linear(x[:12].view(3, 4, 1024), w, b), alone[:12].view(3, 4, 1031))
+        assert linear.linear(x[:0], w, b).shape == (0, 1031)
+        assert linear.linear(x[:5], w, b, out_dtype=torch.float32).dtype == torch.float32
+    # the same product, rounded once: within a few steps of the reduced dtype of float64's
+    ref = x.double() @ w.double().T + (0 if b is None else b.double())
+    assert ((alone.double() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+def test_a_reduced_precision_projection_with_a_gradient_stays_on_f_linear():
+    g = torch.Generator().manual_seed(4)
+    x, w = torch.randn(4, 32, generator=g).bfloat16(), torch.randn(48, 32, generator=g).bfloat16().requires_grad_()
+    y = linear.linear(x, w)
+    assert torch.equal(y, F.linear(x, w))
+    y.float().sum().backward()
+    assert w.grad is not None and w.grad.shape == (48, 32)
+
+
+# ---- which dtype an "auto" engine runs on the CPU ----
+def _timer(bf16_seconds: float):
+    """A fake timer: 1 s for a float32 projection, `bf16_seconds` for a bf16 one (told apart by what fn returns)."""
+    return lambda fn: 1.0 if fn().dtype == torch.float32 else bf16_seconds
+
+
+def test_cpu_dtype_takes_bf16_only_where_it_is_clearly_faster(monkeypatch):
+    monkeypatch.delenv("BASS_CPU_DTYPE", raising=False)
+    assert linear.cpu_dtype(_timer(0.5)) == torch.bfloat16
+    assert linear.cpu_dtype(_timer(0.95)) == torch.float32  # within the margin: float32
+    assert linear.cpu_dtype(_timer(2.0)) == torch.float32  # a CPU without bf16 matrix units
+
+
+def test_bass_cpu_dtype_in_the_environment_decides(monkeypatch):
+    monkeypatch.setenv("BASS_CPU_DTYPE", "bfloat16")
+    assert linear.cpu_dtype(_timer(2.0)) == torch.bfloat16
+    monkeypatch.setenv("BASS_CPU_DTYPE", "float32")
+    assert linear.cpu_dtype(_timer(0.1)) == torch.float32
+    from bass.device import resolve_dtype
+
+    assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
+    monkeypatch.setenv("BASS_CPU_DTYPE", "fp8")
+    with pytest.raises(ValueError, match="BASS_CPU_DTYPE must be float32 or bfloat16, got 'fp8': unset it"):
+        linear.cpu_dtype()
