@@ -25,9 +25,12 @@ row came out of a 4-row and a 40-row call up to 2 bf16 steps apart, and 1 of 8 g
 embedded target parted from regular decoding after 40 tokens (ad hoc, the fifty-ninth pass). So every bf16 (or
 float16) projection on the CPU multiplies its rows in calls of exactly CPU_ROWS rows, the last one padded with
 zeros: one kernel serves every call, and a row's result depends on that row alone, bit for bit, whatever the batch
-or the verify's width (as the skinny GEMM's rows do on the GPU). A call of 32 rows costs about what 4 do (the bytes
-of the weight, read once, dominate); 64 would cost a plain step at k = 4 half as much again. Whether bf16 pays on
-this CPU at all is measured (`cpu_dtype`): without matrix units it can be slower than float32.
+or the verify's width (as the skinny GEMM's rows do on the GPU). On that Xeon a layer's four projections took 3.1 ms
+at 4 rows, 3.3 at 16, 3.7 at 32 and 6.0 at 64 (the weight's bytes dominate up to 32): 32 rows hold a verify at k = 4
+up to L = 7 in one call for a fifth more than a plain step's 4 rows cost, where 16 would split a verify past L = 3 in
+two calls, each reading the weights again, and 64 would cost every plain step nearly twice as much. A prefill's rows
+go in as many calls as they fill. Whether bf16 pays on this CPU at all is measured (`cpu_dtype`): without matrix units
+it can be slower than float32.
 
 So nothing is assumed on the GPU: `tune(model)` times, on the device, cuBLAS and each of a few tile configs for every
 distinct projection shape of the model at every row tile (16, 32, 48, 64 rows), cycling through the model's
@@ -57,6 +60,7 @@ ONEDNN_AVAILABLE = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mk
 ONEDNN = ONEDNN_AVAILABLE and os.environ.get("BASS_ONEDNN", "1") != "0"
 # The rows of every reduced-precision CPU call (module docstring: fixed-size calls make a row's result its own)
 CPU_ROWS = 32
+CPU_BF16_MARGIN = 0.1  # `cpu_dtype`: bf16 must be this much faster (its rounding is coarser: a tie goes to float32)
 
 # The row counts a choice is timed at; `linear` uses the choice of the smallest tile that holds x's rows. The
 # kernel pads x to 16, 32 or 64 rows (kernels.skinny_gemm: BM), but its padding rows are masked, never read, so a
@@ -154,7 +158,6 @@ def cpu_dtype(timer: Callable[[Callable[[], object]], float] | None = None) -> t
     return chosen
 
 
-CPU_BF16_MARGIN = 0.1  # bf16 must be this much faster: its rounding is coarser, so a tie goes to float32
 _cpu_dtype: torch.dtype | None = None  # `cpu_dtype`'s measurement, once a process
 
 
