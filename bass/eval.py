@@ -183,6 +183,7 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
                        "backend": engine.backend, "method": method, "k": k,
                        "budget_s": budget_s, "temperature": params.temperature,
                        "top_p": params.top_p, "max_new_tokens": params.max_new_tokens, "device": str(engine.device),
+                       "dtype": str(engine.dtype).removeprefix("torch."),
                        "stop_at_first_pass": stop_at_first_pass, "budgets": list(budgets or ())},
             "summary": summarize(rows), "problems": rows,
             **({"by_budget": {b: {"summary": summarize(r), "problems": r} for b, r in by_budget.items()}}
@@ -195,7 +196,7 @@ def format_report(report: dict) -> str:
     k = c["k"]
     return "\n".join([
         f"HumanEval, {s['problems']} problems, k={k}, budget {c['budget_s']} s, method {c['method']} "
-        f"({c['drafter']}), target {c['target']} on {c['device']}",
+        f"({c['drafter']}), target {c['target']} on {c['device']}" + (f" ({c['dtype']})" if c.get("dtype") else ""),
         f"  Pass@First {s.get('pass_at_first', 0):.3f}   Pass@All {s.get('pass_at_all', 0):.3f}   "
         f"pass@1 {s.get('pass_at_1', 0):.3f}   pass@{k} {s.get(f'pass_at_{k}', 0):.3f}   "
         f"finished/problem {s.get('finished', 0):.2f}   mean {s.get('mean_ms_per_token', 0):.1f} ms/token/seq",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
+import torch
+
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceStats, SequenceUpdate
 
 
@@ -19,6 +21,7 @@ class ScriptedEngine:
     """
 
     device = "cpu"
+    dtype = torch.float32
     backend = "torch"  # what `Engine.backend` resolves "auto" to on a CPU
 
     def __init__(self, texts: Sequence[str], prefill_s: float = 0.5, round_s: float = 1.0,
