@@ -5,7 +5,7 @@
     PYTHONPATH=. python bench/cpu_dtype_bench.py --target <tiny folder> --k 2 --prompts 1 --max-new-tokens 8 (a test)
 
 An "auto" engine on the CPU runs bf16 where this machine's projections are faster in it (`bass.models.linear`,
-`cpu_dtype`: bf16 calls of a fixed row count, so that greedy BASS keeps regular decoding's tokens; float32 by
+`measure_cpu_dtype`: bf16 calls of a fixed row count, so that greedy BASS keeps regular decoding's tokens; float32 by
 oneDNN). This measures what that choice buys end to end: two engines over the target, one per dtype, each with
 the draft that ships for it, and the four rows (regular and BASS with the default drafter and policy, in each
 dtype) measured by `real_passes.measure` (a warm-up pass, then --repeats passes, the rows interleaved prompt by
@@ -13,7 +13,7 @@ prompt; a row is its median pass). At the app's defaults: T 0.8, top-p 0.95, k =
 also decodes the first prompt greedily in bf16, regularly and with BASS, and reports whether the tokens agree.
 
 Prints a table last (ms/token/seq, each row against regular decoding in its dtype and against its own method in
-float32) and writes JSON with the device line and the dtype `cpu_dtype` measured on this machine.
+float32) and writes JSON with the device line and the dtype `measure_cpu_dtype` found on this machine.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -44,12 +43,7 @@ METHODS = ("regular", "bass")
 
 def run(a: argparse.Namespace, log=print) -> dict:
     """The rows of the module docstring, and the run's facts."""
-    pinned = os.environ.pop("BASS_CPU_DTYPE", None)  # what this CPU would choose, not what a caller pinned
-    try:
-        chosen = str(linear.cpu_dtype()).removeprefix("torch.")
-    finally:
-        if pinned is not None:
-            os.environ["BASS_CPU_DTYPE"] = pinned
+    chosen = str(linear.measure_cpu_dtype()).removeprefix("torch.")  # this CPU's choice, whatever the env pins
     t0 = time.perf_counter()
     engines = {d: Engine(EngineConfig(target=a.target, device="cpu", dtype=d)) for d in DTYPES}
     log(f"two engines loaded in {time.perf_counter() - t0:.1f} s; cpu_dtype measured {chosen}")

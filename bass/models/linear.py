@@ -60,7 +60,7 @@ ONEDNN_AVAILABLE = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mk
 ONEDNN = ONEDNN_AVAILABLE and os.environ.get("BASS_ONEDNN", "1") != "0"
 # The rows of every reduced-precision CPU call (module docstring: fixed-size calls make a row's result its own)
 CPU_ROWS = 32
-CPU_BF16_MARGIN = 0.1  # `cpu_dtype`: bf16 must be this much faster (its rounding is coarser: a tie goes to float32)
+CPU_BF16_MARGIN = 0.1  # `measure_cpu_dtype`: bf16 must be this much faster (coarser rounding: a tie is float32)
 
 # The row counts a choice is timed at; `linear` uses the choice of the smallest tile that holds x's rows. The
 # kernel pads x to 16, 32 or 64 rows (kernels.skinny_gemm: BM), but its padding rows are masked, never read, so a
@@ -128,12 +128,9 @@ def _fixed_rows(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     return y[:M].view(*x.shape[:-1], N)
 
 
-def cpu_dtype(timer: Callable[[Callable[[], object]], float] | None = None) -> torch.dtype:
-    """The dtype an "auto" engine runs on the CPU: bfloat16 where its projections, as `linear` makes them (in
-    CPU_ROWS-row calls), beat float32 ones (oneDNN) by CPU_BF16_MARGIN on this machine, else float32. Measured once a
-    process on a weight of the embedded target's largest projection shape, [17920 x 1536], at 4 rows (a plain
-    step at the app's k) and 32 (a verify); BASS_CPU_DTYPE=float32 or bfloat16 in the environment decides instead.
-    `timer(fn)` gives seconds per call (default: the median of a few after a warm-up)."""
+def cpu_dtype() -> torch.dtype:
+    """The dtype an "auto" engine runs on the CPU: BASS_CPU_DTYPE (float32 or bfloat16) where the environment names
+    one, else what `measure_cpu_dtype` finds, measured once a process."""
     global _cpu_dtype
     forced = os.environ.get("BASS_CPU_DTYPE", "")
     if forced:
@@ -141,24 +138,28 @@ def cpu_dtype(timer: Callable[[Callable[[], object]], float] | None = None) -> t
             raise ValueError(f"BASS_CPU_DTYPE must be float32 or bfloat16, got {forced!r}: unset it to let the "
                              "engine measure which one this CPU runs faster")
         return getattr(torch, forced)
-    if _cpu_dtype is not None and timer is None:
-        return _cpu_dtype
+    if _cpu_dtype is None:
+        _cpu_dtype = measure_cpu_dtype()
+    return _cpu_dtype
+
+
+def measure_cpu_dtype(timer: Callable[[Callable[[], object]], float] | None = None) -> torch.dtype:
+    """bfloat16 where this CPU's projections, as `linear` makes them (in CPU_ROWS-row calls), beat float32 ones
+    (oneDNN) by CPU_BF16_MARGIN, else float32: timed on a weight of the embedded target's largest projection shape,
+    [17920 x 1536], at 4 rows (a plain step at the app's k) and 32 (a verify). `timer(fn)` gives seconds per call
+    (default: the median of a few after a warm-up)."""
     timer = timer or _median_seconds
     g = torch.Generator().manual_seed(0)
     w32 = torch.randn(17920, 1536, generator=g)
-    w16 = w32.bfloat16()
     costs = {}
     with torch.inference_mode():
-        for dtype, w in ((torch.float32, w32), (torch.bfloat16, w16)):
+        for dtype, w in ((torch.float32, w32), (torch.bfloat16, w32.bfloat16())):
             x4, x32 = (torch.randn(n, 1536, generator=g).to(dtype) for n in (4, 32))
             costs[dtype] = timer(lambda x=x4, w=w: linear(x, w)) + timer(lambda x=x32, w=w: linear(x, w))
-    chosen = torch.bfloat16 if costs[torch.bfloat16] * (1 + CPU_BF16_MARGIN) < costs[torch.float32] else torch.float32
-    if timer is _median_seconds:
-        _cpu_dtype = chosen
-    return chosen
+    return torch.bfloat16 if costs[torch.bfloat16] * (1 + CPU_BF16_MARGIN) < costs[torch.float32] else torch.float32
 
 
-_cpu_dtype: torch.dtype | None = None  # `cpu_dtype`'s measurement, once a process
+_cpu_dtype: torch.dtype | None = None  # `measure_cpu_dtype`'s answer, once a process
 
 
 def _median_seconds(fn: Callable[[], object], repeats: int = 5) -> float:

@@ -1,7 +1,6 @@
 """bench/cpu_dtype_bench.py: its four interleaved rows and their ratios, on a tiny model on the CPU."""
 
 import json
-import os
 
 import cpu_dtype_bench as cdb
 import pytest
@@ -9,10 +8,9 @@ import pytest
 
 def test_four_rows_two_dtypes_and_the_ratios_between_them(tiny_dir, tmp_path, monkeypatch):
     out = tmp_path / "cpu_dtype.json"
-    monkeypatch.setenv("BASS_CPU_DTYPE", "float32")  # the run measures the choice with the pin lifted, then restores it
+    monkeypatch.setenv("BASS_CPU_DTYPE", "float32")  # the run measures this CPU's choice whatever the pin
     assert cdb.main(["--target", str(tiny_dir("llama")), "--k", "2", "--prompts", "1", "--max-new-tokens", "8",
                      "--repeats", "2", "--out", str(out)]) == 0
-    assert os.environ["BASS_CPU_DTYPE"] == "float32"
     result = json.loads(out.read_text())
     assert result["info"]["cpu_dtype"] in ("float32", "bfloat16")
     assert result["info"]["greedy_bf16_agrees"] is True  # fixed-size calls: bf16 BASS keeps regular's tokens

@@ -120,21 +120,26 @@ def _timer(bf16_seconds: float):
     return lambda fn: 1.0 if fn().dtype == torch.float32 else bf16_seconds
 
 
-def test_cpu_dtype_takes_bf16_only_where_it_is_clearly_faster(monkeypatch):
-    monkeypatch.delenv("BASS_CPU_DTYPE", raising=False)
-    assert linear.cpu_dtype(_timer(0.5)) == torch.bfloat16
-    assert linear.cpu_dtype(_timer(0.95)) == torch.float32  # within the margin: float32
-    assert linear.cpu_dtype(_timer(2.0)) == torch.float32  # a CPU without bf16 matrix units
+def test_the_measurement_takes_bf16_only_where_it_is_clearly_faster():
+    assert linear.measure_cpu_dtype(_timer(0.5)) == torch.bfloat16
+    assert linear.measure_cpu_dtype(_timer(0.95)) == torch.float32  # within the margin: float32
+    assert linear.measure_cpu_dtype(_timer(2.0)) == torch.float32  # a CPU without bf16 matrix units
 
 
-def test_bass_cpu_dtype_in_the_environment_decides(monkeypatch):
+def test_cpu_dtype_is_the_environments_else_the_measurement_once(monkeypatch):
     monkeypatch.setenv("BASS_CPU_DTYPE", "bfloat16")
-    assert linear.cpu_dtype(_timer(2.0)) == torch.bfloat16
+    assert linear.cpu_dtype() == torch.bfloat16
     monkeypatch.setenv("BASS_CPU_DTYPE", "float32")
-    assert linear.cpu_dtype(_timer(0.1)) == torch.float32
+    assert linear.cpu_dtype() == torch.float32
     from bass.device import resolve_dtype
 
     assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
     monkeypatch.setenv("BASS_CPU_DTYPE", "fp8")
     with pytest.raises(ValueError, match="BASS_CPU_DTYPE must be float32 or bfloat16, got 'fp8': unset it"):
         linear.cpu_dtype()
+    monkeypatch.delenv("BASS_CPU_DTYPE")
+    answers = iter([torch.bfloat16, torch.float32])
+    monkeypatch.setattr(linear, "measure_cpu_dtype", lambda: next(answers))
+    monkeypatch.setattr(linear, "_cpu_dtype", None)
+    assert linear.cpu_dtype() == torch.bfloat16
+    assert linear.cpu_dtype() == torch.bfloat16  # measured once a process: the second answer is never asked for
