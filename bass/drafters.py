@@ -185,12 +185,28 @@ def _column(tokens: torch.Tensor, q: list[torch.Tensor] | None, i: int) -> tuple
     return (tokens[:, i], *(buffer[:, i] for buffer in q or ()))
 
 
+# a chained proposal's first step is at least this wide (`chain_width`)
+CHAIN_MIN_WIDTH = 10
+
+
+def chain_width(T: int) -> int | None:
+    """The width bucket of a chained proposal's first step, which feeds T pending tokens: at least
+    CHAIN_MIN_WIDTH (None past the widest bucket).
+
+    The pending tokens are the last verify's emitted ones (L' + 1 after a round of L'), so keyed by its own
+    width a chain of length L would need a graph for every L' before it: a cost policy that changes L met
+    such pairs no request had warmed, and ran their proposals step by step. Padded to at least 10 columns
+    (ignored past each row's count, as a bucket's padding is), every L' <= 9 shares one chain per L; the
+    extra columns are a first step's arithmetic in a draft that small, not a weight read."""
+    return bucket(max(T, CHAIN_MIN_WIDTH), WIDTH_BUCKETS)
+
+
 def chained_proposal(forward: Callable, run: Callable[..., Proposal], name: tuple, cache: KVCache,
                      inputs: tuple[torch.Tensor, ...], shapes: tuple[tuple[int, ...], ...], pool: object
                      ) -> Proposal | None:
     """`run(cache, *inputs)`, a whole proposal, as one CUDA graph of the draft's `forward`
-    (`GraphedModel.chain`), or None where it has none for this shape yet: the caller drafts step by step,
-    and the chain is captured after the request.
+    (`GraphedModel.chain`: its own, or a wider batch's), or None where neither exists for this shape yet: the
+    caller drafts step by step, and the chain is captured after the request.
 
     Step by step, each of the L steps is a graph replay plus a handful of small copies around it (the step's
     inputs into the graph's buffers, its token and q into the proposal's): host work and launches that a
@@ -252,7 +268,7 @@ class ModelDrafter(Drafter):
             return run_then(self.forward, rule, (u_i,), tokens, self.cache, q_len, self.attn, last_only=last_only)
 
         tokens, counts = padded_ids(pending, device=device), ints_to_device([len(p) for p in pending], device)
-        lens, L, Tb = ints_to_device(lengths, device), u.shape[1], bucket(tokens.shape[1], WIDTH_BUCKETS)
+        lens, L, Tb = ints_to_device(lengths, device), u.shape[1], chain_width(tokens.shape[1])
         chained = None
         # (one pool: the loop reads a proposal before this drafter's next; a backend that reads lengths on the
         # host runs step by step)

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from bass.cache import CacheArena, KVCache
-from bass.drafters import Drafter, Proposal, chained_proposal, draft_chain
-from bass.graphs import WIDTH_BUCKETS, bucket
+from bass.drafters import Drafter, Proposal, chain_width, chained_proposal, draft_chain
 from bass.prefill_graphs import PrefillGraphs, prefill
 from bass.rules import DraftRule, TokenSubset, draft_rule, run_then
 from bass.transfer import ints_to_device, padded_ids
@@ -225,10 +224,10 @@ class FeatureDrafter(Drafter):
     def _chained(self, rule: DraftRule, tokens: torch.Tensor, counts: torch.Tensor, features: torch.Tensor,
                  lens: torch.Tensor, u: torch.Tensor) -> Proposal | None:
         """The proposal as one CUDA graph (`chained_proposal`), or None where the draft's forward has none for it
-        yet (it runs step by step, and the graph is captured after the request). The loop may read a round's
-        proposal after it launched the next one (`bass.speculative._redo`), so consecutive proposals
-        alternate two pools, never overwriting the one before."""
-        Tb = bucket(tokens.shape[1], WIDTH_BUCKETS)
+        or a wider batch yet (it runs step by step, and the graph is captured after the request). The loop may
+        read a round's proposal after it launched the next one (`bass.speculative._redo`), so consecutive
+        proposals alternate two pools, never overwriting the one before."""
+        Tb = chain_width(tokens.shape[1])
         if not self.chained or Tb is None or not capturable(self.attn):  # (a backend reading lengths on the host)
             return None
         L, H = u.shape[1], features.shape[-1]

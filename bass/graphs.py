@@ -27,8 +27,13 @@ captured: its calls run eagerly on the same cache, and its proposals step by ste
 
 A chain (`GraphedModel.chain`) is several forwards and the glue between them in one graph: a draft's whole
 proposal (`bass.drafters.chained_proposal`), L draft steps and their sampling rules, which step by step paid a
-replay and a handful of small copies per step. A chain without a graph runs step by step (the caller's own
-path) and is queued the same way.
+replay and a handful of small copies per step. A chain without a graph runs in the chain of the nearest larger
+batch bucket that has one (its padding rows zeroed, which do nothing), or with nothing wider step by step (the
+caller's own path), and is queued the same way. Before chains borrowed (and before a proposal's first step had
+one width per L, `bass.drafters.chain_width`), the cost policy's timed passes at k = 8 on an H200 built 2 to 19
+shapes each after their requests (its default row, two runs), and the passes that built more read slower: 0 or 1
+0.3 % behind fixed L = 3's median, 2 to 5 3.5 %, 6 or more 6.0 %. With both, its passes built none (4 passes, one
+run), 0.6 % behind fixed L = 3 in medians against 3.4 % (`policy_gap_2026-12-01_h200_{before_chains,chains}.txt`).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ def bucket(n: int, buckets: tuple[int, ...]) -> int | None:
 _captures = 0  # graphs captured by this process (`captures`)
 _deferred = 0  # of those, the ones captured between requests (`deferred_captures`)
 _shapes: list[str] = []  # of those, what each captured inside a request's decoding was (`decoding_capture_shapes`)
+_deferred_shapes: list[str] = []  # what each capture between requests was (`deferred_capture_shapes`)
 
 
 def captures() -> int:
@@ -80,6 +86,15 @@ def decoding_capture_shapes() -> list[str]:
     request met that nothing warmed and nothing wider could run: the benchmarks say which shape a timed pass
     waited for."""
     return list(_shapes)
+
+
+def deferred_capture_shapes() -> list[str]:
+    """What each shape `GraphedModel.capture_queued` built between requests was, in order, named as in
+    `decoding_capture_shapes`; a chain as "FeatureDraft chain B8 10/6 pool 1": the batch bucket, the integers
+    of its name (a proposal's: its first step's width bucket / L) and its pool. These are the shapes a request
+    ran in a wider batch's graph or, with nothing wider to borrow, a chain's steps one by one. (The prefills'
+    captures between requests, `bass.prefill_graphs`, count in `deferred_captures` but are not named here.)"""
+    return list(_deferred_shapes)
 
 
 def capture(fn: Callable[[], object], pool: object | None = None, device: torch.device | None = None,
@@ -203,7 +218,7 @@ class GraphedModel:
             g = self._graphs[key] = self._capture(padded, Bb, Tb, attn, num_layers, last_only, features, then, args,
                                                   slot)
             if self.use_graphs:
-                _shapes.append(f"{type(self.model).__name__} B{Bb} T{Tb} slot {slot}" + " rule" * (then is not None))
+                _shapes.append(self._label(key))
         # padding needs no zeros but q_len's: a padded row (q_len 0) and a live row's columns past its q_len
         # are ignored, whatever stale token ids they hold (a round makes several launches: each one saved counts)
         g.tokens[:B, :T] = tokens
@@ -244,9 +259,10 @@ class GraphedModel:
     def chain(self, run: Callable[..., object], name: object, cache: KVCache, inputs: Sequence[torch.Tensor],
               shapes: Sequence[tuple[int, ...]], pool: object = "chain") -> object | None:
         """run(cache, *inputs): several forwards of the model and the glue between them, replayed as one CUDA
-        graph (a draft's whole proposal: `bass.drafters.chained_proposal`), or None where it has no graph yet.
-        Then the caller runs its steps one by one, and the call is queued: `capture_queued` captures it
-        between requests, as it does a shape that ran in a wider graph.
+        graph (a draft's whole proposal: `bass.drafters.chained_proposal`): its own, or while it has none the
+        graph of a wider batch's same chain, or None where neither exists yet. Then the caller runs its steps one
+        by one. A call without its own graph is queued: `capture_queued` captures it between requests, as it
+        does a shape that ran in a wider graph.
 
         `run` must read nothing from the host, and must take an input row of zeros for a row that does
         nothing (q_len 0): inputs [B, ...] go into static [Bb, *shapes[i]] buffers (a shorter dimension
@@ -267,7 +283,10 @@ class GraphedModel:
         if g is None:
             if key not in self._queue:
                 self._queue[key] = functools.partial(self._capture_chain, run, key, _padded(cache, base, Bb), inputs)
-            return None
+            wider = self._wider(key, base.batch)
+            if wider is None:
+                return None
+            g, Bb = self._graphs[wider], wider.batch  # (module docstring: run in a wider batch's chain)
         for static, x in zip(g.inputs, inputs, strict=True):
             static[(slice(0, B), *(slice(0, n) for n in x.shape[1:]))] = x
             if Bb > B:
@@ -286,9 +305,10 @@ class GraphedModel:
                                      pool=self._pools.setdefault(key.pool, torch.cuda.graph_pool_handle()))
         return g
 
-    def _wider(self, key: GraphKey, capacity: int) -> GraphKey | None:
-        """The key of the nearest larger batch bucket (up to `capacity`) of the same width and kind that has a
-        graph, for a shape without one to run in (module docstring); None when there is none."""
+    def _wider(self, key: GraphKey | ChainKey, capacity: int) -> GraphKey | ChainKey | None:
+        """The key of the nearest larger batch bucket (up to `capacity`) of the same width and kind (for a chain:
+        the same computation, input shapes and pool) that has a graph, for a shape without one to run in (module
+        docstring); None when there is none."""
         for b in BATCH_BUCKETS:
             wider = key._replace(batch=b)
             if key.batch < b <= capacity and wider in self._graphs:
@@ -311,7 +331,18 @@ class GraphedModel:
                     self._graphs[key] = build()
                     built += 1
                     _deferred += self.use_graphs
+                    if self.use_graphs:
+                        _deferred_shapes.append(self._label(key))
         return built
+
+    def _label(self, key: GraphKey | ChainKey) -> str:
+        """A shape's name in `decoding_capture_shapes` and `deferred_capture_shapes`."""
+        model = type(self.model).__name__
+        if isinstance(key, ChainKey):
+            ints = "/".join(str(n) for n in key.name if isinstance(n, int))
+            pool = key.pool[-1] if isinstance(key.pool, tuple) else key.pool
+            return f"{model} chain B{key.batch} {ints} pool {pool}"
+        return f"{model} B{key.batch} T{key.width} slot {key.slot}" + " rule" * (key.then is not None)
 
     def _run(self, g: _Graph, cache: KVCache, attn: Callable, num_layers, last_only, then):
         """(output, hidden) of the model (and `then`) on g's static inputs."""

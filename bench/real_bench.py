@@ -32,7 +32,7 @@ Every configuration (`real_passes.measure`) runs one untimed warm-up pass over t
 captured, caches sized; a BASS cost-policy row first drafts each length of `bass.engine.WARM_LENGTHS` once, whose
 graphs its policy may want later); then --repeats passes over the prompts, each row counting the graphs captured
 inside their decoding (`captures_passes`, and which shapes: `captured_shapes_passes`, also in the log) and those
-captured between their generations (`deferred_captures_passes`),
+captured between their generations (`deferred_captures_passes`, and which: `deferred_shapes_passes`),
 and the row is the median pass by ms/token/seq (of an even number, the faster middle one: of two passes,
 the faster). Pass p samples with seed + p (pass 0 the warm-up), every row of a pass with the same seed: a
 row whose choices do not follow the clock (regular decoding, a fixed length) draws the same texts for the

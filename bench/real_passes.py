@@ -20,7 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from round_trace import split_trace  # noqa: E402
 
 from bass.events import GenerationResult  # noqa: E402
-from bass.graphs import decoding_capture_shapes, decoding_captures, deferred_captures  # noqa: E402
+from bass.graphs import (  # noqa: E402
+    decoding_capture_shapes,
+    decoding_captures,
+    deferred_capture_shapes,
+    deferred_captures,
+)
 
 Runner = Callable[[int, int], GenerationResult]  # (prompt index, pass index) -> a generation of k samples of the prompt
 
@@ -68,16 +73,19 @@ def measure(runners: dict[str, Runner], n_prompts: int, repeats: int) -> dict[st
         got: dict[str, list[GenerationResult]] = {name: [] for name in runners}
         captured, deferred = dict.fromkeys(runners, 0), dict.fromkeys(runners, 0)
         shapes: dict[str, list[str]] = {name: [] for name in runners}
+        built: dict[str, list[str]] = {name: [] for name in runners}  # the deferred ones, by shape
         for i in range(n_prompts):
             for name, run in runners.items():
                 before, deferred_before = decoding_captures(), deferred_captures()
+                built_before = len(deferred_capture_shapes())
                 got[name].append(run(i, p))
                 captured[name] += decoding_captures() - before
                 shapes[name] += decoding_capture_shapes()[before:]  # which shapes it waited for
                 deferred[name] += deferred_captures() - deferred_before  # after "done": in no result's clock
+                built[name] += deferred_capture_shapes()[built_before:]
         for name in runners:
             passes[name].append({**aggregate(got[name]), "captures": captured[name], "deferred": deferred[name],
-                                 "shapes": shapes[name]})
+                                 "shapes": shapes[name], "built": built[name]})
     out = {}
     for name, ps in passes.items():
         ms = [p["ms_per_token"] for p in ps]
@@ -88,5 +96,6 @@ def measure(runners: dict[str, Runner], n_prompts: int, repeats: int) -> dict[st
                      "ms_per_token_median": statistics.median(ms), "captures_passes": [p["captures"] for p in ps],
                      "host_stall_share_passes": [p["host_stall_share"] for p in ps],
                      "deferred_captures_passes": [p["deferred"] for p in ps],
-                     "captured_shapes_passes": [p["shapes"] for p in ps]}
+                     "captured_shapes_passes": [p["shapes"] for p in ps],
+                     "deferred_shapes_passes": [p["built"] for p in ps]}
     return out

@@ -9,6 +9,7 @@ import torch
 
 import bass.graphs
 from bass.config import DraftLengthConfig, SamplingParams
+from bass.drafters import chain_width
 from bass.engine import Engine
 from bass.feature_drafter import FeatureDrafter
 from bass.graphs import ChainKey
@@ -168,3 +169,51 @@ def test_chain_zeroes_padding_rows_and_fills_shorter_inputs_in_front(tiny_engine
     a, b = seen[-1]
     assert a[:3, :2].eq(7).all() and a[:3, 2].eq(0).all() and a[3].eq(0).all()
     assert b.tolist() == [1, 1, 1, 0]
+
+
+def _chain_keys(engine) -> set[ChainKey]:
+    return {key for key in engine._draft_fwd._graphs if isinstance(key, ChainKey)}
+
+
+@pytest.mark.parametrize("feature", [True, False], ids=["feature-draft", "draft-model"])
+def test_a_shrunk_batch_drafts_in_a_wider_batchs_chain(tiny_engine, monkeypatch, feature):
+    """After requests at k = 4 (batch 8) built their chains, a request at k = 1 (batch 2) runs every proposal in
+    the batch-8 chains (its padding rows zeroed), token for token what step by step gives, and its own chains
+    are built after it: the tail of a shrinking batch no longer drafts step by step."""
+    chained, stepwise = _twins(tiny_engine, seed=11, feature=feature)
+    ran: list[bool] = []
+    chain = bass.graphs.GraphedModel.chain
+    monkeypatch.setattr(bass.graphs.GraphedModel, "chain",
+                        lambda self, *a, **kw: (out := chain(self, *a, **kw), ran.append(out is not None))[0])
+    params = SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=16, seed=5)
+    kw = dict(params=params, method="bass", drafter="model", draft_length=DraftLengthConfig(policy="fixed", l0=3))
+    for _ in range(2):  # the first queues batch 8's chains, the second's start builds them
+        chained.generate(PROMPTS, k=4, **kw)
+    wide = _chain_keys(chained)
+    assert wide and {key.batch for key in wide} == {8}
+    ran.clear()
+    got = chained.generate(PROMPTS, k=1, **kw)
+    assert ran and all(ran)  # never step by step, though no batch-2 chain existed
+    assert _ids(got) == _ids(stepwise.generate(PROMPTS, k=1, **kw))
+    own = {key for key in _chain_keys(chained) if key.batch == 2}
+    assert own and {key._replace(batch=8) for key in own} <= wide  # built after the request, as borrowed
+
+
+def test_one_chain_per_draft_length_whatever_the_first_step_feeds(tiny_engine, chained_calls):
+    """A proposal's first step feeds the last verify's emitted tokens (L' + 1 of them) or, in a request's first
+    round, the prompt's last entries: padded to `chain_width`, every proposal of one length shares one chain per
+    batch and pool, so a policy that changes L meets no chain it did not meet at that L before."""
+    chained, _ = _twins(tiny_engine, seed=12)
+    params = SamplingParams(temperature=0.0, max_new_tokens=16)
+    for L in (1, 5, 2):
+        chained.generate(PROMPTS, k=2, params=params, method="bass", drafter="model",
+                         draft_length=DraftLengthConfig(policy="fixed", l0=L))
+    chained.generate(PROMPTS, k=2, params=params, method="bass", drafter="model",
+                     draft_length=DraftLengthConfig(policy="heuristic", l0=2, l_limit=5))
+    keys = _chain_keys(chained) | set(chained._draft_fwd._queue)
+    by_length: dict[tuple, list] = {}
+    for key in keys:
+        by_length.setdefault((key.batch, key.name[-1], key.pool), []).append(key)
+    assert {length for _, length, _ in by_length} >= {1, 2, 5}
+    assert all(len(same) == 1 for same in by_length.values()), by_length
+    assert {key.inputs[0][0] for key in keys} == {(chain_width(1),)} == {(10,)}
