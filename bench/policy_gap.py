@@ -25,7 +25,8 @@ L = --fixed, and prints:
           step while its chain waits for its graph, `bass.graphs`)
   shapes  per kind, the shapes each pass met without a graph (`deferred_captures_passes`: captured after their
           request, which ran them in a wider graph or step by step), and each pass against its run's fixed-L
-          median, grouped by that count (0-1, 2-5, 6 or more)
+          median, grouped by that count (0-1, 2-5, 6 or more); where the runs name them (`deferred_shapes_passes`,
+          since the sixtieth pass), the commonest shapes
 
 A length the policy chose whose tokens per ms fall below the fixed row's, while its acc falls below its pred,
 was chosen for a promise its rounds did not keep.
@@ -37,7 +38,7 @@ import argparse
 import json
 import statistics
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -61,10 +62,10 @@ def kind_of(row: dict, k: int, drafter: str, fixed: int) -> str | None:
 
 def gather(runs: dict[str, dict], k: int, drafter: str, fixed: int) -> dict:
     """{"passes": {kind: [ms]}, "runs": {name: {kind: [ms]}}, "traces": {kind: [trace]}, "row_traces": {kind:
-    [each row's traces]}, "deferred": {kind: [(run name, shapes met without a graph, ms) per pass]}} of the chosen
-    rows."""
+    [each row's traces]}, "deferred": {kind: [(run name, shapes met without a graph, ms) per pass]}, "named":
+    {kind: Counter of those shapes' names}} of the chosen rows."""
     out: dict = {"passes": defaultdict(list), "runs": {}, "traces": defaultdict(list),
-                 "row_traces": defaultdict(list), "deferred": defaultdict(list)}
+                 "row_traces": defaultdict(list), "deferred": defaultdict(list), "named": defaultdict(Counter)}
     for name, run in runs.items():
         per: dict[str, list[float]] = defaultdict(list)
         for row in run["rows"]:
@@ -78,6 +79,8 @@ def gather(runs: dict[str, dict], k: int, drafter: str, fixed: int) -> dict:
             out["row_traces"][kind].append(row.get("traces") or [])
             deferred = row.get("deferred_captures_passes") or []
             out["deferred"][kind] += [(name, d, ms) for d, ms in zip(deferred, passes, strict=False)]
+            for built in row.get("deferred_shapes_passes") or []:
+                out["named"][kind].update(built)
         if per:
             out["runs"][name] = dict(per)
     return out
@@ -143,11 +146,13 @@ def slow_table(row_traces: dict[str, list], k: int, over_ms: float = 0.5) -> lis
 
 
 SHAPE_BINS = ((0, 1), (2, 5), (6, None))  # shapes met without a graph in a pass: the "shapes" table's groups
+TOP_SHAPES = 4  # ... and how many of the commonest named shapes it lists
 
 
 def shapes_table(got: dict) -> list[dict]:
     """The "shapes" table (module docstring): per kind, the mean count of shapes a pass met without a graph, and
-    per group of that count the passes' median ratio to their run's fixed-L median (None without one)."""
+    per group of that count the passes' median ratio to their run's fixed-L median (None without one), and the
+    TOP_SHAPES commonest of the shapes the runs name, with their counts."""
     fixed = {name: statistics.median(per["fixed"]) for name, per in got["runs"].items() if "fixed" in per}
     out = []
     for kind, passes in sorted(got["deferred"].items()):
@@ -158,6 +163,7 @@ def shapes_table(got: dict) -> list[dict]:
             ratios = [ms / fixed[name] for name, d, ms in passes
                       if name in fixed and d >= lo and (hi is None or d <= hi)]
             row[f"{lo}-{'' if hi is None else hi}"] = (len(ratios), statistics.median(ratios) if ratios else None)
+        row["commonest"] = got["named"][kind].most_common(TOP_SHAPES)
         out.append(row)
     return out
 
@@ -198,6 +204,8 @@ def format_report(got: dict, rounds: list[dict], where: list[dict], fixed: int,
             groups = "  ".join(f"{key}: {n} passes {f(ratio)}" for key, (n, ratio) in
                                ((key, r[key]) for key in r if "-" in key))
             lines.append(f"  {names[r['kind']]:<12} {r['passes']:4d} passes, {r['mean_shapes']:.1f} a pass   {groups}")
+            if r.get("commonest"):
+                lines.append("    commonest: " + ", ".join(f"{name} x{n}" for name, n in r["commonest"]))
     return "\n".join(lines)
 
 

@@ -98,3 +98,19 @@ def test_shapes_groups_each_pass_by_the_shapes_it_met_against_its_runs_fixed_med
     assert cost["0-1"] == (1, pytest.approx(0.88 / 0.87)) and cost["2-5"] == (1, pytest.approx(0.90 / 0.87))
     assert cost["6-"] == (1, pytest.approx(0.99 / 0.87))
     assert got["fixed"]["0-1"][0] == 3 and got["fixed"]["6-"] == (0, None)
+
+
+def test_shapes_names_the_commonest_shapes_the_runs_name():
+    """Where a run names the shapes its passes built (`deferred_shapes_passes`), the table lists the commonest per
+    kind, counted over every pass and run, and the report prints them; runs from before name none."""
+    named = [["chain B8 16/13 pool 0", "chain B2 10/5 pool 1"], [], ["chain B8 16/13 pool 0"]]
+    run = {"rows": [_row("cost", [], [0.88, 0.90, 0.99], deferred_captures_passes=[2, 0, 1],
+                         deferred_shapes_passes=named),
+                    _row("fixed L=3", [], [0.88, 0.86, 0.87], deferred_captures_passes=[0, 0, 0])]}
+    got = pg.gather({"a.json": run, "b.json": run}, k=8, drafter="model", fixed=3)
+    table = {r["kind"]: r for r in pg.shapes_table(got)}
+    assert table["cost"]["commonest"] == [("chain B8 16/13 pool 0", 4), ("chain B2 10/5 pool 1", 2)]
+    assert table["fixed"]["commonest"] == []
+    report = pg.format_report(got, [], [], 3, shapes=list(table.values()))
+    assert "commonest: chain B8 16/13 pool 0 x4, chain B2 10/5 pool 1 x2" in report
+    assert report.count("commonest") == 1
