@@ -122,10 +122,13 @@ def _fixed_rows(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     M = rows.shape[0]
     if M == 0:
         return x.new_empty(*x.shape[:-1], N)
-    padded = rows.new_zeros(-(-M // CPU_ROWS) * CPU_ROWS, K)  # [M rounded up to CPU_ROWS, K]
-    padded[:M] = rows
-    y = torch.cat([F.linear(chunk, weight, bias) for chunk in padded.split(CPU_ROWS)])  # [M', N]
-    return y[:M].view(*x.shape[:-1], N)
+    if M % CPU_ROWS:  # (rows that fill their calls go in as they are)
+        padded = rows.new_zeros(-(-M // CPU_ROWS) * CPU_ROWS, K)  # [M rounded up to CPU_ROWS, K]
+        padded[:M] = rows
+        rows = padded
+    chunks = [F.linear(chunk, weight, bias) for chunk in rows.split(CPU_ROWS)]  # each [CPU_ROWS, N]
+    y = chunks[0] if len(chunks) == 1 else torch.cat(chunks)  # (a step's or a verify's rows: one call, no copy)
+    return y[:M].reshape(*x.shape[:-1], N)
 
 
 def cpu_dtype() -> torch.dtype:
