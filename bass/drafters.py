@@ -185,37 +185,52 @@ def _column(tokens: torch.Tensor, q: list[torch.Tensor] | None, i: int) -> tuple
     return (tokens[:, i], *(buffer[:, i] for buffer in q or ()))
 
 
-# a chained proposal's first step is at least this wide (`chain_width`)
+# the wider of a proposal's two first-step widths is at least this wide (`chain_widths`)
 CHAIN_MIN_WIDTH = 10
 
 
-def chain_width(T: int) -> int | None:
-    """The width bucket of a chained proposal's first step, which feeds T pending tokens: at least
-    CHAIN_MIN_WIDTH (None past the widest bucket).
+def chain_widths(T: int, L: int) -> tuple[int | None, int | None]:
+    """(the width bucket of a chained proposal's first step, which feeds T pending tokens and then drafts L;
+    the other of L's two widths, or None): the first is None past the widest bucket.
 
-    The pending tokens are the last verify's emitted ones (L' + 1 after a round of L'), so keyed by its own
-    width a chain of length L would need a graph for every L' before it: a cost policy that changes L met
-    such pairs no request had warmed, and ran their proposals step by step. Padded to at least 10 columns
-    (ignored past each row's count, as a bucket's padding is), every L' <= 9 shares one chain per L; the
-    extra columns are a first step's arithmetic in a draft that small, not a weight read."""
-    return bucket(max(T, CHAIN_MIN_WIDTH), WIDTH_BUCKETS)
+    The pending tokens are the last verify's emitted ones, T <= L' + 1 after a round of L'. Keyed by its own
+    width a chain of length L would need a graph for every L' before it, and a cost policy that changes L met
+    such pairs no request had warmed, running their proposals step by step. So each L has two widths: L + 1,
+    what every round after one of L' <= L feeds (a fixed L's every round), and at least CHAIN_MIN_WIDTH, what
+    a round after a longer one of L' <= 9 feeds (columns past each row's count are ignored, as a bucket's
+    padding is). Padding every first step to 10 (the sixtieth pass) left fixed L = 3's first step 10 columns
+    wide instead of 4: on an H200 its rows read 4.2 % slower than before that change in one A/B, and 1.2 %
+    slower than with these two widths in the next (`commit_ab_2026-12-02_h200_seed{2000,2100}.txt`). Now only
+    rounds that shorten L pay it. The second width is queued beside the first (`chained_proposal`), so a
+    warm-up of each fixed length builds both."""
+    steady, wide = bucket(L + 1, WIDTH_BUCKETS), bucket(max(T, CHAIN_MIN_WIDTH), WIDTH_BUCKETS)
+    if T <= L + 1:
+        return steady, wide if L + 1 < CHAIN_MIN_WIDTH else None
+    return wide, steady
 
 
-def chained_proposal(forward: Callable, run: Callable[..., Proposal], name: tuple, cache: KVCache,
-                     inputs: tuple[torch.Tensor, ...], shapes: tuple[tuple[int, ...], ...], pool: object
-                     ) -> Proposal | None:
+def chained_proposal(forward: Callable, run: Callable[..., Proposal],
+                     keyed: Callable[[int], tuple[tuple, tuple[tuple[int, ...], ...]]], cache: KVCache,
+                     inputs: tuple[torch.Tensor, ...], pool: object) -> Proposal | None:
     """`run(cache, *inputs)`, a whole proposal, as one CUDA graph of the draft's `forward`
     (`GraphedModel.chain`: its own, or a wider batch's), or None where neither exists for this shape yet: the
     caller drafts step by step, and the chain is captured after the request.
 
     Step by step, each of the L steps is a graph replay plus a handful of small copies around it (the step's
     inputs into the graph's buffers, its token and q into the proposal's): host work and launches that a
-    round pays L times. `name` keys the chain besides the batch (the rule, the attention, the first step's
-    width bucket, L); `pool` names the memory its outputs live in, static buffers valid until the next
-    replay of a chain of the same pool."""
+    round pays L times. inputs[0] are the first step's tokens [B, T] and inputs[-1] the uniforms [B, L];
+    `keyed(Tb)` is (the chain's name besides the batch: the rule, the attention, Tb, L; its static inputs'
+    shapes past the batch) for a first step Tb wide (`chain_widths`: the one it runs, and the other width
+    of L, queued for between requests). `pool` names the memory its outputs live in, static buffers valid
+    until the next replay of a chain of the same pool."""
     chain = getattr(forward, "chain", None)
-    if chain is None:
+    Tb, other = chain_widths(inputs[0].shape[1], inputs[-1].shape[1])
+    if chain is None or Tb is None:
         return None
+    if other is not None:
+        name, shapes = keyed(other)
+        forward.queue_chain(run, name, cache, inputs, shapes, pool=("proposal", pool))
+    name, shapes = keyed(Tb)
     out = chain(run, name, cache, inputs, shapes, pool=("proposal", pool))
     if out is None:
         return None
@@ -268,14 +283,14 @@ class ModelDrafter(Drafter):
             return run_then(self.forward, rule, (u_i,), tokens, self.cache, q_len, self.attn, last_only=last_only)
 
         tokens, counts = padded_ids(pending, device=device), ints_to_device([len(p) for p in pending], device)
-        lens, L, Tb = ints_to_device(lengths, device), u.shape[1], chain_width(tokens.shape[1])
+        lens, L = ints_to_device(lengths, device), u.shape[1]
         chained = None
         # (one pool: the loop reads a proposal before this drafter's next; a backend that reads lengths on the
         # host runs step by step)
-        if self.chained and Tb is not None and capturable(self.attn):
+        if self.chained and capturable(self.attn):
             chained = chained_proposal(self.forward, functools.partial(_model_proposal, self.model, rule, self.attn),
-                                       (rule, self.attn, Tb, L), self.cache, (tokens, counts, lens, u),
-                                       ((Tb,), (), (), (L,)), pool=0)
+                                       lambda Tb: ((rule, self.attn, Tb, L), ((Tb,), (), (), (L,))), self.cache,
+                                       (tokens, counts, lens, u), pool=0)
         proposal = chained if chained is not None else draft_chain(step, tokens, counts, lens, u)
         # the cache now holds the pending tokens and d_1 .. d_{l-1}
         self.in_cache = [len(h) + max(0, n - 1) for h, n in zip(histories, lengths, strict=True)]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from bass.cache import CacheArena, KVCache
-from bass.drafters import Drafter, Proposal, chain_width, chained_proposal, draft_chain
+from bass.drafters import Drafter, Proposal, chained_proposal, draft_chain
 from bass.prefill_graphs import PrefillGraphs, prefill
 from bass.rules import DraftRule, TokenSubset, draft_rule, run_then
 from bass.transfer import ints_to_device, padded_ids
@@ -227,14 +227,13 @@ class FeatureDrafter(Drafter):
         or a wider batch yet (it runs step by step, and the graph is captured after the request). The loop may
         read a round's proposal after it launched the next one (`bass.speculative._redo`), so consecutive
         proposals alternate two pools, never overwriting the one before."""
-        Tb = chain_width(tokens.shape[1])
-        if not self.chained or Tb is None or not capturable(self.attn):  # (a backend reading lengths on the host)
+        if not self.chained or not capturable(self.attn):  # (a backend reading lengths on the host)
             return None
         L, H = u.shape[1], features.shape[-1]
         self._pool = 1 - self._pool  # on every call, chained or not: a request queues the chains of both pools
         return chained_proposal(self.forward, functools.partial(_proposal, self.draft, rule, self.attn),
-                                (rule, self.attn, Tb, L), self.cache, (tokens, counts, features, lens, u),
-                                ((Tb,), (), (Tb, H), (), (L,)), pool=self._pool)
+                                lambda Tb: ((rule, self.attn, Tb, L), ((Tb,), (), (Tb, H), (), (L,))), self.cache,
+                                (tokens, counts, features, lens, u), pool=self._pool)
 
     @torch.inference_mode()  # a catch-up runs the draft, as `propose` and `commit` may
     def verified(self, emitted, accepted):

@@ -29,11 +29,13 @@ A chain (`GraphedModel.chain`) is several forwards and the glue between them in 
 proposal (`bass.drafters.chained_proposal`), L draft steps and their sampling rules, which step by step paid a
 replay and a handful of small copies per step. A chain without a graph runs in the chain of the nearest larger
 batch bucket that has one (its padding rows zeroed, which do nothing), or with nothing wider step by step (the
-caller's own path), and is queued the same way. Before chains borrowed (and before a proposal's first step had
-one width per L, `bass.drafters.chain_width`), the cost policy's timed passes at k = 8 on an H200 built 2 to 19
-shapes each after their requests (its default row, two runs), and the passes that built more read slower: 0 or 1
-0.3 % behind fixed L = 3's median, 2 to 5 3.5 %, 6 or more 6.0 %. With both, its passes built none (4 passes, one
-run), 0.6 % behind fixed L = 3 in medians against 3.4 % (`policy_gap_2026-12-01_h200_{before_chains,chains}.txt`).
+caller's own path), and is queued the same way; `queue_chain` queues a shape its caller will want soon (a
+proposal's other first-step width, `bass.drafters.chain_widths`). Before chains borrowed and a proposal's first
+step had a fixed set of widths per L, the cost policy's timed passes at k = 8 on an H200 built 2 to 19 shapes
+each after their requests (its default row, two runs), and the passes that built more read slower: 0 or 1 0.3 %
+behind fixed L = 3's median, 2 to 5 3.5 %, 6 or more 6.0 % (`policy_gap_2026-12-01_h200_before_chains.txt`).
+Since, they built none in 22 of 24 passes with one padded width per L (3 and 1 in the others) and in all 8
+with two (`real_bench_2026-12-01_h200_k8_chains.json`, `commit_ab_2026-12-02_h200_seed{2000,2100}.txt`).
 """
 
 from __future__ import annotations
@@ -271,18 +273,12 @@ class GraphedModel:
         hold a request's state (a queued chain is captured after its request). The outputs are the graph's
         static buffers, valid until the next replay of a chain of the same `pool`, which no other graph
         shares: a caller that keeps one chain's outputs while it runs another alternates two pools."""
-        B = inputs[0].shape[0]
-        base = self.arena.base
-        Bb = bucket(B, BATCH_BUCKETS)
-        if base is None or Bb is None or Bb > base.batch or cache.suffix_k.data_ptr() != base.suffix_k.data_ptr():
+        key = self.queue_chain(run, name, cache, inputs, shapes, pool)
+        if key is None:
             return None
-        self._check_storage()
-        key = ChainKey(Bb, cache.prefix_k.shape[1], name, tuple((tuple(s), x.dtype) for s, x in
-                                                                zip(shapes, inputs, strict=True)), pool)
+        B, Bb, base = inputs[0].shape[0], key.batch, self.arena.base
         g = self._graphs.get(key)
         if g is None:
-            if key not in self._queue:
-                self._queue[key] = functools.partial(self._capture_chain, run, key, _padded(cache, base, Bb), inputs)
             wider = self._wider(key, base.batch)
             if wider is None:
                 return None
@@ -295,6 +291,22 @@ class GraphedModel:
             return run(g.cache, *g.inputs)
         g.graph.replay()
         return g.out
+
+    def queue_chain(self, run: Callable[..., object], name: object, cache: KVCache, inputs: Sequence[torch.Tensor],
+                    shapes: Sequence[tuple[int, ...]], pool: object = "chain") -> ChainKey | None:
+        """Queue this chain (`chain`'s arguments) for `capture_queued` unless it has a graph; its key, or None
+        where it cannot have one (a batch past the arena's, a cache outside it). `chain` queues what it runs;
+        a caller that will want a sibling shape soon queues it too, so it is built between the same requests."""
+        base = self.arena.base
+        Bb = bucket(inputs[0].shape[0], BATCH_BUCKETS)
+        if base is None or Bb is None or Bb > base.batch or cache.suffix_k.data_ptr() != base.suffix_k.data_ptr():
+            return None
+        self._check_storage()
+        key = ChainKey(Bb, cache.prefix_k.shape[1], name, tuple((tuple(s), x.dtype) for s, x in
+                                                                zip(shapes, inputs, strict=True)), pool)
+        if key not in self._graphs and key not in self._queue:
+            self._queue[key] = functools.partial(self._capture_chain, run, key, _padded(cache, base, Bb), inputs)
+        return key
 
     def _capture_chain(self, run: Callable[..., object], key: ChainKey, cache: KVCache,
                        inputs: Sequence[torch.Tensor]) -> _Chain:

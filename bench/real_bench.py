@@ -250,11 +250,12 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
             add(row("bass", k, best, name, measure({"r": b.runner("bass", k, best, cfg)}, len(b.prompts),
                                                    a.repeats)["r"]), t)
         other = not b.engine.look_ahead  # the engine's look-ahead setting against the other
-        add_pair(k, best, "look-ahead", {
-            "regular": (b.runner("regular", k), {"look_ahead": not other}),
-            "bass": (b.runner("bass", k, best), {"look_ahead": not other}),
-            "regular other": (b.runner("regular", k, look_ahead=other), {"look_ahead": other}),
-            "bass other": (b.runner("bass", k, best, look_ahead=other), {"look_ahead": other})})
+        if not a.no_look_ahead_pair:
+            add_pair(k, best, "look-ahead", {
+                "regular": (b.runner("regular", k), {"look_ahead": not other}),
+                "bass": (b.runner("bass", k, best), {"look_ahead": not other}),
+                "regular other": (b.runner("regular", k, look_ahead=other), {"look_ahead": other}),
+                "bass other": (b.runner("bass", k, best, look_ahead=other), {"look_ahead": other})})
         if a.policy_ab:  # the default cost policy against the same without the probe screen or memory's profile
             t = time.perf_counter()
             runners = {"now": b.runner("bass", k, best), "before": b.runner("bass", k, best, POLICY_BEFORE)}
@@ -341,6 +342,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "measured interleaved prompt by prompt, not one row after another (a shared CPU's speed drifts "
                    "by 10 %% over minutes)")
     p.add_argument("--no-verdicts", action="store_true", help="skip the with/without verdict-tester pair")
+    p.add_argument("--no-look-ahead-pair", action="store_true", help="skip the look-ahead pair (its four rows, "
+                   "interleaved, took 34 of a k = 8 run's 60 s of passes on an H200)")
     p.add_argument("--no-policy-rows", action="store_true", help="skip every row at --policy-k past the drafters' "
                    "own (the heuristic, --fixed-l, the look-ahead pair and the A/B pairs): a CPU run in minutes")
     p.add_argument("--profile", action="store_true", help="also profile regular steps and BASS rounds at --policy-k")

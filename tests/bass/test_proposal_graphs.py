@@ -9,7 +9,7 @@ import torch
 
 import bass.graphs
 from bass.config import DraftLengthConfig, SamplingParams
-from bass.drafters import chain_width
+from bass.drafters import chain_widths
 from bass.engine import Engine
 from bass.feature_drafter import FeatureDrafter
 from bass.graphs import ChainKey
@@ -199,10 +199,11 @@ def test_a_shrunk_batch_drafts_in_a_wider_batchs_chain(tiny_engine, monkeypatch,
     assert own and {key._replace(batch=8) for key in own} <= wide  # built after the request, as borrowed
 
 
-def test_one_chain_per_draft_length_whatever_the_first_step_feeds(tiny_engine, chained_calls):
+def test_two_chains_per_draft_length_whatever_the_first_step_feeds(tiny_engine, chained_calls):
     """A proposal's first step feeds the last verify's emitted tokens (L' + 1 of them) or, in a request's first
-    round, the prompt's last entries: padded to `chain_width`, every proposal of one length shares one chain per
-    batch and pool, so a policy that changes L meets no chain it did not meet at that L before."""
+    round, the prompt's last entries: padded to one of `chain_widths`, every proposal of one length shares two
+    chains per batch and pool (L + 1 columns and 10), so a policy that changes L meets no chain it did not
+    meet at that L before."""
     chained, _ = _twins(tiny_engine, seed=12)
     params = SamplingParams(temperature=0.0, max_new_tokens=16)
     for L in (1, 5, 2):
@@ -211,9 +212,37 @@ def test_one_chain_per_draft_length_whatever_the_first_step_feeds(tiny_engine, c
     chained.generate(PROMPTS, k=2, params=params, method="bass", drafter="model",
                      draft_length=DraftLengthConfig(policy="heuristic", l0=2, l_limit=5))
     keys = _chain_keys(chained) | set(chained._draft_fwd._queue)
-    by_length: dict[tuple, list] = {}
+    by_length: dict[tuple, set] = {}
     for key in keys:
-        by_length.setdefault((key.batch, key.name[-1], key.pool), []).append(key)
+        by_length.setdefault((key.batch, key.name[-1], key.pool), set()).add(key.inputs[0][0][0])
     assert {length for _, length, _ in by_length} >= {1, 2, 5}
-    assert all(len(same) == 1 for same in by_length.values()), by_length
-    assert {key.inputs[0][0] for key in keys} == {(chain_width(1),)} == {(10,)}
+    assert all(widths == {length + 1, 10} for (_, length, _), widths in by_length.items()), by_length
+
+
+@pytest.mark.parametrize("T, L, widths", [(4, 3, (4, 10)), (1, 3, (4, 10)), (7, 3, (10, 4)), (6, 5, (6, 10)),
+                                          (12, 3, (12, 4)), (5, 9, (10, None)), (3, 15, (16, None)),
+                                          (40, 3, (None, 4))])
+def test_a_first_step_runs_at_its_lengths_steady_width_unless_the_round_before_was_longer(T, L, widths):
+    """T pending tokens, then L drafts: L + 1 columns wide (a bucket's) whenever T fits, as every round of a
+    fixed L, and 10 (or T's bucket) only after a longer round; the other width comes second, None where
+    L + 1 already reaches 10 (the first is None past the widest bucket: step by step)."""
+    assert chain_widths(T, L) == widths
+
+
+def test_a_fixed_lengths_proposals_run_in_its_steady_chain(tiny_engine, monkeypatch):
+    """Every chained proposal of L = 3 in a fixed L = 3 request, its first too, runs in the chain whose first
+    step is L + 1 = 4 columns wide, never the padded 10 (which cost fixed L = 3 4 % on an H200 when every
+    first step had it); the 10-wide sibling is built beside it all the same. (Near max_new_tokens a sequence's
+    length shrinks, and such a round follows a longer one.)"""
+    chained, _ = _twins(tiny_engine, seed=13)
+    names: list[tuple] = []
+    chain = bass.graphs.GraphedModel.chain
+    monkeypatch.setattr(bass.graphs.GraphedModel, "chain",
+                        lambda self, run, name, *a, **kw: (names.append(name), chain(self, run, name, *a, **kw))[1])
+    kw = dict(params=SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=16, seed=6), method="bass",
+              drafter="model", draft_length=DraftLengthConfig(policy="fixed", l0=3))
+    for _ in range(2):
+        chained.generate(PROMPTS, k=2, **kw)
+    assert sum(name[-1] == 3 for name in names) > len(names) / 2
+    assert {name[-2] for name in names if name[-1] == 3} == {4}
+    assert {key.inputs[0][0][0] for key in _chain_keys(chained) if key.name[-1] == 3} == {4, 10}

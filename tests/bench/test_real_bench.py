@@ -197,6 +197,18 @@ def test_no_policy_rows_keeps_regular_and_each_drafter(tmp_path):
         ("regular", None, None, None), ("bass", "ngram", "cost", None), ("bass", "model", "cost", None)]
 
 
+def test_no_look_ahead_pair_keeps_the_policy_rows(tmp_path):
+    """--no-look-ahead-pair drops only the pair's four rows: regular, the drafter's, the heuristic and fixed L stay."""
+    import real_bench as rb
+
+    target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)
+    res = rb.main(["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "1",
+                   "--max-new-tokens", "4", "--repeats", "1", "--single-ks", "", "--fixed-l", "3", "--no-verdicts",
+                   "--drafters", "model", "--policy-k", "2", "--no-look-ahead-pair", "--out", str(tmp_path / "out")])
+    assert [(r["method"], r["policy"], r.get("pair")) for r in res["rows"]] == [
+        ("regular", None, None), ("bass", "cost", None), ("bass", "heuristic", None), ("bass", "fixed L=3", None)]
+
+
 def test_interleave_measures_regular_and_the_drafters_together(tmp_path, monkeypatch):
     """--interleave: regular and every drafter's row at a k come from one `measure`, prompt by prompt (a shared CPU
     drifts between rows run one after another); the rows and their ratios are those of the default order."""
