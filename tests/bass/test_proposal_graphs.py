@@ -231,8 +231,8 @@ def test_a_first_step_runs_at_its_lengths_steady_width_unless_the_round_before_w
 
 def test_a_fixed_lengths_proposals_run_in_its_steady_chain(tiny_engine, monkeypatch):
     """Every chained proposal of L = 3 in a fixed L = 3 request, its first too, runs in the chain whose first
-    step is L + 1 = 4 columns wide, never the padded 10 (which cost fixed L = 3 4 % on an H200 when every
-    first step had it); the 10-wide sibling is built beside it all the same. (Near max_new_tokens a sequence's
+    step is L + 1 = 4 columns wide, never the padded 10 (with every first step padded so, fixed L = 3 read
+    1–4 % slower on an H200); the 10-wide sibling is built beside it all the same. (Near max_new_tokens a sequence's
     length shrinks, and such a round follows a longer one.)"""
     chained, _ = _twins(tiny_engine, seed=13)
     names: list[tuple] = []
