@@ -209,6 +209,17 @@ def format_report(got: dict, rounds: list[dict], where: list[dict], fixed: int,
     return "\n".join(lines)
 
 
+def run_names(paths: list[Path]) -> list[str]:
+    """Each run's name in the tables: its file name, with as many of its folders before it as tell it from the
+    others' (the `ab` stage's runs are all real_bench.json: keyed by file name, they overwrote one another)."""
+    depth, deepest = 1, max(len(path.parts) for path in paths)
+    while True:
+        names = ["/".join(path.parts[-depth:]) for path in paths]
+        if len(set(names)) == len(names) or depth >= deepest:
+            return names
+        depth += 1
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", type=Path, nargs="+", help="real_bench.py JSONs (with --trace for the round tables)")
@@ -217,7 +228,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--fixed", type=int, default=3, help="the fixed length the cost policy is set against")
     p.add_argument("--out", type=Path, default=None, help="also write the tables as JSON")
     a = p.parse_args(argv)
-    got = gather({path.name: json.loads(path.read_text()) for path in a.runs}, a.k, a.drafter, a.fixed)
+    got = gather({name: json.loads(path.read_text()) for name, path in zip(run_names(a.runs), a.runs, strict=True)},
+                 a.k, a.drafter, a.fixed)
     if not got["passes"]:
         raise SystemExit(f"no BASS row with drafter {a.drafter!r} at k = {a.k} under the cost policy or fixed "
                          f"L = {a.fixed} in these files")

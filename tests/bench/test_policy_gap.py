@@ -74,6 +74,19 @@ def test_main_prints_and_writes_the_tables(tmp_path, capsys):
         pg.main([str(path), "--fixed", "5", "--k", "32"])
 
 
+def test_runs_of_one_file_name_are_told_apart_by_their_folders(tmp_path, capsys):
+    """The `ab` stage's runs are old1/real_bench.json, new1/real_bench.json ...: each is pooled, by its folder."""
+    paths = []
+    for run in ("new1", "new2"):
+        (tmp_path / run).mkdir()
+        paths.append(tmp_path / run / "real_bench.json")
+        paths[-1].write_text(json.dumps(RUN))
+    out = pg.main([str(p) for p in paths])
+    assert set(out["runs"]) == {"new1/real_bench.json", "new2/real_bench.json"}
+    assert len(out["passes"]["fixed"]) == 6
+    assert pg.run_names([tmp_path / "a.json", tmp_path / "b.json"]) == ["a.json", "b.json"]
+
+
 def test_slow_rounds_are_measured_against_their_rows_own_median_of_their_length():
     # one row, batch 8: after a round of its length, L = 3 rounds of 2.0, 2.0, 2.6 ms (median 2.0) and L = 6 rounds
     # of 3.0 and 3.0; the first round, a switch, and a batch-4 round are left out
