@@ -221,17 +221,14 @@ def chained_proposal(forward: Callable, run: Callable[..., Proposal],
     round pays L times. inputs[0] are the first step's tokens [B, T] and inputs[-1] the uniforms [B, L];
     `keyed(Tb)` is (the chain's name besides the batch: the rule, the attention, Tb, L; its static inputs'
     shapes past the batch) for a first step Tb wide (`chain_widths`: the one it runs, and the other width
-    of L, queued for between requests). `pool` names the memory its outputs live in, static buffers valid
+    of L, queued with it for between requests). `pool` names the memory its outputs live in, static buffers valid
     until the next replay of a chain of the same pool."""
     chain = getattr(forward, "chain", None)
     Tb, other = chain_widths(inputs[0].shape[1], inputs[-1].shape[1])
     if chain is None or Tb is None:
         return None
-    if other is not None:
-        name, shapes = keyed(other)
-        forward.queue_chain(run, name, cache, inputs, shapes, pool=("proposal", pool))
     name, shapes = keyed(Tb)
-    out = chain(run, name, cache, inputs, shapes, pool=("proposal", pool))
+    out = chain(run, name, cache, inputs, shapes, pool=("proposal", pool), also=None if other is None else keyed(other))
     if out is None:
         return None
     B = inputs[0].shape[0]

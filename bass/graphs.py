@@ -29,13 +29,14 @@ A chain (`GraphedModel.chain`) is several forwards and the glue between them in 
 proposal (`bass.drafters.chained_proposal`), L draft steps and their sampling rules, which step by step paid a
 replay and a handful of small copies per step. A chain without a graph runs in the chain of the nearest larger
 batch bucket that has one (its padding rows zeroed, which do nothing), or with nothing wider step by step (the
-caller's own path), and is queued the same way; `queue_chain` queues a shape its caller will want soon (a
-proposal's other first-step width, `bass.drafters.chain_widths`). Before chains borrowed and a proposal's first
-step had a fixed set of widths per L, the cost policy's timed passes at k = 8 on an H200 built 2 to 19 shapes
-each after their requests (its default row, two runs), and the passes that built more read slower: 0 or 1 0.3 %
-behind fixed L = 3's median, 2 to 5 3.5 %, 6 or more 6.0 % (`policy_gap_2026-12-01_h200_before_chains.txt`).
-Since, they built none in 22 of 24 passes with one padded width per L (3 and 1 in the others) and in all 8
-with two (`real_bench_2026-12-01_h200_k8_chains.json`, `commit_ab_2026-12-02_h200_seed{2000,2100}.txt`).
+caller's own path), and is queued the same way, with a sibling its caller will want soon where it names one
+(`also`: a proposal's other first-step width, `bass.drafters.chain_widths`). Before chains borrowed and a
+proposal's first step had a fixed set of widths per L, the cost policy's timed passes at k = 8 on an H200 built 2
+to 19 shapes each after their requests (its default row, two runs), and the passes that built more read slower:
+0 or 1 0.3 % behind fixed L = 3's median, 2 to 5 3.5 %, 6 or more 6.0 %
+(`policy_gap_2026-12-01_h200_before_chains.txt`). Since, they built none in 22 of 24 passes with one padded width
+per L (3 and 1 in the others) and in all 8 with two (`real_bench_2026-12-01_h200_k8_chains.json`,
+`commit_ab_2026-12-02_h200_seed{2000,2100}.txt`).
 """
 
 from __future__ import annotations
@@ -259,7 +260,8 @@ class GraphedModel:
             self._version = self.arena.version
 
     def chain(self, run: Callable[..., object], name: object, cache: KVCache, inputs: Sequence[torch.Tensor],
-              shapes: Sequence[tuple[int, ...]], pool: object = "chain") -> object | None:
+              shapes: Sequence[tuple[int, ...]], pool: object = "chain",
+              also: tuple[object, Sequence[tuple[int, ...]]] | None = None) -> object | None:
         """run(cache, *inputs): several forwards of the model and the glue between them, replayed as one CUDA
         graph (a draft's whole proposal: `bass.drafters.chained_proposal`): its own, or while it has none the
         graph of a wider batch's same chain, or None where neither exists yet. Then the caller runs its steps one
@@ -272,13 +274,20 @@ class GraphedModel:
         `name` is what the computation depends on besides the batch and the inputs' shapes, and must not
         hold a request's state (a queued chain is captured after its request). The outputs are the graph's
         static buffers, valid until the next replay of a chain of the same `pool`, which no other graph
-        shares: a caller that keeps one chain's outputs while it runs another alternates two pools."""
-        key = self.queue_chain(run, name, cache, inputs, shapes, pool)
+        shares: a caller that keeps one chain's outputs while it runs another alternates two pools. `also`, the
+        (name, shapes) of a sibling the caller will want soon (a proposal's other first-step width), is queued
+        with this chain whenever this one is: a round whose chain has its graph builds no second key."""
+        key = self._chain_key(name, cache, inputs, shapes, pool)
         if key is None:
             return None
         B, Bb, base = inputs[0].shape[0], key.batch, self.arena.base
         g = self._graphs.get(key)
         if g is None:
+            # (a sibling has this chain's batch and cache: it has a key wherever this one does)
+            for queued in [key] if also is None else [key, self._chain_key(also[0], cache, inputs, also[1], pool)]:
+                if queued not in self._graphs and queued not in self._queue:
+                    self._queue[queued] = functools.partial(self._capture_chain, run, queued,
+                                                            _padded(cache, base, queued.batch), inputs)
             wider = self._wider(key, base.batch)
             if wider is None:
                 return None
@@ -292,21 +301,17 @@ class GraphedModel:
         g.graph.replay()
         return g.out
 
-    def queue_chain(self, run: Callable[..., object], name: object, cache: KVCache, inputs: Sequence[torch.Tensor],
-                    shapes: Sequence[tuple[int, ...]], pool: object = "chain") -> ChainKey | None:
-        """Queue this chain (`chain`'s arguments) for `capture_queued` unless it has a graph; its key, or None
-        where it cannot have one (a batch past the arena's, a cache outside it). `chain` queues what it runs;
-        a caller that will want a sibling shape soon queues it too, so it is built between the same requests."""
+    def _chain_key(self, name: object, cache: KVCache, inputs: Sequence[torch.Tensor],
+                   shapes: Sequence[tuple[int, ...]], pool: object) -> ChainKey | None:
+        """`chain`'s key for these arguments, or None where it can have no graph (a batch past the arena's, a
+        cache outside it)."""
         base = self.arena.base
         Bb = bucket(inputs[0].shape[0], BATCH_BUCKETS)
         if base is None or Bb is None or Bb > base.batch or cache.suffix_k.data_ptr() != base.suffix_k.data_ptr():
             return None
         self._check_storage()
-        key = ChainKey(Bb, cache.prefix_k.shape[1], name, tuple((tuple(s), x.dtype) for s, x in
-                                                                zip(shapes, inputs, strict=True)), pool)
-        if key not in self._graphs and key not in self._queue:
-            self._queue[key] = functools.partial(self._capture_chain, run, key, _padded(cache, base, Bb), inputs)
-        return key
+        return ChainKey(Bb, cache.prefix_k.shape[1], name, tuple((tuple(s), x.dtype) for s, x in
+                                                                 zip(shapes, inputs, strict=True)), pool)
 
     def _capture_chain(self, run: Callable[..., object], key: ChainKey, cache: KVCache,
                        inputs: Sequence[torch.Tensor]) -> _Chain:
