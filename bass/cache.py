@@ -110,13 +110,15 @@ class KVCache:
         self.suffix_len[n:] = 0
         return self.view(n)
 
-    def fork(self, samples: int, capacity: int) -> KVCache:
+    def fork(self, samples: int, capacity: int, width: int | None = None) -> KVCache:
         """Turn a prefilled cache of G prompts into the shared prefix of G * `samples` sequences.
 
-        The prompts' K/V is stored once; sequence g * samples + s belongs to group g.
+        The prompts' K/V is stored once; sequence g * samples + s belongs to group g. `width` is the longest
+        prompt's length (its suffix_len), where the caller knows it: read from the device instead, it waits for
+        the whole prefill (a host synchronisation).
         """
         L, G, _, H, D = self.suffix_k.shape
-        P = int(self.suffix_len.max().item())
+        P = _width(self, width)
         dev = self.suffix_k.device
         return KVCache(
             prefix_k=self.suffix_k[:, :, :P].clone(),
@@ -127,6 +129,11 @@ class KVCache:
             suffix_v=torch.zeros(L, G * samples, capacity + 1, H, D, dtype=self.suffix_v.dtype, device=dev),
             suffix_len=torch.zeros(G * samples, dtype=torch.int32, device=dev),
         )
+
+
+def _width(prefilled: KVCache, width: int | None) -> int:
+    """The longest prefilled row: `width` where the caller knows it, else read from the device (a sync)."""
+    return int(prefilled.suffix_len.max().item()) if width is None else width
 
 
 class CacheArena:
@@ -143,12 +150,12 @@ class CacheArena:
         self.base: KVCache | None = None
         self.version = 0
 
-    def fork(self, prefilled: KVCache, samples: int, capacity: int) -> KVCache:
-        """Like `prefilled.fork(samples, capacity)`, in the arena's storage when it is persistent."""
+    def fork(self, prefilled: KVCache, samples: int, capacity: int, width: int | None = None) -> KVCache:
+        """Like `prefilled.fork(samples, capacity, width)`, in the arena's storage when it is persistent."""
         if not self.persistent:
-            return prefilled.fork(samples, capacity)
+            return prefilled.fork(samples, capacity, width)
         L, G, _, H, D = prefilled.suffix_k.shape
-        B, P = G * samples, int(prefilled.suffix_len.max().item())
+        B, P = G * samples, _width(prefilled, width)
         if not self._fits(G, P, B, capacity, prefilled):
             self._allocate(L, G, P, B, capacity, H, D, prefilled.suffix_k.dtype, prefilled.suffix_k.device)
         base = self.base

@@ -197,6 +197,7 @@ class DraftLengthPolicy:
         self.ended = 0  # rounds whose results came back (`update`): a round launched ahead may never be read
         self.choice = 0  # the last argmax L*
         self._opened = False  # the first round's L came from earlier first rounds (`rates`, opening)
+        self._prepared: int | None = None  # the first round's L, decided before the round (`prepare`)
         self.last = 0  # the length handed out last (a probe or L*)
         self.probes = 0
         self._turn = 0  # the rotation of probes beside L*: up, down, plain
@@ -323,11 +324,24 @@ class DraftLengthPolicy:
         by the round just before."""
         return self.cfg.policy in ("cost", "fixed")
 
+    def prepare(self, seqs: Sequence[int]) -> None:
+        """Decide the first round's length now, before the round starts: the engine asks while the device runs
+        the prefill and the host would only wait for it. Decided in the round, the cost policy's first length
+        (read from earlier first rounds) was host work that nothing hid, before the first launch: 0.64 ms of an
+        H200 host's time under the profiler, against 0.05 for fixed L = 3's (`bench/opening.py`,
+        `bench/results/opening_2026-12-02_h200_before_traced.txt`). The first
+        `lengths` hands it to the sequences live then: a sequence that finished on its first token leaves the
+        batch after the decision (a batch one smaller, rarely another bucket). A no-op for the other policies,
+        whose lengths cost nothing, and once a round has started."""
+        if self.cfg.policy == "cost" and self.rounds == 0 and self._prepared is None:
+            self._prepared = self._cost_length(seqs)
+
     def lengths(self, seqs: Sequence[int]) -> list[int]:
         """The draft length each of `seqs` gets this round (for "cost", this also starts the round's clock)."""
         if self.cfg.policy == "cost":
             ahead = bool(self._open)  # decided before the round before it is read: launched ahead of it
-            before, self.last = self.last, min(self._cost_length(seqs), self.cfg.l_limit)
+            L, self._prepared = (self._cost_length(seqs) if self._prepared is None else self._prepared), None
+            before, self.last = self.last, min(L, self.cfg.l_limit)
             self._open.append((self.last, self.rounds < START_ROUNDS or _warms_up(before, self.last, ahead)))
             self._seqs = list(seqs)
             self.rounds += 1

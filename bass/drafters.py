@@ -264,7 +264,7 @@ class ModelDrafter(Drafter):
     def prefill(self, prompts, samples, capacity, features=None):
         lens = [len(p) for p in prompts]
         _, cache, _ = prefill(self.model, self.prefills, prompts, self.attn)
-        self.cache = self.arena.fork(cache, samples, capacity)
+        self.cache = self.arena.fork(cache, samples, capacity, width=max(lens))  # (no wait for the device)
         self.prompt_lens = [n for n in lens for _ in range(samples)]
         self.in_cache = list(self.prompt_lens)
 

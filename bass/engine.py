@@ -41,6 +41,7 @@ from bass.sequences import Sequence as Seq
 from bass.sequences import StopRule
 from bass.speculative import DecodeState, speculative_decode
 from bass.streams import SequenceRNG
+from bass.transfer import HostRead
 
 MAX_K = 64
 # what `Engine.warm_draft_lengths` drafts: 1..8, the lengths the cost policy has been seen to choose on the H100
@@ -233,18 +234,18 @@ class Engine:
     # ---- the run ---------------------------------------------------------------------------------
     def _prefill(self, ids: list[list[int]], k: int, params: SamplingParams, rng: SequenceRNG, capacity: int,
                  attn: Callable):
-        """Encode every prompt once, fork its K/V to k sequences, and sample each sequence's first token."""
+        """Encode every prompt once, fork its K/V to k sequences, and sample each sequence's first token: queued on
+        the device, the first tokens' copy to the host included, with no host synchronisation (`_run` reads them)."""
         model = self.target.model
         G, lens = len(ids), [len(p) for p in ids]
         # features [G, T, H]: what a feature draft starts from; with static shapes, a CUDA graph's buffers
         logits, cache, features = prefill(model, self._prefill_graphs, ids, attn)
-        cache = self._arena.fork(cache, k, capacity)
+        cache = self._arena.fork(cache, k, capacity, width=max(lens))
         seqs = [Seq(seq=g * k + s, prompt_index=g, sample_index=s, prompt_len=lens[g], history=list(ids[g]))
                 for g in range(G) for s in range(k)]
         u = rng.uniforms([s.key for s in seqs], 1, self.device)[:, 0]
         probs = process_logits(logits[:, 0].repeat_interleave(k, 0), params)
-        first = sample_from(probs, u).tolist()
-        return seqs, cache, first, features
+        return seqs, cache, HostRead(sample_from(probs, u)), features
 
     def new_drafter(self, name: str, backend: str | None = None) -> Drafter:
         """A fresh drafter `name` over this engine's models, to pass as `stream(..., drafter=...)` (one batch)."""
@@ -281,10 +282,17 @@ class Engine:
         capacity = params.max_new_tokens + 2
         seqs, cache, first, features = self._prefill(ids, k, params, rng, capacity, attn)
         name = "none" if method == "regular" else drafter_name
-        drafter = None
+        drafter = policy = memory = None
         if method != "single":
             drafter = name if isinstance(name, Drafter) else self._drafter(name, attn)
             drafter.prefill(ids, k, capacity, features)
+            # what needs no first token is done while the device prefills, the host's time otherwise spent
+            # waiting in the read below: the policy and its first round's length (`DraftLengthPolicy.prepare`)
+            memory = self._memory(name, backend, look_ahead, params, dl_cfg) if method == "bass" else None
+            policy = DraftLengthPolicy(dl_cfg, [s.seq for s in seqs], memory=memory)
+            if drafter.proposes:
+                policy.prepare([s.seq for s in seqs])
+        first = first.tolist()  # the request's one wait for its prefill: the target's (the draft's runs on)
         prefill_s = time.perf_counter() - t_start
         yield GenerationEvent("prefill", 0, prefill_s, 0, (), tuple("" for _ in seqs))
 
@@ -304,7 +312,6 @@ class Engine:
         # the budget covers the whole request: the loop's clock starts after the prefill, so it gets what is left
         budget = None if params.time_budget_s is None else params.time_budget_s - prefill_s
         loop = dict(t0=t0, time_budget_s=budget, cancel=cancel, look_ahead=look_ahead)
-        memory = None
         if method == "single":
             def single_drafter(seq: Seq) -> Drafter:
                 d = self._drafter(name, attn)
@@ -316,8 +323,6 @@ class Engine:
         else:
             if len(rows) < len(seqs):
                 drafter.select(rows)
-            memory = self._memory(name, backend, look_ahead, params, dl_cfg) if method == "bass" else None
-            policy = DraftLengthPolicy(dl_cfg, [s.seq for s in live], memory=memory)
             reports = speculative_decode(self._target_fwd, attn, drafter, policy, DecodeState(live, cache),
                                          stop, rng, first_round=1, **loop) if live else iter(())
         draft_lengths: list[int] = []

@@ -128,10 +128,11 @@ class FeatureDrafter(Drafter):
             _, cache, _ = prefill(self.draft, self.prefills, [p[1:] for p in prompts], self.attn, features[:, :T])
         else:
             cache = self.draft.new_cache(len(prompts), 1)
-        self.cache = self.arena.fork(cache, samples, capacity)
+        # (the host knows every length here: nothing waits for the device, whose prefills run on)
+        self.cache = self.arena.fork(cache, samples, capacity, width=max(T, 0))
         self.prompt_entries = [n - 1 for n in lens for _ in range(samples)]
         self.fed = list(self.prompt_entries)
-        last = features[torch.arange(len(lens), device=device), torch.tensor(lens, device=device) - 1]  # [G, H]
+        last = features[torch.arange(len(lens), device=device), ints_to_device(lens, device) - 1]  # [G, H]
         # a generated position's suffix row is at most `capacity`, so f of it is at j <= capacity + 1
         self.feats = torch.zeros(len(lens) * samples, capacity + 3, features.shape[-1], dtype=features.dtype,
                                  device=device)

@@ -234,7 +234,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
             u = rng.uniforms([s.key for s in state.live], 2 * L + 1, device)  # [B, 2L+1]
             hist = [s.history for s in state.live]
             if last is None:
-                last = torch.tensor([h[-1] for h in hist], dtype=torch.long, device=device)[:, None]
+                last = ints_to_device([h[-1] for h in hist], device)[:, None]  # (pinned: no wait for the device)
             # 2. - 5. draft, verify, accept and roll back, queued on the device
             rnd = _Round(r, started, list(state.live), lengths, u, alive=alive)
             last = _launch(target, attn, rule, drafter, rnd, state.cache, last, hist, params)

@@ -1,7 +1,9 @@
-"""Host-to-device copies that do not stall the round loop: the ints and token ids a round hands the device.
+"""Copies between host and device that do not stall the round loop: the ints and token ids a round hands the
+device, and a read that waits for its own copy only.
 
 A pageable copy to CUDA waits for the stream, and in the round loop the stream runs a round ahead
-(`bass.speculative`, look-ahead), so every copy here goes through pinned memory, asynchronously.
+(`bass.speculative`, look-ahead), so every copy here goes through pinned memory, asynchronously. A read of device
+values (`HostRead`) likewise waits for the copy that fetched them, not for the work queued after it.
 
 A drafting round makes about four such copies of a few dozen ints (cache lengths, row indices, token
 ids). Pinning each one anew (`Tensor.pin_memory`: a block from torch's caching host allocator and its
@@ -69,6 +71,28 @@ class PinnedRing:
             start = other * self.half
         self.head = start + n
         return start
+
+
+class HostRead:
+    """A device tensor's values for the host, fetched without waiting: the copy is queued into pinned memory (a
+    non-blocking copy to the CPU allocates it pinned) with an event after it, and `tolist` waits for that event
+    alone, while the work queued after the copy runs on. On the CPU it holds a copy of the values: either way,
+    what the tensor held when the read was made."""
+
+    def __init__(self, values: torch.Tensor):
+        self.ready: torch.cuda.Event | None = None
+        if values.is_cuda:
+            self.values = values.to("cpu", non_blocking=True)
+            self.ready = torch.cuda.Event()
+            self.ready.record()
+        else:
+            self.values = values.clone()
+
+    def tolist(self) -> list:
+        """The values as a list, once their copy has run."""
+        if self.ready is not None:
+            self.ready.synchronize()
+        return self.values.tolist()
 
 
 _RINGS: dict[torch.device, PinnedRing] = {}

@@ -23,6 +23,7 @@
 #   accept       bench/draft_acceptance.py (--drafts NAME=SPEC ...)
 #   train-bench  bench/train_step_bench.py on the real target and corpus (what a training step costs there)
 #   profile      bench/step_costs.py (what a step and a round cost, piece by piece)
+#   opening      bench/opening.py (where a request's prefill and first two rounds go, per policy)
 #   host         bench/host_costs.py (graph launch costs, the round's Python profile)
 #   bench, eval  bench/real_bench.py and `python -m bass eval humaneval` on the assembled target
 #   ab           bench/real_bench.py in the code before a change (carried at .old) and in this one, alternated
@@ -90,6 +91,8 @@ case "$1" in
     python3 bench/step_costs.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee $OUT/step_costs.log
     # at most 8 files come back from a call: the profiler tables travel as one archive
     tar -czf $OUT/profiles.tgz -C $OUT $(cd $OUT && ls profile_*.txt) && rm $OUT/profile_*.txt ;;
+  opening)  # bench/opening.py: a request's prefill, first and second rounds per policy, and their profile
+    python3 bench/opening.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee $OUT/opening.log ;;
   host)  # bench/host_costs.py: what launching each captured graph costs the host; the round's Python profile
     python3 bench/host_costs.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee $OUT/host_costs.log ;;
   eval)  # python -m bass eval humaneval on the real target (args after the stage, e.g. --budgets 0.25,0.5,1)
@@ -118,5 +121,5 @@ case "$1" in
     BASS_TARGET=$GGUF python3 -m pytest tests/bass/test_look_ahead.py tests/bass/test_feature_draft.py tests/bass/test_transfer.py tests/bass/test_sampling.py tests/bass/test_proposal_graphs.py \
       tests/bass/test_lossless_shipped.py tests/bass/test_cost_policy_engine.py tests/bass/test_opening_round.py tests/bass/test_prefill_graphs.py tests/draft_training/test_vocab_loss.py tests/draft_training/test_kernel_choice.py tests/kernels -q -p no:cacheprovider -o addopts="" "${@:2}" \
       2>&1 | grep --line-buffered -v Warning | tee $OUT/gpu_tests.log ;;
-  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | kept NN | setup | completions | train | adopt | accept | bench | ab | ab-draft FILE | train-bench | profile | host | eval | generate | tests" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | kept NN | setup | completions | train | adopt | accept | bench | ab | ab-draft FILE | train-bench | profile | opening | host | eval | generate | tests" >&2; exit 2 ;;
 esac

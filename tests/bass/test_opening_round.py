@@ -1,15 +1,19 @@
 """A request's first round, read from earlier requests' first rounds (`bass.acceptance`, Opening round): the
 counts by hand, and the cost policy drafting short where first rounds fail and long after them, with its rounds
-read in order (as on the CPU) and a round ahead (as on CUDA)."""
+read in order (as on the CPU) and a round ahead (as on CUDA); its length decided while the prefill runs
+(`DraftLengthPolicy.prepare`), and the opening reading nothing from the device before the first tokens."""
 
 import numpy as np
 import pytest
+import torch
 from policy_clocks import FakeClock, PipelinedClock, make_policy, rounds, rounds_ahead
 
 from bass.acceptance import opening_reach, position_outcomes
-from bass.config import DraftLengthConfig
+from bass.config import DraftLengthConfig, SamplingParams
 from bass.draft_length import PolicyMemory
+from bass.engine import Engine
 from bass.round_costs import CostModel
+from bass.transfer import HostRead
 
 SEQS = list(range(8))
 
@@ -109,3 +113,66 @@ def test_first_rounds_sent_to_plain_decoding_are_drafted_again_in_time():
     opening = [f[0] for f in firsts[2:]]
     plain = opening.index(0)  # first rounds that never pay go plain ...
     assert any(L > 0 for L in opening[plain:])  # ... and are tried again, as the counts fade
+
+
+def test_a_prepared_first_round_is_decided_then_and_handed_out_by_the_first_lengths():
+    cfg = DraftLengthConfig(explore_every=0, l_limit=8)
+    memory, _, _ = _requests(cfg, 4, False, lambda L: 0)  # first rounds that fail: openings drafted short
+    unprepared = make_policy(cfg, SEQS, FakeClock(lambda L: 1.0, 0.1), memory=memory)
+    want = unprepared.lengths(SEQS)[0]
+    clock = FakeClock(lambda L: 1.0, 0.1)
+    policy = make_policy(cfg, SEQS, clock, memory=memory)
+    policy.prepare(SEQS)
+    assert policy.rounds == 0 and clock.L is None  # no round started, no clock running
+    saved, memory.opening = memory.opening, None  # what the first round reads is gone: the decision was made
+    try:
+        assert policy.lengths(SEQS[:7]) == [want] * 7  # to the sequences live then (one finished on its first token)
+    finally:
+        memory.opening = saved
+    assert want <= 1 and policy.lengths(SEQS)[0] >= 4  # the next round decided in its turn, from the batch's rates
+    fixed = make_policy(DraftLengthConfig(policy="fixed", l0=3), SEQS, FakeClock(lambda L: 1.0, 0.1))
+    fixed.prepare(SEQS)
+    assert fixed.lengths(SEQS) == [3] * 8
+
+
+@pytest.mark.parametrize("drafter", ["model", "feature"])
+@pytest.mark.parametrize("static", [False, True], ids=["eager", "static-shapes"])
+def test_a_requests_opening_reads_nothing_from_the_device_before_its_first_tokens(tiny_engine, monkeypatch,
+                                                                                   drafter, static):
+    """From the prefill's launch to the first tokens' read, the host waits for nothing: both caches' forks take the
+    prompts' widths from the host, so the draft's prefill and the policy's first decision run while the device
+    prefills (a read there would wait for the whole prefill)."""
+    seed = 7 + static  # its own engine where static shapes stick
+    engine = tiny_engine("llama", **({"feature_seed": seed} if drafter == "feature" else {"draft_seed": seed}))
+    if static:
+        engine.use_static_shapes(capture=False)  # the CUDA path's buffers and arena, run eagerly
+    opening, reads = [False], []
+    prefill, read = Engine._prefill, HostRead.tolist
+
+    def started(self, *args, **kwargs):
+        opening[0] = True
+        return prefill(self, *args, **kwargs)
+
+    def first_tokens(self):
+        opening[0] = False
+        return read(self)
+
+    monkeypatch.setattr(Engine, "_prefill", started)
+    monkeypatch.setattr(HostRead, "tolist", first_tokens)
+    def counting(name: str):
+        real = getattr(torch.Tensor, name)
+
+        def counted(self, *args):
+            if opening[0]:
+                reads.append(name)
+            return real(self, *args)
+
+        return counted
+
+    for name in ("item", "tolist", "__bool__", "__int__", "__float__"):
+        monkeypatch.setattr(torch.Tensor, name, counting(name))
+    params = SamplingParams(temperature=0.0, max_new_tokens=8)
+    for method in ("bass", "regular"):
+        result = engine.generate(["def fib(n):\n", "x = [1, 2"], k=2, params=params, method=method, drafter="model")
+        assert result.stats.tokens > 0 and not opening[0]
+    assert reads == []

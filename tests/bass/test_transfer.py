@@ -1,10 +1,10 @@
-"""Host-to-device copies (`bass.transfer`): the pinned staging ring never hands out a slice a queued copy
-still reads, and the helpers build the tensors they promise."""
+"""Copies between host and device (`bass.transfer`): the pinned staging ring never hands out a slice a queued copy
+still reads, the helpers build the tensors they promise, and a host read returns what it was made of."""
 
 import pytest
 import torch
 
-from bass.transfer import PinnedRing, ints_to_device, padded_ids
+from bass.transfer import HostRead, PinnedRing, ints_to_device, padded_ids
 
 
 def _batches(n: int) -> list[list[int]]:
@@ -52,3 +52,25 @@ def test_ring_never_overwrites_a_copy_still_queued():
     assert [o.tolist() for o in outs] == batches
     assert ints_to_device([7, 8], device).tolist() == [7, 8]
     assert padded_ids([[1, 2], [3]], device=device).tolist() == [[1, 2], [3, 0]]
+
+
+def test_a_host_read_holds_the_values_it_was_made_of():
+    values = torch.tensor([5, 6, 7])
+    read = HostRead(values)
+    values.add_(10)  # work after the read changes nothing it returns
+    assert read.tolist() == [5, 6, 7]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned memory and streams; CPU twin above")
+def test_a_host_read_waits_for_its_copy_not_for_the_work_queued_after_it():
+    device = torch.device("cuda", torch.cuda.current_device())
+    values = torch.tensor([5, 6, 7], device=device)
+    read = HostRead(values)
+    torch.cuda._sleep(200_000_000)  # ~0.1 s of device time queued after the copy
+    values.add_(10)
+    after = torch.cuda.Event()
+    after.record()
+    assert read.tolist() == [5, 6, 7]
+    assert not after.query()  # the read came back while the work after it was still running
+    torch.cuda.synchronize()
+    assert values.tolist() == [15, 16, 17]
