@@ -6,7 +6,8 @@
 `policy_gap.py` found the cost policy's requests opening slower than fixed L = 3's on an H200 at k = 8: first
 rounds of 3.4-3.9 ms against 2.6-2.7, where both drafted L = 2 or 3 from the same first step
 (`bench/results/policy_gap_2026-12-02_h200_widths.txt`). One model load; the policies' requests over the same
-prompts, interleaved prompt by prompt (`real_passes.measure`'s order, after its warm-up pass), then two views:
+prompts, interleaved prompt by prompt (`real_passes.measure`'s order, after its warm-up pass), then three views
+(what they showed, and the change they led to: README, Real weights, the sixty-second pass):
 
   opening   per policy, the median over its requests of: the prefill (ms, the engine's prefill_s), rounds 1 and 2
             as the decode clock reads them (their results read, `round_ends_s`), the host's wait in each round's
