@@ -159,6 +159,7 @@ def test_a_requests_opening_reads_nothing_from_the_device_before_its_first_token
 
     monkeypatch.setattr(Engine, "_prefill", started)
     monkeypatch.setattr(HostRead, "tolist", first_tokens)
+
     def counting(name: str):
         real = getattr(torch.Tensor, name)
 
