@@ -69,7 +69,7 @@ from bass.graphs import BATCH_BUCKETS, bucket
 from bass.rules import VerifyRule, emitted, run_then, verify_rule
 from bass.sequences import Sequence, StopRule
 from bass.streams import SequenceRNG
-from bass.transfer import ints_to_device
+from bass.transfer import HostRead, ints_to_device
 
 RIDE_ALONG_ROWS = 8  # with look-ahead, a batch of at most this many rows keeps finished ones to the end
 
@@ -114,8 +114,7 @@ class _Round:
     # for a drafter that reads them (`Drafter.reads_verify`), views of out (valid until the slot's next replay):
     emitted: torch.Tensor | None = None  # [B, Lp+1] d_1 .. d_a, then the next token at column a
     accepted: torch.Tensor | None = None  # [B] a
-    host: torch.Tensor | None = None  # [B, 3 + W] out's packed results, copied to the host as they finish
-    ready: torch.cuda.Event | None = None  # recorded after that copy
+    host: HostRead | None = None  # out's packed results [B, 3 + W], copied to the host as they finish
     alive: torch.Tensor | None = None  # [B] int32, 0 for finished rows riding along; None: every row live
 
     @property
@@ -142,11 +141,7 @@ def _verify(target: Callable, attn: Callable, rule: VerifyRule, rnd: _Round, cac
     next_token, packed, rejected = rnd.out[1], rnd.out[4], rnd.out[6]
     if rnd.proposal.tokens.shape[1]:  # 5. roll back: the cache holds every token but the last emitted one
         cache.suffix_len.sub_(rejected)
-    rnd.host, rnd.ready = packed, None
-    if packed.is_cuda:  # into pinned memory, without waiting for it
-        rnd.host = packed.to("cpu", non_blocking=True)
-        rnd.ready = torch.cuda.Event()
-        rnd.ready.record()
+    rnd.host = HostRead(packed)  # into pinned memory, without waiting for it
     return next_token[:, None].clone()
 
 
@@ -261,11 +256,7 @@ def speculative_decode(target: torch.nn.Module, attn: Callable, drafter: Drafter
                     planned = dict(zip(seqs, wanted, strict=True))
 
         # 4. the round's one host synchronisation: everything the bookkeeping needs, in one copy
-        waited = 0.0
-        if rnd.ready is not None:
-            blocked = time.perf_counter()
-            rnd.ready.synchronize()
-            waited = time.perf_counter() - blocked
+        waited = rnd.host.wait()
         packed = rnd.host.tolist()
         if not all(row[3] for s, row in zip(rnd.live, packed, strict=True) if not s.finished):
             last = _redo(target, attn, rule, rnd, packed, state.cache, ahead, drafter, params)  # rare: top-p by a sort

@@ -16,6 +16,7 @@ in `host_costs_2026-11-24_h100_riders.txt`). Copies are made on the current stre
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence as Rows
 
 import torch
@@ -88,10 +89,17 @@ class HostRead:
         else:
             self.values = values.clone()
 
+    def wait(self) -> float:
+        """Block until the copy has run; the seconds the host was blocked (0 on the CPU)."""
+        if self.ready is None:
+            return 0.0
+        blocked = time.perf_counter()
+        self.ready.synchronize()
+        return time.perf_counter() - blocked
+
     def tolist(self) -> list:
         """The values as a list, once their copy has run."""
-        if self.ready is not None:
-            self.ready.synchronize()
+        self.wait()
         return self.values.tolist()
 
 

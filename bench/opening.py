@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import math
 import statistics
 import sys
 import time
@@ -58,9 +59,9 @@ LABEL = "opening:"  # the prefix of the record_function labels below
 def labelled(clock: list | None = None) -> Iterator[None]:
     """Label the round loop's steps for the profiler while the block runs: the target's prefill and the drafter's,
     the policy's decision (`lengths`) and its update, a round's launch (`bass.speculative._launch`: the drafter's
-    `propose`, then `_verify`), the drafter's `commit`, the read of the first tokens (`HostRead.tolist`) and the
-    host's waits for the device (`torch.cuda.Event.synchronize`). With `clock`, each step's host span
-    (start, end, label) in µs of the host clock is appended to it as well."""
+    `propose`, then `_verify`), the drafter's `commit`, the reads of the first tokens and of each round's results
+    (`HostRead.tolist`) and the host's waits for the device (`torch.cuda.Event.synchronize`). With `clock`, each
+    step's host span (start, end, label) in µs of the host clock is appended to it as well."""
     from bass.drafters import Drafter
 
     patched: list[tuple[object, str, Callable]] = []
@@ -88,8 +89,8 @@ def labelled(clock: list | None = None) -> Iterator[None]:
     wrap(DraftLengthPolicy, "update", "policy.update")
     wrap(spec, "_launch", "launch")
     wrap(spec, "_verify", "verify")
-    if hasattr(transfer, "HostRead"):  # (the code before the first tokens were read so read them in the prefill)
-        wrap(transfer.HostRead, "tolist", "prefill read")
+    if hasattr(transfer, "HostRead"):  # (the code before it read the first tokens inside the target's prefill)
+        wrap(transfer.HostRead, "tolist", "read")
     if torch.cuda.is_available():
         wrap(torch.cuda.Event, "synchronize", "wait")
     try:
@@ -137,9 +138,11 @@ def summary(rows: list[dict]) -> dict:
 
 def windows_of(spans: list[tuple[float, float, str]]) -> list[tuple[str, float, float]]:
     """(name, start, end) of a request's opening windows from its labelled spans (start, end, label) in order: the
-    prefill, from its first span to the last prefill span ended; round 1 and round 2, each to its `policy.update`."""
+    prefill, from its first span to the end of the last one begun before the first `policy.lengths` (the prefills
+    and the first tokens' read); round 1 and round 2, each to its `policy.update`."""
     t0 = spans[0][0]
-    prefilled = max(end for _, end, name in spans if name.startswith("prefill"))
+    first_round = min((a for a, _, name in spans if name == "policy.lengths"), default=math.inf)
+    prefilled = max(end for a, end, _ in spans if a < first_round)
     updates = [end for _, end, name in spans if name == "policy.update"][:2]
     return [("prefill", t0, prefilled)] + [(f"round {i + 1}", prefilled if i == 0 else updates[i - 1], end)
                                            for i, end in enumerate(updates)]

@@ -31,7 +31,8 @@ def test_opening_dry_run(tmp_path):
         assert [s[0] for s in prof["spans"]] == sorted(s[0] for s in prof["spans"])
     for per in report["host"].values():  # the synced requests' host clocks, unprofiled
         assert list(per) == ["prefill", "round 1", "round 2"]
-        assert per["prefill"]["prefill target"] > 0 and per["prefill"]["prefill read"] >= 0
+        assert per["prefill"]["prefill target"] > 0 and per["prefill"]["read"] >= 0
+        assert per["round 1"]["read"] >= 0  # each round's results come back through a HostRead too
         assert per["round 1"]["launch"] >= per["round 1"]["verify"] > 0
     assert json.loads((out / "opening.json").read_text())["k"] == 2
     assert "profile: cost" in (out / "opening.txt").read_text()
@@ -66,12 +67,13 @@ def test_host_split_puts_each_span_in_the_window_it_starts_in():
     import opening
 
     us = 1e3  # spans in µs
-    spans = [(0, 2 * us, "prefill target"), (2 * us, 3 * us, "prefill read"), (3 * us, 4 * us, "policy.lengths"),
-             (4 * us, 6 * us, "launch"), (4 * us, 5 * us, "verify"), (6 * us, 7 * us, "policy.update"),
+    spans = [(0, 2 * us, "prefill target"), (2 * us, 3 * us, "read"), (3 * us, 4 * us, "policy.lengths"),
+             (4 * us, 5 * us, "launch"), (4 * us, 5 * us, "verify"), (5 * us, 6 * us, "read"),
+             (6 * us, 7 * us, "policy.update"),
              (7 * us, 9 * us, "launch"), (9 * us, 10 * us, "policy.update"), (10 * us, 11 * us, "launch")]
     assert opening.windows_of(spans) == [("prefill", 0, 3 * us), ("round 1", 3 * us, 7 * us),
                                          ("round 2", 7 * us, 10 * us)]
     got = opening.host_split(spans)
-    assert got["prefill"] == {"prefill target": 2.0, "prefill read": 1.0}
-    assert got["round 1"] == {"policy.lengths": 1.0, "launch": 2.0, "verify": 1.0, "policy.update": 1.0}
+    assert got["prefill"] == {"prefill target": 2.0, "read": 1.0}  # the read before the first round: the first tokens
+    assert got["round 1"] == {"policy.lengths": 1.0, "launch": 1.0, "verify": 1.0, "read": 1.0, "policy.update": 1.0}
     assert got["round 2"] == {"launch": 2.0, "policy.update": 1.0}  # the third launch is past the opening
