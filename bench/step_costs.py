@@ -16,7 +16,7 @@ Four views of the same engine, one model load:
               decoding and BASS under fixed L and the cost policy, with torch.profiler tables per config;
   pipelined   `profile_round.pipelined_round`: rounds as the engine really runs them (look-ahead at its
               default, no syncs inside), at each k of --pipelined-ks, for regular decoding and BASS under
-              fixed L = 1 and the cost policy: wall ms per round of the decode, the GPU's busy ms per round
+              fixed L = 1, fixed L = 3 and the cost policy: wall ms per round of the decode, the GPU's busy ms per round
               (the union of its kernel / copy intervals: overlaps count once) and idle = wall - busy, the
               time the GPU waits for the host; ms/tok/seq = wall ms / (new tokens / sequences); ahead = the
               share of rounds launched before the round before them was read (`launches_counted`). Top
@@ -194,8 +194,8 @@ def main(argv: list[str] | None = None) -> dict:
         same[d] = sum(x.token_ids == y.token_ids for x, y in zip(got.candidates, want.candidates, strict=True))
     ks = [a.k] if a.pipelined_ks is None else [int(x) for x in a.pipelined_ks.split(",") if x.strip()]
     pipelined = []
-    for k in ks:  # regular decoding, then each drafter under fixed L = 1 and the cost policy
-        for label, drafter, cfg in [c for c in configs if c[2] in (None, "fixed L=1", "cost")]:
+    for k in ks:  # regular decoding, then each drafter under fixed L = 1, fixed L = 3 and the cost policy
+        for label, drafter, cfg in configs:
             name, kw = _config(label, drafter, cfg)
             r = pipelined_round(engine, prompt, k, params, "regular" if drafter is None else "bass", drafter, out,
                                 name, **kw)

@@ -49,6 +49,7 @@ import triton
 import triton.language as tl
 
 from kernels.pdl import enter, launch_args
+from kernels.split_sum import SplitSum
 
 _empty = torch.empty  # tests swap in a NaN-filled allocator to catch unwritten outputs
 MAX_ROWS = 64  # past this, a GEMM library's tiles do better
@@ -152,9 +153,12 @@ def _split_k_sum(WS, B, Y, X, M, N, stride_ym, HAS_BIAS: tl.constexpr, SPLIT_K: 
 
 
 def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-                config: SkinnyConfig = SkinnyConfig(), out_dtype: torch.dtype | None = None) -> torch.Tensor:
+                config: SkinnyConfig = SkinnyConfig(), out_dtype: torch.dtype | None = None,
+                defer_sum: bool = False) -> torch.Tensor | SplitSum:
     """x [..., K] @ weight [N, K]ᵀ (+ bias [N]) -> [..., N], for at most MAX_ROWS rows of x: rounded to x's
-    dtype, and stored in `out_dtype` if given (a wider one: the bits of the x-dtype result widened)."""
+    dtype, and stored in `out_dtype` if given (a wider one: the bits of the x-dtype result widened). With
+    `defer_sum`, a config that splits K returns its slices unsummed (`kernels.split_sum`), for a reader that
+    sums them."""
     K = x.shape[-1]
     N = weight.shape[0]
     if weight.dim() != 2 or weight.shape[1] != K:
@@ -171,25 +175,36 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     if x2.stride(-1) != 1:
         x2 = x2.contiguous()
     weight = weight if weight.stride(-1) == 1 else weight.contiguous()
-    y = _empty((M, N), dtype=out_dtype or x.dtype, device=x.device)
-    if M == 0 or N == 0:
-        return y.view(*x.shape[:-1], N)
-    BM = max(16, triton.next_power_of_2(M))
     S = config.split_k
+    deferred = defer_sum and S > 1 and out_dtype in (None, x.dtype)
+    # (a deferred sum's y is only a pointer the first launch never writes through: one row of the right dtype)
+    y = _empty((1 if deferred else M, N), dtype=out_dtype or x.dtype, device=x.device)
+    if M == 0 or N == 0:
+        return y[:M].view(*x.shape[:-1], N)
+    BM = max(16, triton.next_power_of_2(M))
     ws = _empty((S, M, N), dtype=torch.float32, device=x.device) if S > 1 else y
     b = bias if bias is not None else y  # never read without HAS_BIAS
-    launch = launch_args(x.device)
     _skinny_gemm_fwd[(triton.cdiv(N, config.block_n), S)](
         x2, weight, b, y, ws, M, N, K, x2.stride(0), weight.stride(0), y.stride(0), K // S,
         HAS_BIAS=bias is not None and S == 1, SPLIT_K=S, BM=BM, BN=config.block_n, BK=config.block_k,
         UPCAST=x.device.type == "cpu", PRECISION="ieee" if x.dtype == torch.float32 else "tf32",
-        num_stages=config.num_stages, num_warps=config.num_warps, **launch,
+        num_stages=config.num_stages, num_warps=config.num_warps, **launch_args(x.device),
     )
+    if deferred:
+        return SplitSum(ws, bias, (*x.shape[:-1], N), x.dtype)
     if S > 1:
-        block = min(1024, triton.next_power_of_2(N))
-        _split_k_sum[(M, triton.cdiv(N, block))](ws, b, y, x2, M, N, y.stride(0), HAS_BIAS=bias is not None,
-                                                 SPLIT_K=S, BLOCK=block, num_warps=4, **launch)
+        sum_slices(ws, bias, y, x2)
     return y.view(*x.shape[:-1], N)
+
+
+def sum_slices(ws: torch.Tensor, bias: torch.Tensor | None, y: torch.Tensor, like: torch.Tensor) -> None:
+    """y [M, N] = Σ_s ws[s] (+ bias) over ws [S, M, N] in order s = 0, 1, .., rounded to `like`'s dtype and
+    stored in y's (the second launch; `kernels.split_sum`)."""
+    S, M, N = ws.shape
+    block = min(1024, triton.next_power_of_2(N))
+    _split_k_sum[(M, triton.cdiv(N, block))](ws, bias if bias is not None else y, y, like, M, N, y.stride(0),
+                                             HAS_BIAS=bias is not None, SPLIT_K=S, BLOCK=block, num_warps=4,
+                                             **launch_args(ws.device))
 
 
 def skinny_gemm_ref(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -200,4 +215,4 @@ def skinny_gemm_ref(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     return y.to(x.dtype)
 
 
-__all__ = ["CANDIDATES", "MAX_ROWS", "SkinnyConfig", "skinny_gemm", "skinny_gemm_ref"]
+__all__ = ["CANDIDATES", "MAX_ROWS", "SkinnyConfig", "skinny_gemm", "skinny_gemm_ref", "sum_slices"]

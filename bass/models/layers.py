@@ -20,6 +20,7 @@ from torch import nn
 from bass.cache import KVCache
 from bass.models.config import ModelConfig
 from bass.models.linear import Linear, linear, needs_autograd
+from kernels.split_sum import SplitSum
 
 # attn(q, prefix_k, prefix_v, prefix_len, seq_group, suffix_k, suffix_v, *, kv_len, q_len, scale, window)
 AttentionFn = Callable[..., torch.Tensor]
@@ -40,9 +41,17 @@ def _fused(x: torch.Tensor, *rest: torch.Tensor | None) -> bool:
     return FUSED_KERNELS and x.is_cuda and not needs_autograd(x, *rest)
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0,
+def rms_norm(x: torch.Tensor | SplitSum, weight: torch.Tensor, eps: float, offset: float = 0.0,
              residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(y, r): r = residual + x (None without residual), y = RMSNorm(r) with the cast points of `RMSNorm`."""
+    """(y, r): r = residual + x (None without residual), y = RMSNorm(r) with the cast points of `RMSNorm`. x may
+    be a split-K projection's slices (`kernels.split_sum`): summed inside the norm's launch on CUDA."""
+    if isinstance(x, SplitSum):
+        if not (_fused(x.ws, weight, residual) and weight.dtype == x.dtype):
+            x = x.total()
+        else:
+            from kernels.rmsnorm import rms_norm_fused
+
+            return rms_norm_fused(x, weight, eps, offset, residual)
     if _fused(x, weight, residual) and weight.dtype == x.dtype:
         from kernels.rmsnorm import rms_norm_fused
 
@@ -72,8 +81,9 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return rms_norm(x, self.weight, self.eps, self.offset)[0]
 
-    def add_and_norm(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(RMSNorm(residual + x), residual + x): the residual add fused into the norm on CUDA."""
+    def add_and_norm(self, x: torch.Tensor | SplitSum, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(RMSNorm(residual + x), residual + x): the residual add fused into the norm on CUDA (and the sum of
+        x's slices, where x is a split-K projection's, `kernels.split_sum`)."""
         return rms_norm(x, self.weight, self.eps, self.offset, residual)
 
 
@@ -225,7 +235,10 @@ class Attention(nn.Module):
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, norm_offset)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache,
-                q_len: torch.Tensor, kv_len: torch.Tensor, rows: torch.Tensor, attn: AttentionFn) -> torch.Tensor:
+                q_len: torch.Tensor, kv_len: torch.Tensor, rows: torch.Tensor, attn: AttentionFn,
+                defer_sum: bool = False) -> torch.Tensor | SplitSum:
+        """o [B, T, H] (x [B, T, H]); `defer_sum`: o may come as its projection's unsummed slices, for a reader
+        that sums them (`kernels.split_sum`)."""
         B, T, _ = x.shape
         q, k, v = self.qkv_proj(x).split(self.split, dim=-1)
         q = q.view(B, T, self.n_heads, self.head_dim)  # [B, T, Hq, D]
@@ -236,7 +249,7 @@ class Attention(nn.Module):
         q = rope_and_store(q, k, v, cos, sin, cache, self.layer, rows)
         o = attn(q, *cache.layer(self.layer), kv_len=kv_len, q_len=q_len, scale=self.scale,
                  window=self.window)  # [B, T, Hq, D]
-        return self.o_proj(o.reshape(B, T, self.n_heads * self.head_dim))
+        return self.o_proj(o.reshape(B, T, self.n_heads * self.head_dim), defer_sum=defer_sum)
 
 
 class GatedMLP(nn.Module):
@@ -248,8 +261,9 @@ class GatedMLP(nn.Module):
         self.down_proj = Linear(config.intermediate_size, config.hidden_size, bias=False)
         self.gelu = config.hidden_act == "gelu_pytorch_tanh"
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(gated_act(self.gate_up_proj(x), self.gelu))
+    def forward(self, x: torch.Tensor, defer_sum: bool = False) -> torch.Tensor | SplitSum:
+        """down(act(gate) * up) of x [.., H]; `defer_sum` as in `Attention.forward`."""
+        return self.down_proj(gated_act(self.gate_up_proj(x), self.gelu), defer_sum=defer_sum)
 
 
 def last_rows(x: torch.Tensor, q_len: torch.Tensor) -> torch.Tensor:
@@ -305,14 +319,15 @@ class Decoder(nn.Module):
         return KVCache.allocate(self.config.num_layers, batch, capacity, self.config.num_kv_heads,
                                 self.config.head_dim, dtype=weight.dtype, device=weight.device)
 
-    def logits(self, x: torch.Tensor, q_len: torch.Tensor, last_only: bool) -> torch.Tensor:
-        """float32 logits of the final hidden states x [B, T, H] (only row q_len[b]-1 with `last_only`).
+    def logits(self, x: torch.Tensor, q_len: torch.Tensor, last_only: bool, normed: bool = False) -> torch.Tensor:
+        """float32 logits of the final hidden states x [B, T, H] (only row q_len[b]-1 with `last_only`); `normed`:
+        x is the final norm's output already (a decoder that fused its last residual add into that norm).
 
         The normed states of every row stay in `self.hidden` [B, T, H] until the next forward: a feature
         draft (`bass.models.feature_draft`) reads them. RMSNorm is row-wise, so norming all rows before
         picking the last ones changes no logit; it costs one norm over the prompt at prefill.
         """
-        f = self.norm(x)
+        f = x if normed else self.norm(x)
         self.hidden = f
         if last_only:
             f = last_rows(f, q_len)  # [B, 1, H]

@@ -53,11 +53,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from bass.graphs import capture
+from kernels.split_sum import SplitSum
 
 # oneDNN for CPU float32 projections (module docstring): whether this torch has the op, and whether `linear` uses
 # it (BASS_ONEDNN=0: no), read once, like BASS_PDL (`kernels.pdl`)
 ONEDNN_AVAILABLE = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 ONEDNN = ONEDNN_AVAILABLE and os.environ.get("BASS_ONEDNN", "1") != "0"
+# A projection asked to `defer_sum` may hand its reader the split-K slices unsummed (`kernels.split_sum`);
+# BASS_DEFER_SUMS=0 keeps every sum in its own launch (an A/B), read once like BASS_ONEDNN
+DEFER_SUMS = os.environ.get("BASS_DEFER_SUMS", "1") != "0"
 # The rows of every reduced-precision CPU call (module docstring: fixed-size calls make a row's result its own)
 CPU_ROWS = 32
 CPU_BF16_MARGIN = 0.1  # `measure_cpu_dtype`: bf16 must be this much faster (coarser rounding: a tie is float32)
@@ -90,16 +94,18 @@ def _key(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, tile:
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-           out_dtype: torch.dtype | None = None) -> torch.Tensor:
+           out_dtype: torch.dtype | None = None, defer_sum: bool = False) -> torch.Tensor | SplitSum:
     """x [..., K] @ weight [N, K]ᵀ (+ bias [N]) -> [..., N], by the kernel `tune` chose for this shape; with
     `out_dtype`, the x-dtype result converted to it (an LM head's float32 logits: one launch on the kernel). The
-    kernel has no backward: where a gradient is asked, the projection stays on `F.linear`."""
+    kernel has no backward: where a gradient is asked, the projection stays on `F.linear`. With `defer_sum`
+    (a caller whose reader sums split-K slices itself), a chosen config that splits K returns its slices
+    unsummed (`kernels.split_sum.SplitSum`), every other path a tensor."""
     if _choices and x.shape[-1] and not needs_autograd(x, weight, bias):
         config = _choices.get(_key(x, weight, bias, row_tile(x.numel() // x.shape[-1])))
         if config is not None:
             from kernels.skinny_gemm import skinny_gemm
 
-            return skinny_gemm(x, weight, bias, config, out_dtype)
+            return skinny_gemm(x, weight, bias, config, out_dtype, defer_sum=defer_sum and DEFER_SUMS)
     if ONEDNN and x.device.type == "cpu" and _onednn_fits(x, weight, bias):
         y = _onednn(x, weight, bias)
     elif x.device.type == "cpu" and x.dtype in (torch.bfloat16, torch.float16) and not needs_autograd(x, weight, bias):
@@ -191,8 +197,8 @@ def needs_autograd(*tensors: torch.Tensor | None) -> bool:
 class Linear(nn.Linear):
     """`nn.Linear` whose forward is `linear` (same parameters, same state-dict keys)."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)
+    def forward(self, x: torch.Tensor, defer_sum: bool = False) -> torch.Tensor | SplitSum:
+        return linear(x, self.weight, self.bias, defer_sum=defer_sum)
 
 
 def projections(model: nn.Module) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:

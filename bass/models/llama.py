@@ -16,6 +16,7 @@ from torch import nn
 from bass.cache import KVCache
 from bass.models.config import ModelConfig
 from bass.models.layers import Attention, AttentionFn, Decoder, GatedMLP, RMSNorm, embed, forward_indices, rope_table
+from kernels.split_sum import SplitSum, materialize
 
 
 class Block(nn.Module):
@@ -24,7 +25,9 @@ class Block(nn.Module):
     The block leaves its last residual add to whoever reads the stream next: it returns (mlp_out, x') where
     the stream is x' + mlp_out, and takes the block before's pair the same way, so that add happens inside
     this block's first RMSNorm (one fused launch on CUDA, `rms_norm(..., residual=)`) instead of as a
-    launch of its own. bf16 addition is commutative, so every value is the one of `x + mlp_out`.
+    launch of its own. bf16 addition is commutative, so every value is the one of `x + mlp_out`. Both
+    projections whose output only a norm reads (o and down) may hand it their split-K slices unsummed
+    (`kernels.split_sum`): the norm's launch sums them, and their own second launch is saved.
     """
 
     def __init__(self, config: ModelConfig, layer: int) -> None:
@@ -36,16 +39,16 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache,
                 q_len: torch.Tensor, kv_len: torch.Tensor, rows: torch.Tensor, attn: AttentionFn,
-                pending: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                pending: torch.Tensor | SplitSum | None = None) -> tuple[torch.Tensor | SplitSum, torch.Tensor]:
         """(mlp_out, x') with x' + mlp_out the stream after this block; the stream before it is x + pending
         (pending: the block before's mlp_out, None for the first block)."""
         if pending is None:
             normed = self.input_layernorm(x)
         else:
             normed, x = self.input_layernorm.add_and_norm(pending, residual=x)  # x <- x + pending
-        h = self.self_attn(normed, cos, sin, cache, q_len, kv_len, rows, attn)
+        h = self.self_attn(normed, cos, sin, cache, q_len, kv_len, rows, attn, defer_sum=True)
         normed, x = self.post_attention_layernorm.add_and_norm(h, residual=x)  # x <- x + h
-        return self.mlp(normed), x
+        return self.mlp(normed, defer_sum=True), x
 
 
 class Transformer(Decoder):
@@ -72,8 +75,8 @@ class Transformer(Decoder):
         `last_only` returns only the logits at row q_len[b]-1, as [B, 1, V] (prefill).
         """
         x = embed(self.embed_tokens.weight, tokens)  # [B, T, H]
-        x = run_blocks(self.layers[:num_layers], x, cache, q_len, attn, self.config)
-        return self.logits(x, q_len, last_only)  # [B, T, V]
+        f = run_blocks(self.layers[:num_layers], x, cache, q_len, attn, self.config, norm=self.norm)
+        return self.logits(f, q_len, last_only, normed=True)  # [B, T, V]
 
 
 def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, cache: KVCache, q_len: torch.Tensor, attn: AttentionFn,
@@ -90,4 +93,4 @@ def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, cache: KVCache, q_len: to
     cache.advance(q_len)
     if norm is not None:
         return norm(x) if pending is None else norm.add_and_norm(pending, residual=x)[0]
-    return x if pending is None else x + pending
+    return x if pending is None else x + materialize(pending)

@@ -31,9 +31,9 @@ def spy(monkeypatch) -> list:
     """Every skinny_gemm call's (N, K, config), the kernel still run (the interpreter on the CPU)."""
     calls, real = [], skinny.skinny_gemm
 
-    def recording(x, weight, bias=None, config=FAST, out_dtype=None):
+    def recording(x, weight, bias=None, config=FAST, out_dtype=None, defer_sum=False):
         calls.append((weight.shape[0], weight.shape[1], config))
-        return real(x, weight, bias, config, out_dtype)
+        return real(x, weight, bias, config, out_dtype, defer_sum)
 
     monkeypatch.setattr(skinny, "skinny_gemm", recording)
     monkeypatch.setattr(skinny, "CANDIDATES", (FAST, SLIGHT))
