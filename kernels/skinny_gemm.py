@@ -10,9 +10,11 @@ MMA's long side:
 Program (i, s) owns output columns n ∈ [i·BN, (i+1)·BN) and the K-slice s of SPLIT_K equal slices.
 With SPLIT_K = 1 it adds the bias and writes y in x's dtype; otherwise it writes its float32 partial
 sum to a workspace [SPLIT_K, M, N], and a second launch sums the slices in a fixed order (so the result
-does not depend on which program finished first), adds the bias and casts. Split-K exists for the
-projections with few output columns and a long K (a down projection: N 1536, K 8960), which would
-otherwise occupy fewer programs than the GPU has SMs. An LM head asks for float32 out (`out_dtype`): y is
+does not depend on which program finished first), adds the bias and casts; where y's only reader can sum
+the slices inside its own launch, the workspace is handed to it instead (`defer_sum`, `kernels.split_sum`;
+on the H200 regular decoding then took 0.993 of the time, `bench/results/commit_ab_2026-12-02_h200_seed2400.txt`).
+Split-K exists for the projections with few output columns and a long K (a down projection: N 1536, K 8960),
+which would otherwise occupy fewer programs than the GPU has SMs. An LM head asks for float32 out (`out_dtype`): y is
 still rounded to x's dtype, then stored widened, the bits of `y.float()` without the launch that widens a
 [rows, 151,936] y (5.8 µs at 8 rows, 14 at 32 in a verify on the H100).
 

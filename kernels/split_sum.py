@@ -28,10 +28,6 @@ class SplitSum:
     shape: tuple[int, ...]  # y's shape [..., N] (M = the product of all but the last)
     dtype: torch.dtype  # y's dtype (x's): what the sum is rounded to
 
-    @property
-    def device(self) -> torch.device:
-        return self.ws.device
-
     def total(self) -> torch.Tensor:
         """y itself: the second launch of `kernels.skinny_gemm`, for a reader that does not sum the slices."""
         from kernels.skinny_gemm import sum_slices

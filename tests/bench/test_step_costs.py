@@ -30,9 +30,10 @@ def test_step_costs_dry_run(tmp_path):
     saved = json.loads((out / "step_costs.json").read_text())
     assert saved["k"] == 2
     assert "ms/round" in (out / "step_costs.txt").read_text()
-    # the pipelined view: regular, then ngram under fixed L = 1 and the cost policy, at k = 2
+    # the pipelined view: regular, then ngram under fixed L = 1, fixed L = 3 and the cost policy, at k = 2
     pipelined = saved["pipelined"]
-    assert [(r["label"], r["k"]) for r in pipelined] == [("regular", 2), ("ngram_fixedL1", 2), ("ngram_cost", 2)]
+    assert [(r["label"], r["k"]) for r in pipelined] == [("regular", 2), ("ngram_fixedL1", 2), ("ngram_fixedL3", 2),
+                                                         ("ngram_cost", 2)]
     for r in pipelined:
         assert r["rounds"] > 0 and r["wall_ms_per_round"] > 0 and r["plain_ms_per_round"] > 0
         assert r["gpu_busy_ms_per_round"] is None and r["idle_ms_per_round"] is None  # no GPU: unknown, not 0
