@@ -178,11 +178,11 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
         x2 = x2.contiguous()
     weight = weight if weight.stride(-1) == 1 else weight.contiguous()
     S = config.split_k
-    deferred = defer_sum and S > 1 and out_dtype in (None, x.dtype)
-    # (a deferred sum's y is only a pointer the first launch never writes through: one row of the right dtype)
-    y = _empty((1 if deferred else M, N), dtype=out_dtype or x.dtype, device=x.device)
+    deferred = defer_sum and S > 1 and out_dtype in (None, x.dtype) and M > 0 and N > 0
+    # (a deferred sum allocates no y: the first launch never writes y with SPLIT_K > 1, so x, of y's dtype, stands in)
+    y = x2 if deferred else _empty((M, N), dtype=out_dtype or x.dtype, device=x.device)
     if M == 0 or N == 0:
-        return y[:M].view(*x.shape[:-1], N)
+        return y.view(*x.shape[:-1], N)
     BM = max(16, triton.next_power_of_2(M))
     ws = _empty((S, M, N), dtype=torch.float32, device=x.device) if S > 1 else y
     b = bias if bias is not None else y  # never read without HAS_BIAS

@@ -20,7 +20,7 @@ from torch import nn
 from bass.cache import KVCache
 from bass.models.config import ModelConfig
 from bass.models.linear import Linear, linear, needs_autograd
-from kernels.split_sum import SplitSum
+from kernels.split_sum import SplitSum, materialize
 
 # attn(q, prefix_k, prefix_v, prefix_len, seq_group, suffix_k, suffix_v, *, kv_len, q_len, scale, window)
 AttentionFn = Callable[..., torch.Tensor]
@@ -45,17 +45,11 @@ def rms_norm(x: torch.Tensor | SplitSum, weight: torch.Tensor, eps: float, offse
              residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(y, r): r = residual + x (None without residual), y = RMSNorm(r) with the cast points of `RMSNorm`. x may
     be a split-K projection's slices (`kernels.split_sum`): summed inside the norm's launch on CUDA."""
-    if isinstance(x, SplitSum):
-        if not (_fused(x.ws, weight, residual) and weight.dtype == x.dtype):
-            x = x.total()
-        else:
-            from kernels.rmsnorm import rms_norm_fused
-
-            return rms_norm_fused(x, weight, eps, offset, residual)
-    if _fused(x, weight, residual) and weight.dtype == x.dtype:
+    if _fused(x.ws if isinstance(x, SplitSum) else x, weight, residual) and weight.dtype == x.dtype:
         from kernels.rmsnorm import rms_norm_fused
 
         return rms_norm_fused(x, weight, eps, offset, residual)
+    x = materialize(x)  # (the torch path below reads a tensor)
     r = x if residual is None else residual + x
     r32 = r.float()
     normed = r32 * torch.rsqrt(r32.pow(2).mean(-1, keepdim=True) + eps)
