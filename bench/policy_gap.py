@@ -23,6 +23,9 @@ L = --fixed, and prints:
           excess (ms) and its share of the mean round, and the share of rounds 0.5 ms or more over. Rounds of one
           length in one row are the same work, so the excess is what else ran (host stalls, a proposal run step by
           step while its chain waits for its graph, `bass.graphs`)
+  openings  per run, the generations' first rounds at k's batch bucket, per kind and draft length: how many and
+          their median (ms). A first round's time moves with the run (the host, what ran before): two lengths'
+          first rounds compare within a run, not pooled over runs that drew different lengths
   shapes  per kind, the shapes each pass met without a graph (`deferred_captures_passes`: captured after their
           request, which ran them in a wider graph or step by step), and each pass against its run's fixed-L
           median, grouped by that count (0-1, 2-5, 6 or more); where the runs name them (`deferred_shapes_passes`,
@@ -62,10 +65,11 @@ def kind_of(row: dict, k: int, drafter: str, fixed: int) -> str | None:
 
 def gather(runs: dict[str, dict], k: int, drafter: str, fixed: int) -> dict:
     """{"passes": {kind: [ms]}, "runs": {name: {kind: [ms]}}, "traces": {kind: [trace]}, "row_traces": {kind:
-    [each row's traces]}, "deferred": {kind: [(run name, shapes met without a graph, ms) per pass]}, "named":
-    {kind: Counter of those shapes' names}} of the chosen rows."""
+    [each row's traces]}, "run_traces": {name: {kind: [trace]}}, "deferred": {kind: [(run name, shapes met without
+    a graph, ms) per pass]}, "named": {kind: Counter of those shapes' names}} of the chosen rows."""
     out: dict = {"passes": defaultdict(list), "runs": {}, "traces": defaultdict(list),
-                 "row_traces": defaultdict(list), "deferred": defaultdict(list), "named": defaultdict(Counter)}
+                 "row_traces": defaultdict(list), "run_traces": defaultdict(lambda: defaultdict(list)),
+                 "deferred": defaultdict(list), "named": defaultdict(Counter)}
     for name, run in runs.items():
         per: dict[str, list[float]] = defaultdict(list)
         for row in run["rows"]:
@@ -77,6 +81,7 @@ def gather(runs: dict[str, dict], k: int, drafter: str, fixed: int) -> dict:
             per[kind] += passes
             out["traces"][kind] += row.get("traces") or []
             out["row_traces"][kind].append(row.get("traces") or [])
+            out["run_traces"][name][kind] += row.get("traces") or []
             deferred = row.get("deferred_captures_passes") or []
             out["deferred"][kind] += [(name, d, ms) for d, ms in zip(deferred, passes, strict=False)]
             for built in row.get("deferred_shapes_passes") or []:
@@ -145,6 +150,20 @@ def slow_table(row_traces: dict[str, list], k: int, over_ms: float = 0.5) -> lis
     return out
 
 
+def openings_table(run_traces: dict[str, dict], k: int) -> list[dict]:
+    """The "openings" table (module docstring): per run, kind and L, the first rounds at k's batch bucket."""
+    full, out = bucket(k, B_BUCKETS), []
+    for name, kinds in run_traces.items():
+        for kind, gens in sorted(kinds.items()):
+            by_length: dict[int, list[float]] = defaultdict(list)
+            for L, B, ms, *_ in (t[0] for t in gens if t):
+                if bucket(B, B_BUCKETS) == full:
+                    by_length[L].append(ms)
+            out += [dict(run=name, kind=kind, L=L, rounds=len(v), median_ms=statistics.median(v))
+                    for L, v in sorted(by_length.items())]
+    return out
+
+
 SHAPE_BINS = ((0, 1), (2, 5), (6, None))  # shapes met without a graph in a pass: the "shapes" table's groups
 TOP_SHAPES = 4  # ... and how many of the commonest named shapes it lists
 
@@ -169,7 +188,7 @@ def shapes_table(got: dict) -> list[dict]:
 
 
 def format_report(got: dict, rounds: list[dict], where: list[dict], fixed: int,
-                  slow: list[dict] = (), shapes: list[dict] = ()) -> str:
+                  slow: list[dict] = (), shapes: list[dict] = (), openings: list[dict] = ()) -> str:
     def f(x, spec=".3f"):
         return "-" if x is None else format(x, spec)
 
@@ -198,6 +217,12 @@ def format_report(got: dict, rounds: list[dict], where: list[dict], fixed: int,
         for r in slow:
             lines.append(f"  {names[r['kind']]:<12} {r['rounds']:5d} rounds  mean excess {r['mean_excess_ms']:.3f} ms "
                          f"({r['share_of_round']:.1%} of a round)  0.5 ms or more over: {r['share_over']:.1%}")
+    if openings:
+        lines.append("first rounds at the full batch bucket, per run: rounds x median ms")
+        for name in dict.fromkeys(o["run"] for o in openings):
+            cells = [f"{names['fixed'] if o['kind'] == 'fixed' else 'cost L=' + str(o['L'])}: "
+                     f"{o['rounds']} x {o['median_ms']:.2f}" for o in openings if o["run"] == name]
+            lines.append(f"  {name:<44} " + "   ".join(cells))
     if shapes:
         lines.append("shapes a pass met without a graph, and the pass against its run's fixed-L median")
         for r in shapes:
@@ -235,9 +260,10 @@ def main(argv: list[str] | None = None) -> dict:
                          f"L = {a.fixed} in these files")
     rounds, where = rounds_table(got["traces"], a.k), where_table(got["traces"])
     slow, shapes = slow_table(got["row_traces"], a.k), shapes_table(got)
-    print(format_report(got, rounds, where, a.fixed, slow, shapes))
+    openings = openings_table(got["run_traces"], a.k)
+    print(format_report(got, rounds, where, a.fixed, slow, shapes, openings))
     out = dict(passes={kind: xs for kind, xs in got["passes"].items()}, runs=got["runs"], rounds=rounds, where=where,
-               slow=slow, shapes=shapes)
+               slow=slow, shapes=shapes, openings=openings)
     if a.out:
         a.out.write_text(json.dumps(out, indent=1))
     return out

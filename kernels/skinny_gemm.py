@@ -31,6 +31,11 @@ activation in the gate/up projection's epilogue instead (program i streams gate 
 two accumulators and writes act(g) · u, split-K 1): its best config was never faster than the projection
 followed by the activation's launch (1.5B 22.2 µs at 16 rows, 7B 64.1 µs), so the forward was the same graph
 with or without it (`fusion_2026-11-24_h100_gateact.txt`): under PDL that launch costs next to nothing.
+Nor do the tuner's candidates include K steps of 64 or 8-warp tiles, though timed alone the gate/up projection
+streamed faster in them (on the H200, 15.6 µs at 16 rows against 17.5, `gemm_wide_2026-12-02_h200.txt`): tuned
+in, they took regular decoding 1.004x its time and BASS at fixed L = 3 1.016x, in ms/token/seq (alternated runs,
+`commit_ab_2026-12-02_h200_seed2500_candidates.txt`). A projection timed alone is not the projection between
+the norm and the activation in a forward.
 
 The x tile is padded to BM = 16, 32 or 64 rows by masked loads; the K loop streams the weight through
 `num_stages` asynchronous buffers. A row's sum runs over the same K tiles in the same order whatever M

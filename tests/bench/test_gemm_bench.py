@@ -19,6 +19,15 @@ def test_grid_tiles_k_exactly_and_keeps_the_program_count_sane():
     assert {(c.block_k, c.split_k) for c in gb.config_grid(96, 128, sms=4)} == {(128, 1)}
 
 
+def test_wide_grid_holds_the_tuners_candidates_and_wider_tiles_once():
+    N, K = 17920, 1536  # the gate/up projection, whose best tile the wide grid found
+    wide = gb.config_grid(N, K, sms=132, grid="wide")
+    assert len(wide) == len(set(wide)) and all(c.fits(N, K) for c in wide)
+    assert {c for c in gb.CANDIDATES if c.fits(N, K)} <= set(wide)
+    assert any(c.block_n == 256 for c in wide) and any(c.block_k == 64 and c.num_warps == 8 for c in wide)
+    assert not any(c.block_n == 256 for c in gb.config_grid(N, K, sms=132))  # the default grid has none
+
+
 @pytest.mark.skipif(CUDA, reason="the interpreter run; on CUDA the timed run below")
 def test_cpu_run_checks_every_config_against_float32(tmp_path):
     rows = gb.main(["--models", "tiny", "--rows", "3,17", "--out", str(tmp_path)])

@@ -1,4 +1,4 @@
-"""bench/policy_gap.py by hand: which rows it pools, and its five tables."""
+"""bench/policy_gap.py by hand: which rows it pools, and its six tables."""
 
 import json
 
@@ -58,6 +58,20 @@ def test_where_charges_each_round_to_the_sequences_live_in_it():
     assert got[("cost", 2)]["share"] == pytest.approx(4 / 72)
     assert got[("cost", "all")]["seq_ms_per_token"] == pytest.approx(72 / 64) and got[("cost", "all")]["share"] == 1
     assert [w["batch"] for w in pg.where_table(traces) if w["kind"] == "fixed"] == ["first", 4, 8, "all"]
+
+
+def test_openings_are_told_apart_per_run_and_length():
+    """A first round's time moves with the run, so the table keeps each run's first rounds apart, per L."""
+    slow_run = {"rows": [_row("cost", [[[2, 8, 3.5, False, False, 4, 6.0]]] * 3, [1.0, 1.0, 1.0]),
+                         _row("fixed L=3", [[[3, 8, 3.4, False, False, 8, None]]], [1.0, 1.0, 1.0])]}
+    got = pg.gather({"a.json": RUN, "slow.json": slow_run}, k=8, drafter="model", fixed=3)
+    openings = pg.openings_table(got["run_traces"], 8)
+    rows = {(o["run"], o["kind"], o["L"]): (o["rounds"], o["median_ms"]) for o in openings}
+    # RUN's default-engine rows at k = 8 with traces: one cost row (its margin-0 row has none) and one fixed row
+    assert rows == {("a.json", "cost", 6): (1, 4.0), ("a.json", "fixed", 3): (1, 3.0),
+                    ("slow.json", "cost", 2): (3, 3.5), ("slow.json", "fixed", 3): (1, 3.4)}
+    text = pg.format_report(got, [], [], 3, openings=openings)
+    assert "slow.json" in text and "cost L=2: 3 x 3.50   fixed L=3: 1 x 3.40" in text
 
 
 def test_main_prints_and_writes_the_tables(tmp_path, capsys):
