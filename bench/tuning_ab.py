@@ -11,6 +11,12 @@ L = --ls (`draft_step_bench.round_ms`), and does the same for the next set in `-
 is tuned and timed twice, so its spread shows beside the difference. Sets:
   first    the first grid: the ten candidates of the twenty-fourth pass, row tiles 16 / 32 / 64
   current  `CANDIDATES` and `ROW_TILES` as they are
+  wide     `CANDIDATES` and the three wider configs of `bench/gemm_bench.py --grid wide` that the sixty-fourth pass
+           tuned in and left out (K steps of 64, an 8-warp tile): alternated with the code before them on the real
+           target they took regular decoding 1.004x its time, fixed L = 3 1.016x
+           (`bench/results/commit_ab_2026-12-02_h200_seed2500_candidates.txt`); the rig told them apart the same
+           way, regular decoding level, L = 3 2 % slower (`tuning_ab_2026-12-02_h200_wide.txt`), so a candidate
+           can be judged here before it costs an upload
 Both are tuned with `tune`'s margin as it is now (cuBLAS only where it wins by `MARGIN`).
 On the CPU nothing is tuned (the timer needs CUDA graphs), so both sets run the same kernels.
 """
@@ -33,9 +39,11 @@ from bass.config import SamplingParams  # noqa: E402
 from bass.device import device_line  # noqa: E402
 from bass.models import linear  # noqa: E402
 from bass.synthetic import random_prompt  # noqa: E402
-from kernels.skinny_gemm import CANDIDATES  # noqa: E402
+from kernels.skinny_gemm import CANDIDATES, SkinnyConfig  # noqa: E402
 
-SETS = {"first": (CANDIDATES[:10], (16, 32, 64)), "current": (CANDIDATES, linear.ROW_TILES)}
+WIDE = (SkinnyConfig(64, 64, 1, 4), SkinnyConfig(64, 64, 1, 3), SkinnyConfig(128, 64, 1, 3, 8))
+SETS = {"first": (CANDIDATES[:10], (16, 32, 64)), "current": (CANDIDATES, linear.ROW_TILES),
+        "wide": (CANDIDATES + WIDE, linear.ROW_TILES)}
 
 
 def use_set(engine, name: str) -> tuple[list[dict], float]:

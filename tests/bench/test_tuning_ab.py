@@ -29,5 +29,7 @@ def test_the_first_grid_is_the_current_grid_before_this_pass_added_to_it():
     first, current = tuning_ab.SETS["first"], tuning_ab.SETS["current"]
     assert current[0][:10] == first[0] and len(current[0]) > len(first[0])
     assert 48 in current[1] and 48 not in first[1]
+    wide = tuning_ab.SETS["wide"]
+    assert wide[0][:len(current[0])] == current[0] and not set(tuning_ab.WIDE) & set(current[0])
     with pytest.raises(SystemExit):
         tuning_ab.main(["--order", "first,nope"])
