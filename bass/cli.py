@@ -1,6 +1,6 @@
 """Command line: a thin layer that maps flags onto the config dataclasses.
 
-    python -m bass generate --prompt-file F | --prompts-file F.jsonl  [-k 8] [--method bass] [--json] ...
+    python -m bass generate --prompt TEXT | --prompt-file F | --prompts-file F.jsonl  [-k 8] [--method bass] ...
     python -m bass generate --prompt-file F --tests-file T [--stop-at-first-pass]   (test as they finish)
     python -m bass eval humaneval --k 8 --budget-s 60 --method bass [--limit 20] [--stop-at-first-pass] [--json]
     python -m bass eval humaneval --k 8 --budgets 0.25,0.5,1.0 --methods bass,regular,single [--out F.json]
@@ -96,15 +96,23 @@ def read_text_file(path: str, what: str) -> str:
 
 
 def read_prompts(a: argparse.Namespace) -> list[str]:
-    """The prompts of --prompt-file or --prompts-file, refused before any model loads (seconds, not a minute) if
-    one is empty or there are none."""
-    if a.prompt_file:
+    """The prompts of --prompt, --prompt-file or --prompts-file, refused before any model loads (seconds, not a
+    minute) if one is empty or there are none."""
+    if a.prompt is not None:
+        if not a.prompt.strip():
+            raise ValueError("--prompt is empty: give a coding prompt, e.g. --prompt 'def fib(n):'")
+        prompts = [a.prompt]
+    elif a.prompt_file:
         prompts = [read_text_file(a.prompt_file, "prompt file")]
     else:
         prompts = []
         for n, line in enumerate(read_text_file(a.prompts_file, "prompts file").splitlines(), 1):
             if line.strip():
-                row = json.loads(line)
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"{a.prompts_file}:{n}: not JSON ({err.msg} at column {err.colno}): each line "
+                                     "must be a JSON object with a \"prompt\" string") from None
                 if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
                     raise ValueError(f"{a.prompts_file}:{n}: each line must be a JSON object with a \"prompt\" string")
                 prompts.append(row["prompt"])
@@ -255,6 +263,8 @@ def parser() -> argparse.ArgumentParser:
     sub = root.add_subparsers(dest="command", required=True)
     g = sub.add_parser("generate", help="generate k candidates per prompt")
     src = g.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt", help="one prompt, given inline (quote it; a multi-line prompt reads better from "
+                     "--prompt-file)")
     src.add_argument("--prompt-file", help="a text file holding one prompt")
     src.add_argument("--prompts-file", help="a .jsonl file, one {\"prompt\": ...} per line")
     add_engine_flags(g)

@@ -202,6 +202,26 @@ def test_cli_refuses_empty_prompts_before_loading_a_model(tmp_path, capsys):
         assert want in capsys.readouterr().err
     assert main(["generate", "--prompt-file", str(blank), "--target", "no-such-model"]) == 2
     assert "prompt 0 is empty: the file must hold a coding prompt" in capsys.readouterr().err
+    lines.write_text('{"prompt": "def f():"}\n{"prompt": "def g():",}\n')
+    assert main(["generate", "--prompts-file", str(lines), "--target", "no-such-model"]) == 2
+    err = capsys.readouterr().err
+    assert f"{lines}:2: not JSON" in err and 'each line must be a JSON object with a "prompt" string' in err
+    assert main(["generate", "--prompt", " ", "--target", "no-such-model"]) == 2
+    assert "--prompt is empty: give a coding prompt" in capsys.readouterr().err
+
+
+def test_cli_takes_a_prompt_inline_as_the_file_would_give_it(tmp_path):
+    """--prompt TEXT reads as --prompt-file holding TEXT (the exact flag, not argparse's ambiguous prefix), and
+    only one source of prompts is taken."""
+    from bass.cli import parser, read_prompts
+
+    text = 'def fib(n: int) -> int:\n    """The n-th Fibonacci number."""\n'
+    inline = parser().parse_args(["generate", "--prompt", text])
+    (tmp_path / "p.py").write_text(text)
+    from_file = parser().parse_args(["generate", "--prompt-file", str(tmp_path / "p.py")])
+    assert read_prompts(inline) == read_prompts(from_file) == [text]
+    with pytest.raises(SystemExit):
+        parser().parse_args(["generate", "--prompt", text, "--prompt-file", str(tmp_path / "p.py")])
 
 
 
