@@ -140,10 +140,19 @@ def print_table(result) -> None:
           f"acceptance {b.acceptance_rate:.2f}, {b.tokens_per_round:.2f} tokens/round")
 
 
+def check_k(k: int) -> None:
+    """Refuse a k the engine would refuse, before any model loads (a minute for the embedded target on a CPU)."""
+    from bass.engine import MAX_K
+
+    if not 1 <= k <= MAX_K:
+        raise ValueError(f"-k must be in 1 .. {MAX_K} candidates per prompt; got {k}")
+
+
 def cmd_generate(a: argparse.Namespace) -> int:
     from bass.engine import Engine
 
     prompts = read_prompts(a)
+    check_k(a.k)
     tests = read_text_file(a.tests_file, "tests file") if a.tests_file else None
     if a.stop_at_first_pass and tests is None:
         raise ValueError("--stop-at-first-pass needs --tests-file: the tests decide what passes")
@@ -199,11 +208,19 @@ def cmd_eval(a: argparse.Namespace) -> int:
     if a.budgets is None and a.budget_s is None:  # before loading any model, in the flags' own words
         raise ValueError("give --budget-s SECONDS, or --budgets 0.25,0.5,1.0 (one run at the largest, the "
                          "others derived from finish times)")
+    if a.budget_s is not None and a.budget_s <= 0:
+        raise ValueError(f"--budget-s must be > 0 seconds per problem; got {a.budget_s:g}")
+    if a.limit is not None and a.limit < 1:
+        raise ValueError(f"--limit must be at least 1 problem (leave it out for all 164); got {a.limit}")
+    check_k(a.k)
     budgets = None
     if a.budgets is not None:
         from bass.budgets import parse_budgets
 
         budgets = parse_budgets(a.budgets)
+        if a.budget_s is not None and a.budget_s != budgets[-1]:
+            raise ValueError(f"give --budgets or --budget-s, not both: --budgets {a.budgets} runs each problem at "
+                             f"its largest ({budgets[-1]:g} s), not at --budget-s {a.budget_s:g}")
     methods = [m.strip() for m in a.methods.split(",")] if a.methods else [a.method]
     bad = [m for m in methods if m not in METHODS]
     if bad or not methods:

@@ -210,6 +210,24 @@ def test_cli_refuses_empty_prompts_before_loading_a_model(tmp_path, capsys):
     assert "--prompt is empty: give a coding prompt" in capsys.readouterr().err
 
 
+def test_cli_refuses_eval_flags_no_run_could_use_before_loading_a_model(capsys):
+    """--target names no model: each flag's own error, not the target's, shows the flags were read first."""
+    from bass.cli import main
+
+    base = ["eval", "humaneval", "--target", "no-such-model"]
+    for flags, want in ((["--budget-s", "-1"], "--budget-s must be > 0 seconds per problem; got -1"),
+                        (["--budget-s", "1", "-k", "0"], "-k must be in 1 .. 64 candidates per prompt; got 0"),
+                        (["--budget-s", "1", "--limit", "0"], "--limit must be at least 1 problem"),
+                        (["--budgets", "0.1,0.2", "--budget-s", "1"], "give --budgets or --budget-s, not both")):
+        assert main([*base, *flags]) == 2
+        err = capsys.readouterr().err
+        assert want in err and "no-such-model" not in err
+    assert main(["generate", "--prompt", "def f():", "-k", "65", "--target", "no-such-model"]) == 2
+    assert "-k must be in 1 .. 64" in capsys.readouterr().err
+    assert main([*base, "--budgets", "0.1,0.2", "--budget-s", "0.2", "--limit", "1"]) == 2  # the same run: allowed
+    assert "no-such-model" in capsys.readouterr().err  # it got as far as the target
+
+
 def test_cli_takes_a_prompt_inline_as_the_file_would_give_it(tmp_path):
     """--prompt TEXT reads as --prompt-file holding TEXT (the exact flag, not argparse's ambiguous prefix), and
     only one source of prompts is taken."""
