@@ -142,6 +142,8 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
         budget_s = budgets[-1]
     if budget_s is None:
         raise ValueError("give budget_s (seconds per problem) or budgets")
+    if limit is not None and limit < 1:  # a run of no problem would report zeros as if it had measured them
+        raise ValueError(f"limit must be at least 1 problem (None: all of them), got {limit}")
     from bass.engine import Engine
     from sandbox import load_humaneval, shared_service
 

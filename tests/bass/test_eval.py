@@ -228,6 +228,14 @@ def test_cli_refuses_eval_flags_no_run_could_use_before_loading_a_model(capsys):
     assert "no-such-model" in capsys.readouterr().err  # it got as far as the target
 
 
+def test_run_humaneval_refuses_a_run_of_no_problem():
+    """The API refuses limit 0 as the CLI does, before any engine is built (the target here names no model)."""
+    from bass.config import EngineConfig
+
+    with pytest.raises(ValueError, match="limit must be at least 1 problem"):
+        run_humaneval(EngineConfig(target="no-such-model"), k=1, budget_s=1.0, method="bass", limit=0)
+
+
 def test_cli_takes_a_prompt_inline_as_the_file_would_give_it(tmp_path):
     """--prompt TEXT reads as --prompt-file holding TEXT (the exact flag, not argparse's ambiguous prefix), and
     only one source of prompts is taken."""
