@@ -140,24 +140,17 @@ def print_table(result) -> None:
           f"acceptance {b.acceptance_rate:.2f}, {b.tokens_per_round:.2f} tokens/round")
 
 
-def check_k(k: int) -> None:
-    """Refuse a k the engine would refuse, before any model loads (a minute for the embedded target on a CPU)."""
-    from bass.engine import MAX_K
-
-    if not 1 <= k <= MAX_K:
-        raise ValueError(f"-k must be in 1 .. {MAX_K} candidates per prompt; got {k}")
-
-
 def cmd_generate(a: argparse.Namespace) -> int:
-    from bass.engine import Engine
+    from bass.engine import Engine, check_k
 
     prompts = read_prompts(a)
-    check_k(a.k)
+    check_k(a.k, "-k")  # before any model loads (a minute for the embedded target on a CPU)
     tests = read_text_file(a.tests_file, "tests file") if a.tests_file else None
     if a.stop_at_first_pass and tests is None:
         raise ValueError("--stop-at-first-pass needs --tests-file: the tests decide what passes")
     if tests is not None and (len(prompts) != 1 or a.chat):
-        raise ValueError("--tests-file tests completions of one code prompt: use --prompt-file, without --chat")
+        raise ValueError("--tests-file tests completions of one code prompt: use --prompt or --prompt-file, "
+                         "without --chat")
     params = sampling_params(a)
     if note := identical_candidates_note(a.k, params):
         print(note, file=sys.stderr)
@@ -203,6 +196,7 @@ def _ttfp(result, passed) -> float | None:
 
 
 def cmd_eval(a: argparse.Namespace) -> int:
+    from bass.engine import check_k
     from bass.eval import format_report, run_humaneval
 
     if a.budgets is None and a.budget_s is None:  # before loading any model, in the flags' own words
@@ -212,7 +206,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
         raise ValueError(f"--budget-s must be > 0 seconds per problem; got {a.budget_s:g}")
     if a.limit is not None and a.limit < 1:
         raise ValueError(f"--limit must be at least 1 problem (leave it out for all 164); got {a.limit}")
-    check_k(a.k)
+    check_k(a.k, "-k")
     budgets = None
     if a.budgets is not None:
         from bass.budgets import parse_budgets

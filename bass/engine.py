@@ -52,6 +52,12 @@ MAX_K = 64
 WARM_LENGTHS = tuple(sorted(set(range(1, 9)) | {w - 1 for w in WIDTH_BUCKETS if 10 < w <= 16}))
 
 
+def check_k(k: int, name: str = "k") -> None:
+    """Refuse a number of candidates the engine cannot serve; `name` is how the caller's user spells it (a flag)."""
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        raise ValueError(f"{name} must be an integer in 1 .. {MAX_K} candidates per prompt, got {k!r}")
+
+
 def _load(role: str, spec: str, kwargs: dict) -> LoadedModel:
     try:
         return load_model(spec, **kwargs)
@@ -194,8 +200,7 @@ class Engine:
         `look_ahead` overrides the engine's setting (`EngineConfig.look_ahead`) for this request.
         """
         params = params or SamplingParams()
-        if not isinstance(k, int) or not 1 <= k <= MAX_K:
-            raise ValueError(f"k must be an integer in 1 .. {MAX_K}, got {k!r}")
+        check_k(k)
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         drafter = drafter or self.config.drafter

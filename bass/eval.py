@@ -144,9 +144,10 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
         raise ValueError("give budget_s (seconds per problem) or budgets")
     if limit is not None and limit < 1:  # a run of no problem would report zeros as if it had measured them
         raise ValueError(f"limit must be at least 1 problem (None: all of them), got {limit}")
-    from bass.engine import Engine
+    from bass.engine import Engine, check_k
     from sandbox import load_humaneval, shared_service
 
+    check_k(k)  # before any model loads
     check = shared_service().run_humaneval  # the sandbox in its own process: off the engine's host thread
     engine = engine or Engine(cfg)
     params = replace(params or SamplingParams(), time_budget_s=budget_s, stop=HUMANEVAL_STOPS)

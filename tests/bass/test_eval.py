@@ -216,24 +216,27 @@ def test_cli_refuses_eval_flags_no_run_could_use_before_loading_a_model(capsys):
 
     base = ["eval", "humaneval", "--target", "no-such-model"]
     for flags, want in ((["--budget-s", "-1"], "--budget-s must be > 0 seconds per problem; got -1"),
-                        (["--budget-s", "1", "-k", "0"], "-k must be in 1 .. 64 candidates per prompt; got 0"),
+                        (["--budget-s", "1", "-k", "0"], "-k must be an integer in 1 .. 64 candidates"),
                         (["--budget-s", "1", "--limit", "0"], "--limit must be at least 1 problem"),
                         (["--budgets", "0.1,0.2", "--budget-s", "1"], "give --budgets or --budget-s, not both")):
         assert main([*base, *flags]) == 2
         err = capsys.readouterr().err
         assert want in err and "no-such-model" not in err
     assert main(["generate", "--prompt", "def f():", "-k", "65", "--target", "no-such-model"]) == 2
-    assert "-k must be in 1 .. 64" in capsys.readouterr().err
+    assert "-k must be an integer in 1 .. 64" in capsys.readouterr().err
     assert main([*base, "--budgets", "0.1,0.2", "--budget-s", "0.2", "--limit", "1"]) == 2  # the same run: allowed
     assert "no-such-model" in capsys.readouterr().err  # it got as far as the target
 
 
-def test_run_humaneval_refuses_a_run_of_no_problem():
-    """The API refuses limit 0 as the CLI does, before any engine is built (the target here names no model)."""
+def test_run_humaneval_refuses_a_run_it_cannot_make():
+    """The API refuses limit 0 and a k past the engine's as the CLI does, before any engine is built (the target
+    here names no model)."""
     from bass.config import EngineConfig
 
     with pytest.raises(ValueError, match="limit must be at least 1 problem"):
         run_humaneval(EngineConfig(target="no-such-model"), k=1, budget_s=1.0, method="bass", limit=0)
+    with pytest.raises(ValueError, match="k must be an integer in 1 .. 64"):
+        run_humaneval(EngineConfig(target="no-such-model"), k=65, budget_s=1.0, method="bass")
 
 
 def test_cli_takes_a_prompt_inline_as_the_file_would_give_it(tmp_path):
