@@ -175,10 +175,11 @@ class EngineSession:
             with self._lock:
                 self._loading, self._error = None, f"{type(exc).__name__}: {exc}"
             return
-        note = self._warm(engine)
+        note, ready = self._warm(engine), f"{pair.label} ready on {engine.device}"
         with self._lock:
             self._engine, self._pair, self._loading, self._note = engine, pair, None, note
-            self._message, self._fraction = f"{pair.label} ready on {engine.device}", 1.0
+            self._message, self._fraction = ready, 1.0
+        log.info("model: %s", ready)  # the console's last load line said "deriving the draft (0%)" before
 
     def state(self) -> LoadState:
         with self._lock:

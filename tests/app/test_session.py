@@ -58,6 +58,20 @@ def test_one_engine_loaded_once_and_replaced_on_pair_change():
     assert session.engine.config.target == "gemma3-270m"
 
 
+def test_the_server_log_says_when_the_model_is_ready(caplog):
+    """Whoever started the app reads the console: its last load line must say the model serves, not a step of the
+    load (it ended at "deriving the draft (0%)" while the page said ready)."""
+    session = EngineSession(env={}, factory=lambda config, progress: FakeEngine(config))
+    with caplog.at_level("INFO", logger="bass.app"):
+        session.ensure()
+        wait_ready(session)
+        for _ in range(100):  # the log line follows the state the page reads
+            if any("ready on" in r.getMessage() for r in caplog.records):
+                break
+            time.sleep(0.01)
+    assert f"model: {EMBEDDED.label} ready on" in caplog.records[-1].getMessage()
+
+
 def test_switching_while_loading_is_refused():
     gate = threading.Event()
     session = EngineSession(env={}, factory=lambda config, progress: (gate.wait(5), FakeEngine(config))[1])
