@@ -23,6 +23,7 @@ from bass.config import (
     DraftLengthConfig,
     EngineConfig,
     SamplingParams,
+    check_k,
 )
 
 
@@ -141,7 +142,7 @@ def print_table(result) -> None:
 
 
 def cmd_generate(a: argparse.Namespace) -> int:
-    from bass.engine import Engine, check_k
+    from bass.engine import Engine
 
     prompts = read_prompts(a)
     check_k(a.k, "-k")  # before any model loads (a minute for the embedded target on a CPU)
@@ -196,7 +197,6 @@ def _ttfp(result, passed) -> float | None:
 
 
 def cmd_eval(a: argparse.Namespace) -> int:
-    from bass.engine import check_k
     from bass.eval import format_report, run_humaneval
 
     if a.budgets is None and a.budget_s is None:  # before loading any model, in the flags' own words

@@ -9,6 +9,13 @@ METHODS = ("bass", "regular", "single")
 DRAFTERS = ("ngram", "model", "layer-skip")
 BACKENDS = ("torch", "pad", "split", "ragged")
 DRAFT_LENGTH_POLICIES = ("cost", "heuristic", "fixed", "per-sequence")
+MAX_K = 64  # candidates per prompt: the batch of one request
+
+
+def check_k(k: int, name: str = "k") -> None:
+    """Refuse a number of candidates the engine cannot serve; `name` is how the caller's user spells it (a flag)."""
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        raise ValueError(f"{name} must be an integer in 1 .. {MAX_K} candidates per prompt, got {k!r}")
 
 # HumanEval completion style: a function body ends where the next top-level statement starts.
 HUMANEVAL_STOPS = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")

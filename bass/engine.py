@@ -23,7 +23,7 @@ import torch
 from bass import baselines
 from bass.attention import available_backends, get_backend, resolve_backend
 from bass.cache import CacheArena
-from bass.config import METHODS, DraftLengthConfig, EngineConfig, SamplingParams
+from bass.config import METHODS, DraftLengthConfig, EngineConfig, SamplingParams, check_k
 from bass.device import resolve_device, resolve_dtype
 from bass.draft_length import DraftLengthPolicy, PolicyMemory
 from bass.drafters import Drafter, build_drafter
@@ -43,19 +43,12 @@ from bass.speculative import DecodeState, speculative_decode
 from bass.streams import SequenceRNG
 from bass.transfer import HostRead
 
-MAX_K = 64
 # what `Engine.warm_draft_lengths` drafts: 1..8, the lengths the cost policy has been seen to choose on the H100
 # (with only 1..4 warmed, its early rounds tried 6..8 inside timed passes), then one length per verify width
 # bucket up to 16 (L = w - 1): the policy's probes reach a length bucket past the longest timed
 # (`bass.round_costs.L_BUCKETS`): at k = 32 its first round of L = 10 (width 12, never warmed) came in a timed
 # pass, 60 ms, after one of 788 ms against ~4 for its neighbours (`real_bench_2026-11-26_h100f_cycle8.json`).
 WARM_LENGTHS = tuple(sorted(set(range(1, 9)) | {w - 1 for w in WIDTH_BUCKETS if 10 < w <= 16}))
-
-
-def check_k(k: int, name: str = "k") -> None:
-    """Refuse a number of candidates the engine cannot serve; `name` is how the caller's user spells it (a flag)."""
-    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
-        raise ValueError(f"{name} must be an integer in 1 .. {MAX_K} candidates per prompt, got {k!r}")
 
 
 def _load(role: str, spec: str, kwargs: dict) -> LoadedModel:

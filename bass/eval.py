@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from bass.budgets import budget_key, counted_finish_times, record_round_starts
-from bass.config import HUMANEVAL_STOPS, EngineConfig, SamplingParams
+from bass.config import HUMANEVAL_STOPS, EngineConfig, SamplingParams, check_k
 from bass.events import Candidate, GenerationResult
 from bass.metrics import (
     candidates_ms_per_token,
@@ -144,7 +144,7 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
         raise ValueError("give budget_s (seconds per problem) or budgets")
     if limit is not None and limit < 1:  # a run of no problem would report zeros as if it had measured them
         raise ValueError(f"limit must be at least 1 problem (None: all of them), got {limit}")
-    from bass.engine import Engine, check_k
+    from bass.engine import Engine
     from sandbox import load_humaneval, shared_service
 
     check_k(k)  # before any model loads
