@@ -88,9 +88,15 @@ def identical_candidates_note(k: int, params: SamplingParams) -> str | None:
 
 
 def read_text_file(path: str, what: str) -> str:
-    """A text file's contents, with an error that says what to do when it is not UTF-8."""
+    """A text file's contents, with an error that says what to do when it is missing, unreadable or not UTF-8."""
     try:
         return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such {what}: check the path (relative paths start in {Path.cwd()})") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a directory: give the {what} itself") from None
+    except PermissionError:
+        raise ValueError(f"{path}: the {what} is not readable by this user: check its permissions") from None
     except UnicodeDecodeError as err:
         raise ValueError(f"{path}: the {what} must be UTF-8 text (byte {err.object[err.start]:#04x} at offset "
                          f"{err.start} is not); save it as UTF-8 and try again") from None

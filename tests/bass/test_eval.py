@@ -176,7 +176,7 @@ def engine_config_stub():
     return EngineConfig(target="scripted")
 
 
-def test_cli_says_a_prompt_file_must_be_utf8(tmp_path, capsys):
+def test_cli_says_what_is_wrong_with_a_prompt_or_tests_file(tmp_path, capsys):
     from bass.cli import main
 
     bad = tmp_path / "prompt.txt"
@@ -188,6 +188,12 @@ def test_cli_says_a_prompt_file_must_be_utf8(tmp_path, capsys):
     ok.write_text("assert True\n")
     assert main(["generate", "--prompt-file", str(ok), "--stop-at-first-pass"]) == 2
     assert "--stop-at-first-pass needs --tests-file" in capsys.readouterr().err
+    for flags, want in ((["--prompt-file", str(tmp_path / "gone.py")], "gone.py: no such prompt file: check the path"),
+                        (["--prompt-file", str(tmp_path)], "is a directory: give the prompt file itself"),
+                        (["--prompt", "def f():", "--tests-file", str(tmp_path / "t.py")], "no such tests file")):
+        assert main(["generate", *flags, "--target", "no-such-model"]) == 2
+        err = capsys.readouterr().err
+        assert want in err and "Errno" not in err
 
 def test_cli_refuses_empty_prompts_before_loading_a_model(tmp_path, capsys):
     """--target names no model: an error about the prompts, not about the target, shows they came first."""
