@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -62,6 +63,9 @@ def add_sampling_flags(p: argparse.ArgumentParser) -> None:
 
 def engine_config(a: argparse.Namespace) -> EngineConfig:
     draft = None if a.draft == "none" else a.draft
+    if draft and draft.endswith(".safetensors") and not Path(draft).expanduser().is_file():  # before the target loads
+        raise ValueError(f"--draft {draft}: no such draft file: pass a file written by `python -m draft_training`, or "
+                         "leave --draft out for the shipped draft")
     return EngineConfig(target=a.target, draft=draft, drafter=a.drafter, backend=a.backend, device=a.device,
                         dtype=a.dtype, layer_skip_layers=a.layer_skip_layers, draft_temperature=a.draft_temperature,
                         draft_length=DraftLengthConfig(policy=a.draft_policy, l0=a.draft_l0))
@@ -212,6 +216,8 @@ def cmd_eval(a: argparse.Namespace) -> int:
         raise ValueError(f"--budget-s must be > 0 seconds per problem; got {a.budget_s:g}")
     if a.limit is not None and a.limit < 1:
         raise ValueError(f"--limit must be at least 1 problem (leave it out for all 164); got {a.limit}")
+    if a.out:
+        check_out(a.out)
     check_k(a.k, "-k")
     budgets = None
     if a.budgets is not None:
@@ -256,6 +262,19 @@ def cmd_eval(a: argparse.Namespace) -> int:
 
     _emit(a, out, text)
     return 0
+
+
+def check_out(path: str) -> None:
+    """Refuse an --out the report could not be written to, before a run of minutes whose report it would lose."""
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"--out {path} is a directory: give a file name, e.g. {out / 'report.json'}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"--out {path}: its folder cannot be made ({err.strerror}): choose another path") from None
+    if not os.access(out.parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise ValueError(f"--out {path} is not writable by this user: choose another path")
 
 
 def _emit(a: argparse.Namespace, report: dict, text) -> None:

@@ -216,7 +216,7 @@ def test_cli_refuses_empty_prompts_before_loading_a_model(tmp_path, capsys):
     assert "--prompt is empty: give a coding prompt" in capsys.readouterr().err
 
 
-def test_cli_refuses_eval_flags_no_run_could_use_before_loading_a_model(capsys):
+def test_cli_refuses_eval_flags_no_run_could_use_before_loading_a_model(tmp_path, capsys):
     """--target names no model: each flag's own error, not the target's, shows the flags were read first."""
     from bass.cli import main
 
@@ -230,6 +230,14 @@ def test_cli_refuses_eval_flags_no_run_could_use_before_loading_a_model(capsys):
         assert want in err and "no-such-model" not in err
     assert main(["generate", "--prompt", "def f():", "-k", "65", "--target", "no-such-model"]) == 2
     assert "-k must be an integer in 1 .. 64" in capsys.readouterr().err
+    assert main(["generate", "--prompt", "def f():", "--draft", "gone.safetensors", "--target", "no-such-model"]) == 2
+    assert "--draft gone.safetensors: no such draft file" in capsys.readouterr().err
+    (tmp_path / "a-file").write_text("")
+    for out, want in ((tmp_path, "is a directory: give a file name"), (tmp_path / "a-file" / "x.json",
+                                                                        "its folder cannot be made")):
+        assert main([*base, "--budget-s", "1", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert want in err and "no-such-model" not in err
     assert main([*base, "--budgets", "0.1,0.2", "--budget-s", "0.2", "--limit", "1"]) == 2  # the same run: allowed
     assert "no-such-model" in capsys.readouterr().err  # it got as far as the target
 
