@@ -269,6 +269,9 @@ def check_out(path: str) -> None:
     out = Path(path)
     if out.is_dir():
         raise ValueError(f"--out {path} is a directory: give a file name, e.g. {out / 'report.json'}")
+    blocking = next((q for q in out.parents if q.exists() and not q.is_dir()), None)
+    if blocking is not None:
+        raise ValueError(f"--out {path}: {blocking} is a file, not a folder: choose another path")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:

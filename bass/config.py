@@ -11,18 +11,18 @@ BACKENDS = ("torch", "pad", "split", "ragged")
 DRAFT_LENGTH_POLICIES = ("cost", "heuristic", "fixed", "per-sequence")
 MAX_K = 64  # candidates per prompt: the batch of one request
 
-
-def check_k(k: int, name: str = "k") -> None:
-    """Refuse a number of candidates the engine cannot serve; `name` is how the caller's user spells it (a flag)."""
-    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
-        raise ValueError(f"{name} must be an integer in 1 .. {MAX_K} candidates per prompt, got {k!r}")
-
 # HumanEval completion style: a function body ends where the next top-level statement starts.
 HUMANEVAL_STOPS = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
 
 # Where the app's controls and the CLI start: the k candidates are samples, at the paper's HumanEval setting (T 0.8,
 # top-p 0.95); greedy decoding (temperature 0, `SamplingParams`' default) would make all k of them the same text.
 CANDIDATE_TEMPERATURE, CANDIDATE_TOP_P = 0.8, 0.95
+
+
+def check_k(k: int, name: str = "k") -> None:
+    """Refuse a number of candidates the engine cannot serve; `name` is how the caller's user spells it (a flag)."""
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        raise ValueError(f"{name} must be an integer in 1 .. {MAX_K} candidates per prompt, got {k!r}")
 
 
 @dataclass(frozen=True)

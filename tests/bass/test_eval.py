@@ -195,6 +195,7 @@ def test_cli_says_what_is_wrong_with_a_prompt_or_tests_file(tmp_path, capsys):
         err = capsys.readouterr().err
         assert want in err and "Errno" not in err
 
+
 def test_cli_refuses_empty_prompts_before_loading_a_model(tmp_path, capsys):
     """--target names no model: an error about the prompts, not about the target, shows they came first."""
     from bass.cli import main
@@ -234,7 +235,7 @@ def test_cli_refuses_eval_flags_no_run_could_use_before_loading_a_model(tmp_path
     assert "--draft gone.safetensors: no such draft file" in capsys.readouterr().err
     (tmp_path / "a-file").write_text("")
     for out, want in ((tmp_path, "is a directory: give a file name"), (tmp_path / "a-file" / "x.json",
-                                                                        "its folder cannot be made")):
+                                                                        "a-file is a file, not a folder")):
         assert main([*base, "--budget-s", "1", "--out", str(out)]) == 2
         err = capsys.readouterr().err
         assert want in err and "no-such-model" not in err
