@@ -24,6 +24,7 @@ from bass.config import (
     DraftLengthConfig,
     EngineConfig,
     SamplingParams,
+    check_draft_file,
     check_k,
 )
 
@@ -63,9 +64,7 @@ def add_sampling_flags(p: argparse.ArgumentParser) -> None:
 
 def engine_config(a: argparse.Namespace) -> EngineConfig:
     draft = None if a.draft == "none" else a.draft
-    if draft and draft.endswith(".safetensors") and not Path(draft).expanduser().is_file():  # before the target loads
-        raise ValueError(f"--draft {draft}: no such draft file: pass a file written by `python -m draft_training`, or "
-                         "leave --draft out for the shipped draft")
+    check_draft_file(draft, "--draft")
     return EngineConfig(target=a.target, draft=draft, drafter=a.drafter, backend=a.backend, device=a.device,
                         dtype=a.dtype, layer_skip_layers=a.layer_skip_layers, draft_temperature=a.draft_temperature,
                         draft_length=DraftLengthConfig(policy=a.draft_policy, l0=a.draft_l0))
@@ -282,8 +281,7 @@ def check_out(path: str) -> None:
 
 def _emit(a: argparse.Namespace, report: dict, text) -> None:
     """Print the report (JSON with --json, else a table) and write its JSON to --out when given."""
-    if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    if a.out:  # its folder made by check_out, before the run
         Path(a.out).write_text(json.dumps(report, indent=1))
     print(json.dumps(report) if a.json else text())
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 METHODS = ("bass", "regular", "single")
 DRAFTERS = ("ngram", "model", "layer-skip")
@@ -23,6 +24,14 @@ def check_k(k: int, name: str = "k") -> None:
     """Refuse a number of candidates the engine cannot serve; `name` is how the caller's user spells it (a flag)."""
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
         raise ValueError(f"{name} must be an integer in 1 .. {MAX_K} candidates per prompt, got {k!r}")
+
+
+def check_draft_file(draft: str | None, name: str = "draft") -> None:
+    """Refuse a trained draft file (`*.safetensors`) that is not there, before the target loads (a minute on a CPU);
+    `name` is how the caller's user spells the setting (a flag)."""
+    if draft and draft.endswith(".safetensors") and not Path(draft).expanduser().is_file():
+        raise ValueError(f"{name} {draft}: no such draft file: pass a file written by `python -m draft_training`, "
+                         "or 'auto' for the shipped draft")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import torch
 from bass import baselines
 from bass.attention import available_backends, get_backend, resolve_backend
 from bass.cache import CacheArena
-from bass.config import METHODS, DraftLengthConfig, EngineConfig, SamplingParams, check_k
+from bass.config import METHODS, DraftLengthConfig, EngineConfig, SamplingParams, check_draft_file, check_k
 from bass.device import resolve_device, resolve_dtype
 from bass.draft_length import DraftLengthPolicy, PolicyMemory
 from bass.drafters import Drafter, build_drafter
@@ -67,6 +67,8 @@ class Engine:
         self.device = resolve_device(self.config.device)
         self.dtype = resolve_dtype(self.config.dtype, self.device)
         load = dict(device=self.device, dtype=self.dtype, progress=progress)
+        if draft is None:
+            check_draft_file(self.config.draft)
         self.target = target or _load("target", self.config.target, load)
         self.draft = draft or self.load_draft(self.config.draft, load)
         if self.draft is not None:
@@ -95,10 +97,8 @@ class Engine:
         if spec is None:
             return None
         if spec == "auto" or spec.endswith(".safetensors"):
+            check_draft_file(spec)
             path = DRAFT_FILE if spec == "auto" else Path(spec).expanduser()
-            if spec != "auto" and not path.is_file():
-                raise ValueError(f"draft file {spec!r} does not exist: pass a file written by "
-                                 "`python -m draft_training`, or draft='auto'")
             if load["progress"]:
                 load["progress"]("deriving the draft", 0.0)
             model = shipped_draft(self.target.model, path, DRAFT_SHA256 if spec == "auto" else None)

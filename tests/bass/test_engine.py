@@ -187,6 +187,8 @@ def test_bad_configuration_raises_clear_errors(tiny_dir, tmp_path):
         Engine(EngineConfig(target=str(tiny_dir("llama", 0)), drafter="model"))
     with pytest.raises(ValueError, match="target"):
         Engine(EngineConfig(target="/no/such/model/folder"))
+    with pytest.raises(ValueError, match="draft gone.safetensors: no such draft file"):  # before the target loads
+        Engine(EngineConfig(target="/no/such/model/folder", draft="gone.safetensors"))
     other = str(make_model(tmp_path / "other", "gemma3", vocab=320))  # another tokenizer
     with pytest.raises(ValueError, match=r"draft vocabulary \(\d+, other\) differs from target vocabulary"):
         Engine(EngineConfig(target=str(tiny_dir("llama")), draft=other, drafter="model"))
