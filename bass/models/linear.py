@@ -32,6 +32,13 @@ two calls, each reading the weights again, and 64 would cost every plain step ne
 go in as many calls as they fill. Whether bf16 pays on this CPU at all is measured (`cpu_dtype`): without matrix units
 it can be slower than float32.
 
+Where a CPU has no such kernels the padding may buy nothing: on the 2-core AMD EPYC of the sixty-eighth pass (AVX2,
+no bf16 instructions) each row came out the same bits from calls of 1 to 64 rows, and the [17920 x 1536] projection
+took 4.1 ms at 1 row and 96 at 32, so a plain step paid 20 times its cost for it. Whether this CPU's kernels need
+the fixed calls is measured, not assumed (`rows_independent`): a few calls of several row counts against the same
+rows one at a time, once a process per dtype; where every row comes back the same bits, reduced-precision
+projections go to `F.linear` as they are.
+
 So nothing is assumed on the GPU: `tune(model)` times, on the device, cuBLAS and each of a few tile configs for every
 distinct projection shape of the model at every row tile (16, 32, 48, 64 rows), cycling through the model's
 own weights of that shape as a forward does, and records the fastest config unless cuBLAS beats it by
@@ -108,7 +115,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
             return skinny_gemm(x, weight, bias, config, out_dtype, defer_sum=defer_sum and DEFER_SUMS)
     if ONEDNN and x.device.type == "cpu" and _onednn_fits(x, weight, bias):
         y = _onednn(x, weight, bias)
-    elif x.device.type == "cpu" and x.dtype in (torch.bfloat16, torch.float16) and not needs_autograd(x, weight, bias):
+    elif (x.device.type == "cpu" and x.dtype in (torch.bfloat16, torch.float16)
+          and not needs_autograd(x, weight, bias) and not rows_independent(x.dtype)):
         y = _fixed_rows(x, weight, bias)
     else:
         y = F.linear(x, weight, bias)
@@ -135,6 +143,40 @@ def _fixed_rows(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     chunks = [F.linear(chunk, weight, bias) for chunk in rows.split(CPU_ROWS)]  # each [CPU_ROWS, N]
     y = chunks[0] if len(chunks) == 1 else torch.cat(chunks)  # (a step's or a verify's rows: one call, no copy)
     return y[:M].reshape(*x.shape[:-1], N)
+
+
+def rows_independent(dtype: torch.dtype) -> bool:
+    """Whether this CPU's reduced-precision `F.linear` in `dtype` gives every row the same bits whatever rows share
+    its call (module docstring), measured once a process per dtype by `measure_rows_independent`;
+    BASS_CPU_FIXED_ROWS=1 in the environment skips the measurement and keeps the fixed calls."""
+    if os.environ.get("BASS_CPU_FIXED_ROWS", "0") == "1":
+        return False
+    if dtype not in _rows_independent:
+        _rows_independent[dtype] = measure_rows_independent(dtype)
+    return _rows_independent[dtype]
+
+
+_rows_independent: dict[torch.dtype, bool] = {}  # `rows_independent`'s answers, once a process per dtype
+
+
+def measure_rows_independent(dtype: torch.dtype, mm: Callable[..., torch.Tensor] = F.linear) -> bool:
+    """Whether `mm(x, w, b)` in `dtype` gives each row of x the same bits in every call: a few calls of 2 to 100
+    rows, at two offsets, against the same rows multiplied one at a time, on two shapes (K = 1024, where plain
+    bf16 calls on an AMX Xeon rounded 6 of these 14 otherwise than row by row, and the 1.5B's width 1536), with
+    and without a bias. A fraction of a second on a 2-core CPU."""
+    g = torch.Generator().manual_seed(3)
+    with torch.inference_mode():
+        for n, k in ((1031, 1024), (2048, 1536)):
+            x = torch.randn(100, k, generator=g).to(dtype)  # [100, K]
+            w = torch.randn(n, k, generator=g).to(dtype)  # [N, K]
+            b = torch.randn(n, generator=g).to(dtype)
+            for bias in (None, b):
+                alone = torch.cat([mm(x[i:i + 1], w, bias) for i in range(len(x))])  # [100, N]
+                for rows in (2, 4, 9, 32, 33, 40, 100):  # a plain step, verifies of several widths, a prefill
+                    for start in (0, 7):
+                        if not torch.equal(mm(x[start:start + rows], w, bias), alone[start:start + rows]):
+                            return False
+    return True
 
 
 def cpu_dtype() -> torch.dtype:

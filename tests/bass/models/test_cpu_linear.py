@@ -1,6 +1,7 @@
 """`bass.models.linear` on the CPU: float32 projections by oneDNN, the same numbers as `F.linear` (MKL), which
 still serves whatever oneDNN's op cannot (a strided weight, autograd); bf16 ones in calls of a fixed row count, so
-that a row's result is its own; and the measured choice between the two dtypes."""
+that a row's result is its own, where this CPU's kernels round by row count; and the measured choice between the two
+dtypes."""
 
 from __future__ import annotations
 
@@ -82,10 +83,14 @@ def test_bass_onednn_0_in_the_environment_switches_it_off():
     assert out.strip() == "False"
 
 
-# ---- bf16: calls of CPU_ROWS rows ----
+# ---- bf16: calls of CPU_ROWS rows where this CPU's kernels need them ----
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("bias", [False, True])
-def test_a_reduced_precision_row_is_the_same_bits_whatever_shares_its_call(dtype, bias):
+@pytest.mark.parametrize("fixed", [True, None], ids=["fixed-calls", "as-measured"])
+def test_a_reduced_precision_row_is_the_same_bits_whatever_shares_its_call(dtype, bias, fixed, monkeypatch):
+    """In fixed calls on every CPU, and in whatever calls this CPU's measurement chose."""
+    if fixed:
+        monkeypatch.setitem(linear._rows_independent, dtype, False)
     g = torch.Generator().manual_seed(3)
     # K = 1024: plain F.linear rounds 6 of the 14 calls below otherwise than row by row, in bf16 on an AMX Xeon
     x = torch.randn(100, 1024, generator=g).to(dtype)  # more than three calls' worth of rows
@@ -103,6 +108,60 @@ def test_a_reduced_precision_row_is_the_same_bits_whatever_shares_its_call(dtype
     # the same product, rounded once: within a few steps of the reduced dtype of float64's
     ref = x.double() @ w.double().T + (0 if b is None else b.double())
     assert ((alone.double() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+def _exact(x, w, b=None):
+    """Each row's product rounded once from float64: the same bits whatever rows share the call."""
+    y = x.double() @ w.double().T + (0 if b is None else b.double())
+    return y.to(x.dtype)
+
+
+def _blocked_from(rows: int):
+    """Like `_exact`, but calls of `rows` rows or more sum in another order (as a kernel chosen by row count)."""
+    def mm(x, w, b=None):
+        if x.shape[0] < rows:
+            return _exact(x, w, b)
+        half = x.shape[1] // 2  # the first half's partial sum rounded to x's dtype before the second is added
+        first = (x[:, :half].float() @ w[:, :half].float().T).to(x.dtype).float()
+        y = first + x[:, half:].float() @ w[:, half:].float().T
+        return (y + (0 if b is None else b.float())).to(x.dtype)
+    return mm
+
+
+def test_the_measurement_finds_a_kernel_that_rounds_by_row_count():
+    assert linear.measure_rows_independent(torch.bfloat16, mm=_exact)
+    for rows in (2, 33, 100):  # a plain step's call, a verify's past 32 rows, a prefill's
+        assert not linear.measure_rows_independent(torch.bfloat16, mm=_blocked_from(rows)), rows
+
+
+@pytest.mark.parametrize("independent", [True, False])
+def test_fixed_calls_only_where_the_measurement_asks_for_them(independent, monkeypatch):
+    """A kernel that gives each row its own bits takes the rows as they are, in one call; otherwise calls of exactly
+    CPU_ROWS rows, the last padded."""
+    monkeypatch.setitem(linear._rows_independent, torch.bfloat16, independent)
+    seen, real = [], F.linear
+    monkeypatch.setattr(linear.F, "linear", lambda x, w, b=None: seen.append(x.shape[0]) or real(x, w, b))
+    g = torch.Generator().manual_seed(5)
+    x, w = torch.randn(40, 64, generator=g).bfloat16(), torch.randn(48, 64, generator=g).bfloat16()
+    with torch.inference_mode():
+        y = linear.linear(x, w)
+    assert y.shape == (40, 48)
+    assert seen == ([40] if independent else [linear.CPU_ROWS, linear.CPU_ROWS])
+
+
+def test_bass_cpu_fixed_rows_1_keeps_the_fixed_calls_without_measuring(monkeypatch):
+    monkeypatch.setenv("BASS_CPU_FIXED_ROWS", "1")
+    monkeypatch.setattr(linear, "measure_rows_independent", lambda *a, **k: pytest.fail("measured"))
+    assert linear.rows_independent(torch.bfloat16) is False
+
+
+def test_the_measurement_runs_once_a_process_per_dtype(monkeypatch):
+    asked = []
+    monkeypatch.setattr(linear, "_rows_independent", {})
+    monkeypatch.setattr(linear, "measure_rows_independent", lambda dtype: asked.append(dtype) or True)
+    assert linear.rows_independent(torch.bfloat16) and linear.rows_independent(torch.bfloat16)
+    assert linear.rows_independent(torch.float16)
+    assert asked == [torch.bfloat16, torch.float16]
 
 
 def test_a_reduced_precision_projection_with_a_gradient_stays_on_f_linear():
