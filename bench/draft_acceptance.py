@@ -7,11 +7,21 @@ the engine's own round loop with a fixed draft length L:
   greedy   k = 1, temperature 0: acceptance = accepted / proposed draft tokens (greedy match)
   sampled  k = 8, T 0.8, top-p 0.95: acceptance per proposed token under lossless sampling
 
-and tokens per round (emitted tokens per verify pass, bonus included). One model load, all rows from one
-run; prints a table last and writes JSON.
+and tokens per round (emitted tokens per verify pass, bonus included). Beside the ratio over all proposals,
+each row gives the acceptance at each draft position s (EAGLE's "s-alpha"): of the rounds that proposed a
+token at position s and accepted the s - 1 before it, the share that accepted it too,
+
+    alpha_s = #{rounds: n >= s, a >= s} / #{rounds: n >= s, a >= s - 1}      (n proposed, a accepted)
+
+and over all positions, accepted / tested (`per_tested`: the per-token acceptance of `bench/gpu_bench.py`).
+Accepted over proposed at a fixed L mixes these with the chance of reaching each position,
+sum_s P(a >= s) / L, so it falls as L grows even for a draft whose alpha_s are flat; alpha_s is what a draft
+does at each step of its chain. `--draft-length 1,2,3,4,5` measures several fixed lengths in one run. One
+model load, all rows from one run; prints a table last and writes JSON.
 
     python bench/draft_acceptance.py --drafts trained=auto plain=runs/draft/draft-next-token.safetensors
     python bench/draft_acceptance.py --baselines "" --drafts full=FILE_WITHOUT_VOCAB shipped=auto  # two drafts
+    python bench/draft_acceptance.py --baselines "" --draft-length 1,2,3,4,5  # the shipped draft along L
 """
 
 from __future__ import annotations
@@ -42,22 +52,40 @@ def prompt_sets(limit: int | None) -> dict[str, list[str]]:
     return {name: prompts[:limit] for name, prompts in sets.items()}
 
 
+def tally_positions(reached: list[int], passed: list[int], rounds: list[tuple[int, int]]) -> None:
+    """Add to reached[s - 1] / passed[s - 1] (s = 1 .. len(reached)) the rounds, given as (n proposed,
+    a accepted) pairs, that tested draft position s (n >= s and the s - 1 before it accepted) and that
+    accepted it (a >= s)."""
+    for n, a in rounds:
+        for s in range(min(n, a + 1, len(reached))):
+            reached[s] += 1
+            passed[s] += a > s
+
+
 def measure(engine: Engine, drafter, prompts: list[str], k: int, params: SamplingParams, L: int,
             batch_seqs: int) -> dict:
-    """Acceptance and tokens/round of one drafter over `prompts` (batched by `batch_seqs` sequences)."""
+    """Acceptance, tokens/round and the acceptance at each draft position (module docstring) of one drafter
+    over `prompts` (batched by `batch_seqs` sequences) at fixed draft length L."""
     proposed = accepted = rounds = emitted = 0
+    reached, passed = [0] * L, [0] * L  # per draft position s = 1 .. L: rounds that tested it, that accepted it
     t0 = time.perf_counter()
     step = max(1, batch_seqs // k)
     for i in range(0, len(prompts), step):
         kwargs = {"drafter": drafter() if callable(drafter) else drafter}
-        result = engine.generate(prompts[i:i + step], k=k, params=params, method="bass",
-                                 draft_length=DraftLengthConfig(policy="fixed", l0=L), **kwargs)
+        result = None
+        for event in engine.stream(prompts[i:i + step], k=k, params=params, method="bass",
+                                   draft_length=DraftLengthConfig(policy="fixed", l0=L), **kwargs):
+            if event.kind == "round":
+                tally_positions(reached, passed, [(up.proposed, up.accepted) for up in event.updates])
+            result = event.result or result
         for c in result.candidates:
             proposed, accepted = proposed + c.stats.proposed, accepted + c.stats.accepted
             rounds, emitted = rounds + c.stats.rounds, emitted + max(0, c.stats.tokens - 1)
     return {"acceptance": accepted / proposed if proposed else 0.0,
             "tokens_per_round": emitted / rounds if rounds else 0.0, "proposed": proposed, "accepted": accepted,
-            "rounds": rounds, "seconds": round(time.perf_counter() - t0, 1)}
+            "rounds": rounds, "position_acceptance": [p / r if r else None for p, r in zip(passed, reached)],
+            "position_tested": reached, "per_tested": sum(passed) / sum(reached) if sum(reached) else 0.0,
+            "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -65,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--target", default="embedded")
     p.add_argument("--drafts", nargs="*", default=["trained=auto"], help="NAME=SPEC pairs of model drafts")
     p.add_argument("--baselines", default="ngram,layer-skip", help="drafters measured beside the drafts ('': none)")
-    p.add_argument("--draft-length", type=int, default=5)
+    p.add_argument("--draft-length", default="5", help="fixed draft length L, or several: 1,2,3,4,5")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--limit", type=int, default=None, help="prompts per set (default: all)")
     p.add_argument("--batch-seqs", type=int, default=64)
@@ -76,6 +104,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default="bench/results/draft_acceptance.json")
     a = p.parse_args(argv)
     scales = a.draft_temperatures.split(",")
+    try:
+        lengths = [int(x) for x in a.draft_length.split(",")]
+    except ValueError:
+        lengths = []
+    if not lengths or min(lengths) < 1:
+        p.error(f"--draft-length takes lengths of at least 1, e.g. 5 or 1,2,3; got {a.draft_length!r}")
 
     engine = Engine(EngineConfig(target=a.target, draft=None, drafter="ngram", backend=a.backend))
     drafters: dict[str, object] = {name: name for name in a.baselines.split(",") if name}
@@ -100,20 +134,23 @@ def main(argv: list[str] | None = None) -> None:
             for name, drafter in drafters.items():
                 if mode == "greedy" and " x" in name:
                     continue
-                r = measure(engine, drafter, prompts, k, params, a.draft_length, a.batch_seqs)
-                rows.append({"prompts": set_name, "n": len(prompts), "mode": mode, "k": k, "drafter": name,
-                             "draft_temperature": temperature.get(name), **r})
-                print(json.dumps(rows[-1]), flush=True)
+                for L in lengths:
+                    r = measure(engine, drafter, prompts, k, params, L, a.batch_seqs)
+                    rows.append({"prompts": set_name, "n": len(prompts), "mode": mode, "k": k, "drafter": name,
+                                 "draft_length": L, "draft_temperature": temperature.get(name), **r})
+                    print(json.dumps(rows[-1]), flush=True)
     device = device_line(engine.device)
-    out = {"device": device, "target": engine.target.name, "draft_length": a.draft_length,
+    out = {"device": device, "target": engine.target.name, "draft_lengths": lengths,
            "max_new_tokens": a.max_new_tokens, "rows": rows}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=1))
-    print(f"\ndevice: {device}; target {engine.target.name}; fixed L={a.draft_length}; {a.max_new_tokens} new tokens")
-    print(f"{'prompts':<13} {'mode':<13} {'drafter':<11} {'acceptance':>10} {'tokens/round':>12}")
+    print(f"\ndevice: {device}; target {engine.target.name}; fixed L in {lengths}; {a.max_new_tokens} new tokens")
+    print(f"{'prompts':<13} {'mode':<13} {'drafter':<11} {'L':>2} {'acceptance':>10} {'tokens/round':>12} "
+          f"{'per tested':>10}  acceptance at positions 1 .. L")
     for r in rows:
-        print(f"{r['prompts']:<13} {r['mode']:<13} {r['drafter']:<11} {r['acceptance']:>10.3f} "
-              f"{r['tokens_per_round']:>12.2f}")
+        at = " ".join("-" if x is None else f"{x:.3f}" for x in r["position_acceptance"])
+        print(f"{r['prompts']:<13} {r['mode']:<13} {r['drafter']:<11} {r['draft_length']:>2} "
+              f"{r['acceptance']:>10.3f} {r['tokens_per_round']:>12.2f} {r['per_tested']:>10.3f}  {at}")
 
 
 def _model_drafter(engine: Engine, loaded: LoadedModel, temperature_scale: float = 1.0):
