@@ -195,10 +195,10 @@ def cpu_dtype() -> torch.dtype:
 
 
 def measure_cpu_dtype(timer: Callable[[Callable[[], object]], float] | None = None) -> torch.dtype:
-    """bfloat16 where this CPU's projections, as `linear` makes them (in CPU_ROWS-row calls), beat float32 ones
-    (oneDNN) by CPU_BF16_MARGIN, else float32: timed on a weight of the embedded target's largest projection shape,
-    [17920 x 1536], at 4 rows (a plain step at the app's k) and 32 (a verify). `timer(fn)` gives seconds per call
-    (default: the median of a few after a warm-up)."""
+    """bfloat16 where this CPU's projections, as `linear` makes them (in CPU_ROWS-row calls where needed), beat
+    float32 ones (oneDNN) by CPU_BF16_MARGIN, else float32: timed on a weight of the embedded target's largest
+    projection shape, [17920 x 1536], at 4 rows (a plain step at the app's k) and 32 (a verify). `timer(fn)` gives
+    seconds per call (default: the median of a few after a warm-up)."""
     timer = timer or _median_seconds
     g = torch.Generator().manual_seed(0)
     w32 = torch.randn(17920, 1536, generator=g)
