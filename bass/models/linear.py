@@ -69,8 +69,11 @@ ONEDNN = ONEDNN_AVAILABLE and os.environ.get("BASS_ONEDNN", "1") != "0"
 # A projection asked to `defer_sum` may hand its reader the split-K slices unsummed (`kernels.split_sum`);
 # BASS_DEFER_SUMS=0 keeps every sum in its own launch (an A/B), read once like BASS_ONEDNN
 DEFER_SUMS = os.environ.get("BASS_DEFER_SUMS", "1") != "0"
-# The rows of every reduced-precision CPU call (module docstring: fixed-size calls make a row's result its own)
+# The rows of every reduced-precision CPU call (module docstring: fixed-size calls make a row's result its own), where
+# this CPU's kernels need them (`rows_independent`); BASS_CPU_FIXED_ROWS=1 keeps them without measuring (an A/B),
+# read once like BASS_ONEDNN
 CPU_ROWS = 32
+CPU_FIXED_ROWS = os.environ.get("BASS_CPU_FIXED_ROWS", "0") == "1"
 CPU_BF16_MARGIN = 0.1  # `measure_cpu_dtype`: bf16 must be this much faster (coarser rounding: a tie is float32)
 
 # The row counts a choice is timed at; `linear` uses the choice of the smallest tile that holds x's rows. The
@@ -147,9 +150,9 @@ def _fixed_rows(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 
 def rows_independent(dtype: torch.dtype) -> bool:
     """Whether this CPU's reduced-precision `F.linear` in `dtype` gives every row the same bits whatever rows share
-    its call (module docstring), measured once a process per dtype by `measure_rows_independent`;
-    BASS_CPU_FIXED_ROWS=1 in the environment skips the measurement and keeps the fixed calls."""
-    if os.environ.get("BASS_CPU_FIXED_ROWS", "0") == "1":
+    its call (module docstring), measured once a process per dtype by `measure_rows_independent`; never where
+    BASS_CPU_FIXED_ROWS=1 (`CPU_FIXED_ROWS`) keeps the fixed calls."""
+    if CPU_FIXED_ROWS:
         return False
     if dtype not in _rows_independent:
         _rows_independent[dtype] = measure_rows_independent(dtype)

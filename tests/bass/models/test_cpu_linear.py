@@ -5,6 +5,10 @@ dtypes."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -72,10 +76,6 @@ def test_with_onednn_off_it_is_mkls_f_linear(monkeypatch):
 
 
 def test_bass_onednn_0_in_the_environment_switches_it_off():
-    import subprocess
-    import sys
-    from pathlib import Path
-
     code = "from bass.models import linear; print(linear.ONEDNN)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[3],
@@ -150,9 +150,18 @@ def test_fixed_calls_only_where_the_measurement_asks_for_them(independent, monke
 
 
 def test_bass_cpu_fixed_rows_1_keeps_the_fixed_calls_without_measuring(monkeypatch):
-    monkeypatch.setenv("BASS_CPU_FIXED_ROWS", "1")
+    monkeypatch.setattr(linear, "CPU_FIXED_ROWS", True)
     monkeypatch.setattr(linear, "measure_rows_independent", lambda *a, **k: pytest.fail("measured"))
     assert linear.rows_independent(torch.bfloat16) is False
+
+
+def test_bass_cpu_fixed_rows_is_read_from_the_environment_at_import():
+    code = "from bass.models import linear; print(linear.CPU_FIXED_ROWS)"
+    for value, want in (("1", "True"), ("0", "False")):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             cwd=Path(__file__).resolve().parents[3],
+                             env={"BASS_CPU_FIXED_ROWS": value, "PATH": "/usr/bin:/bin", "PYTHONPATH": "."}).stdout
+        assert out.strip() == want
 
 
 def test_the_measurement_runs_once_a_process_per_dtype(monkeypatch):
