@@ -177,6 +177,13 @@ class EngineConfig:
     # value, since the verify uses the q each token was drawn from. None: the draft file's own (what the
     # pipeline measured to accept most: 0.7 for the shipped draft), else 1 (processed as the target's)
     draft_temperature: float | None = None
+    # a drafter with probabilities proposes its i-th token only while the product of its top probabilities through
+    # step i is at least this (`bass.drafters.draft_chain`, the confidence stop; exact for any value); 0: every
+    # token the draft-length policy asks for. Off by default: it raises accepted / proposed (0.41 -> 0.67 at L = 6
+    # with 0.3, HumanEval greedy) but costs tokens per round, and a verify pays for its widest row whatever the
+    # others propose, so on an H200 at k = 8 it made BASS slower (2.05x -> 1.76x regular decoding,
+    # `real_bench_2026-12-03_h200_k8_confidence.*`)
+    draft_confidence: float = 0.0
     # on CUDA, replay a draft model's whole proposal (its L steps and their rules) as one CUDA graph instead
     # of one per step (`bass.drafters.chained_proposal`); False: one graph per draft step
     proposal_graphs: bool = True
@@ -206,5 +213,8 @@ class EngineConfig:
                 isinstance(self.draft_temperature, (int, float)) and 0 < self.draft_temperature <= 2):
             raise ValueError(f"draft_temperature must be a multiple of the request's temperature in (0, 2], "
                              f"got {self.draft_temperature!r}")
+        if not (isinstance(self.draft_confidence, (int, float)) and 0 <= self.draft_confidence < 1):
+            raise ValueError(f"draft_confidence must be a probability in [0, 1) (0: no confidence stop), "
+                             f"got {self.draft_confidence!r}")
         if self.layer_skip_layers is not None and self.layer_skip_layers < 1:
             raise ValueError(f"layer_skip_layers must be >= 1, got {self.layer_skip_layers}")

@@ -61,6 +61,7 @@ class Drafter:
     proposes = True
     reads_verify = False  # `verified` needs the verify's emitted tokens and accepted counts on the device
     temperature_scale = 1.0  # a sampling drafter draws at this multiple of the request's temperature
+    stop_below = 0.0  # a drafter with probabilities stops its chain where its confidence falls below (`draft_chain`)
 
     def proposal_params(self, params: SamplingParams) -> SamplingParams:
         """The processing a drafter that samples draws its proposals under: the request's, at
@@ -137,15 +138,15 @@ class NgramDrafter(Drafter):
 
 
 def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pending: tuple[torch.Tensor, torch.Tensor],
-                           lengths: Sequence[int], u: torch.Tensor) -> Proposal:
+                           lengths: Sequence[int], u: torch.Tensor, stop_below: float = 0.0) -> Proposal:
     """Feed each sequence's pending tokens (tokens [B, T], counts [B], device), then sample up to lengths[b]
     tokens one step at a time (`draft_chain`, with the lengths moved to the device). u [B, max(lengths)]."""
     first, counts = pending
-    return draft_chain(step, first, counts, ints_to_device(lengths, first.device), u)
+    return draft_chain(step, first, counts, ints_to_device(lengths, first.device), u, stop_below)
 
 
 def draft_chain(step: Callable[..., tuple[torch.Tensor, ...]], first: torch.Tensor, counts: torch.Tensor,
-                lens: torch.Tensor, u: torch.Tensor) -> Proposal:
+                lens: torch.Tensor, u: torch.Tensor, stop_below: float = 0.0) -> Proposal:
     """Feed each sequence's pending tokens (first [B, T], counts [B]), then sample up to lens[b] ([B], device)
     tokens one step at a time, L = u.shape[1] steps in all.
 
@@ -158,6 +159,20 @@ def draft_chain(step: Callable[..., tuple[torch.Tensor, ...]], first: torch.Tens
     `out` tensor is copied, as a graph's buffers, which the next step overwrites, must be (a launch per
     copy: three a step under top-p). It reads nothing from the host and makes no host synchronisation, so
     one CUDA graph can capture the whole of it (`bass.graphs.GraphedModel.chain`).
+
+    The confidence stop (`stop_below` = τ > 0; the step's rule then ends its outputs with the draft's top
+    probability c_i [B], `bass.rules.DraftRule`). Sequence b proposes d_i only while
+
+        s_i = c_1 · c_2 ⋯ c_i >= τ,      c_i = max_v q̃_i(v), q̃_i the draft's softmax at step i,
+
+    s_i estimating the chance that d_1 .. d_i are all accepted; its proposal is d_1 .. d_m, m = min(lens[b],
+    #{i : s_i >= τ}) (s falls with i, so those are the first ones), and a stopped row's later steps get q_len 0.
+    A draft that knows where it is unsure proposes fewer tokens there: fewer of them are rejected, for few
+    accepted ones lost. Lossless: c_i is a function of step i's distribution, which depends on the context and
+    d_1 .. d_{i-1} but not on d_i, so whether position i is proposed is settled before d_i is drawn. Given
+    that, position i emits a token distributed as the target's p_i either way: d_i ~ q_i through the
+    accept / resample rule, or, unproposed, the verify's own sample from p_i. (A stop on q_i(d_i), the drawn
+    token's probability, would not be: verifying only the likely draws skews what is emitted.)
     """
     (B, _), L, device = first.shape, u.shape[1], first.device
     tokens = torch.empty(B, L, dtype=torch.long, device=device)
@@ -167,8 +182,15 @@ def draft_chain(step: Callable[..., tuple[torch.Tensor, ...]], first: torch.Tens
     q = None  # [probs [B, L, V or K], ids [B, L, K] of a sparse q]
     u0 = u[:, 0] if L else torch.zeros(B, device=device)  # L = 0: the pending tokens are fed all the same
     dest = None  # step i's places in the proposal: (tokens[:, i], *(buffer[:, i] for buffer in q))
+    s = sure = None  # [B]: s_i, and s_i >= τ (the confidence stop)
+    proposed = lens  # [B] m, the proposal's lengths
     out = step(first, counts, True, u0, dest)
     for i in range(L):
+        if stop_below:
+            *out, c = out
+            s = c.clone() if i == 0 else s * c  # [B] s_i (c may be a graph's buffer, which the next step reuses)
+            sure = s >= stop_below  # (a NaN of a row that fed nothing compares False)
+            proposed = sure.long() if i == 0 else proposed + sure  # #{i : s_i >= τ}, before the cut to lens
         if q is None and len(out) > 1:
             q = [o.new_empty(B, L, o.shape[-1]) for o in out[1:]]
         for place, o in zip(dest or _column(tokens, q, i), out, strict=True):
@@ -176,8 +198,11 @@ def draft_chain(step: Callable[..., tuple[torch.Tensor, ...]], first: torch.Tens
                 place.copy_(o)
         if i + 1 < L:
             dest = _column(tokens, q, i + 1)
-            out = step(tokens[:, i:i + 1], active[i], False, u[:, i + 1], dest)
-    return Proposal(tokens, lens, *(q or [None]))
+            q_len = active[i] if sure is None else active[i] * sure  # a stopped row feeds nothing more
+            out = step(tokens[:, i:i + 1], q_len, False, u[:, i + 1], dest)
+    if stop_below:
+        proposed = torch.minimum(proposed, lens) if L else lens
+    return Proposal(tokens, proposed, *(q or [None]))
 
 
 def _column(tokens: torch.Tensor, q: list[torch.Tensor] | None, i: int) -> tuple[torch.Tensor, ...]:
@@ -240,7 +265,7 @@ def _model_proposal(draft: torch.nn.Module, rule: DraftRule, attn: Callable, cac
     """A whole proposal of a draft model (`draft_chain` on the model itself, each step followed by its rule):
     what `ModelDrafter` captures as one graph. tokens [B, T], counts [B], lens [B], u [B, L]."""
     return draft_chain(lambda tok, q_len, last_only, u_i, out: rule(
-        draft(tok, cache, q_len, attn, last_only=last_only), u_i, out), tokens, counts, lens, u)
+        draft(tok, cache, q_len, attn, last_only=last_only), u_i, out), tokens, counts, lens, u, rule.stop_below)
 
 
 class ModelDrafter(Drafter):
@@ -274,7 +299,7 @@ class ModelDrafter(Drafter):
         pending = [h[n:] for h, n in zip(histories, self.in_cache, strict=True)]
 
         # q over the target's vocabulary, whatever the draft's
-        rule = draft_rule(self.proposal_params(params), self.target_vocab)
+        rule = draft_rule(self.proposal_params(params), self.target_vocab, stop_below=self.stop_below)
 
         def step(tokens, q_len, last_only, u_i, out):  # a step's graph keeps its own outputs: draft_chain copies
             return run_then(self.forward, rule, (u_i,), tokens, self.cache, q_len, self.attn, last_only=last_only)
@@ -288,8 +313,9 @@ class ModelDrafter(Drafter):
             chained = chained_proposal(self.forward, functools.partial(_model_proposal, self.model, rule, self.attn),
                                        lambda Tb: ((rule, self.attn, Tb, L), ((Tb,), (), (), (L,))), self.cache,
                                        (tokens, counts, lens, u), pool=0)
-        proposal = chained if chained is not None else draft_chain(step, tokens, counts, lens, u)
-        # the cache now holds the pending tokens and d_1 .. d_{l-1}
+        proposal = chained if chained is not None else draft_chain(step, tokens, counts, lens, u, rule.stop_below)
+        # the cache now holds the pending tokens and d_1 .. d_{l-1}, or under the confidence stop every proposed
+        # d_i (at least the accepted ones, all `commit` keeps)
         self.in_cache = [len(h) + max(0, n - 1) for h, n in zip(histories, lengths, strict=True)]
         return proposal
 
@@ -320,13 +346,13 @@ class LayerSkipDrafter(Drafter):
         device = saved.device
         pending = padded_ids([h[-1:] for h in histories], device=device), ints_to_device([1] * len(histories), device)
 
-        rule = draft_rule(self.proposal_params(params), self.target.config.vocab_size)
+        rule = draft_rule(self.proposal_params(params), self.target.config.vocab_size, stop_below=self.stop_below)
 
         def step(tokens, q_len, last_only, u_i, out):  # a step's graph keeps its own outputs: draft_chain copies
             return run_then(self.target, rule, (u_i,), tokens, target_cache, q_len, self.attn,
                             num_layers=self.num_layers, last_only=last_only)
 
-        proposal = draft_autoregressively(step, pending, lengths, u)
+        proposal = draft_autoregressively(step, pending, lengths, u, rule.stop_below)
         # The verify pass rewrites these rows in every layer; only the lengths need restoring.
         target_cache.truncate(saved)
         return proposal
@@ -336,18 +362,21 @@ def build_drafter(name: str, target: torch.nn.Module, draft: torch.nn.Module | N
                   ngram_max: int = 3, ngram_min: int = 1, layer_skip_layers: int | None = None,
                   draft_forward: Callable | None = None, draft_arena: CacheArena | None = None,
                   draft_prefills: PrefillGraphs | None = None, temperature_scale: float = 1.0,
-                  chained: bool = True) -> Drafter:
+                  stop_below: float = 0.0, chained: bool = True) -> Drafter:
     """The drafter called `name` ("none", "ngram", "model", "layer-skip").
 
     `target` is what the loop calls for the target (the model, or its `GraphedModel`);
     `draft_forward` / `draft_arena` do the same for the draft model, `draft_prefills` replays its prefill
     (`bass.prefill_graphs`); a drafter that samples draws at
-    `temperature_scale` times the request's temperature (`Drafter.proposal_params`); `chained`: a draft model
+    `temperature_scale` times the request's temperature (`Drafter.proposal_params`), and one with probabilities
+    stops its chain below confidence `stop_below` (`draft_chain`; n-gram lookup has none); `chained`: a draft model
     makes each proposal as one CUDA graph where it can (`chained_proposal`).
     """
     drafter = _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, draft_forward, draft_arena,
                      draft_prefills, chained)
     drafter.temperature_scale = temperature_scale
+    if stop_below and not isinstance(drafter, (NoDrafter, NgramDrafter)):
+        drafter.stop_below = stop_below
     return drafter
 
 

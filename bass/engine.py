@@ -260,7 +260,7 @@ class Engine:
                              ngram_max=c.ngram_max, ngram_min=c.ngram_min, layer_skip_layers=c.layer_skip_layers,
                              draft_forward=self._draft_fwd, draft_arena=self._draft_arena,
                              draft_prefills=self._draft_prefill_graphs,
-                             temperature_scale=scale, chained=c.proposal_graphs)
+                             temperature_scale=scale, stop_below=c.draft_confidence, chained=c.proposal_graphs)
 
     def _capture_queued(self) -> None:
         """Capture the CUDA graphs of the shapes that ran in wider graphs (`bass.graphs`): between requests,

@@ -49,7 +49,7 @@ def _proposal(draft: torch.nn.Module, rule: DraftRule, attn: Callable, cache: KV
         fed["features"] = draft.hidden  # [B, 1, H]: the next step's input
         return drawn
 
-    return draft_chain(step, tokens, counts, lens, u)
+    return draft_chain(step, tokens, counts, lens, u, rule.stop_below)
 
 
 @dataclass
@@ -204,7 +204,7 @@ class FeatureDrafter(Drafter):
             self.fed = self._entries(self.known)
         if prev is not None:  # its entries are fed now; if it is unread, its commit counts them
             prev.followed = True
-        rule = draft_rule(self.proposal_params(params), self.target.config.vocab_size, self.subset)
+        rule = draft_rule(self.proposal_params(params), self.target.config.vocab_size, self.subset, self.stop_below)
         self._proposed = True
         lens = ints_to_device(lengths, tokens.device)  # [B]: one host copy, for the chain or the steps
         chained = self._chained(rule, tokens, counts, features, lens, u)
@@ -220,7 +220,7 @@ class FeatureDrafter(Drafter):
             fed["features"] = self.forward.hidden
             return drawn
 
-        return draft_chain(step, tokens, counts, lens, u)
+        return draft_chain(step, tokens, counts, lens, u, rule.stop_below)
 
     def _chained(self, rule: DraftRule, tokens: torch.Tensor, counts: torch.Tensor, features: torch.Tensor,
                  lens: torch.Tensor, u: torch.Tensor) -> Proposal | None:

@@ -16,12 +16,15 @@ token at position s and accepted the s - 1 before it, the share that accepted it
 and over all positions, accepted / tested (`per_tested`: the per-token acceptance of `bench/gpu_bench.py`).
 Accepted over proposed at a fixed L mixes these with the chance of reaching each position,
 sum_s P(a >= s) / L, so it falls as L grows even for a draft whose alpha_s are flat; alpha_s is what a draft
-does at each step of its chain. `--draft-length 1,2,3,4,5` measures several fixed lengths in one run. One
-model load, all rows from one run; prints a table last and writes JSON.
+does at each step of its chain. `--draft-length 1,2,3,4,5` measures several fixed lengths in one run, and
+`--confidence 0,0.3,0.5` each model draft under several confidence stops (`EngineConfig.draft_confidence`: a
+row then proposes at most L tokens, fewer where the draft is unsure; its position s is tested only in rounds
+that proposed it). One model load, all rows from one run; prints a table last and writes JSON.
 
     python bench/draft_acceptance.py --drafts trained=auto plain=runs/draft/draft-next-token.safetensors
     python bench/draft_acceptance.py --baselines "" --drafts full=FILE_WITHOUT_VOCAB shipped=auto  # two drafts
     python bench/draft_acceptance.py --baselines "" --draft-length 1,2,3,4,5  # the shipped draft along L
+    python bench/draft_acceptance.py --baselines "" --draft-length 4,6 --confidence 0,0.3  # and its confidence stop
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ def measure(engine: Engine, drafter, prompts: list[str], k: int, params: Samplin
             rounds, emitted = rounds + c.stats.rounds, emitted + max(0, c.stats.tokens - 1)
     return {"acceptance": accepted / proposed if proposed else 0.0,
             "tokens_per_round": emitted / rounds if rounds else 0.0, "proposed": proposed, "accepted": accepted,
+            "proposed_per_round": proposed / rounds if rounds else 0.0,
             "rounds": rounds, "position_acceptance": [p / r if r else None for p, r in zip(passed, reached)],
             "position_tested": reached, "per_tested": sum(passed) / sum(reached) if sum(reached) else 0.0,
             "seconds": round(time.perf_counter() - t0, 1)}
@@ -101,6 +105,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--modes", default="greedy,sampled", help="greedy and/or sampled (T 0.8, top-p 0.95, k 8)")
     p.add_argument("--draft-temperatures", default="auto", help="sampled mode: each model draft at these multiples "
                    "of T (EngineConfig.draft_temperature; auto: the draft file's own)")
+    p.add_argument("--confidence", default="0", help="each model draft's confidence stops, e.g. 0,0.3,0.5 "
+                   "(EngineConfig.draft_confidence; 0: it proposes all L)")
     p.add_argument("--out", default="bench/results/draft_acceptance.json")
     a = p.parse_args(argv)
     scales = a.draft_temperatures.split(",")
@@ -110,10 +116,17 @@ def main(argv: list[str] | None = None) -> None:
         lengths = []
     if not lengths or min(lengths) < 1:
         p.error(f"--draft-length takes lengths of at least 1, e.g. 5 or 1,2,3; got {a.draft_length!r}")
+    try:
+        stops = [float(x) for x in a.confidence.split(",")]
+    except ValueError:
+        stops = []
+    if not stops or not all(0 <= x < 1 for x in stops):
+        p.error(f"--confidence takes probabilities in [0, 1), e.g. 0 or 0,0.3,0.5; got {a.confidence!r}")
 
     engine = Engine(EngineConfig(target=a.target, draft=None, drafter="ngram", backend=a.backend))
     drafters: dict[str, object] = {name: name for name in a.baselines.split(",") if name}
     temperature: dict[str, float] = {}  # a model draft's label -> the multiple of T it draws at
+    confidence: dict[str, float] = {}  # a model draft's label -> its confidence stop
     for pair in a.drafts:
         name, spec = pair.split("=", 1)
         loaded = engine.load_draft(spec, {"progress": None, "device": engine.device, "dtype": engine.dtype})
@@ -122,8 +135,10 @@ def main(argv: list[str] | None = None) -> None:
             continue
         for t in scales:  # a scale of the temperature changes nothing greedy: measured sampled only
             tau = getattr(loaded.model, "temperature_scale", 1.0) if t == "auto" else float(t)
-            label = name if t == scales[0] else f"{name} x{tau:g}T"
-            drafters[label], temperature[label] = _model_drafter(engine, loaded, tau), tau
+            for c in stops:
+                label = (name if t == scales[0] else f"{name} x{tau:g}T") + (f" c{c:g}" if c else "")
+                drafters[label], temperature[label] = _model_drafter(engine, loaded, tau, c), tau
+                confidence[label] = c
     modes = {"greedy": (1, SamplingParams(temperature=0.0, max_new_tokens=a.max_new_tokens, stop=HUMANEVAL_STOPS)),
              "sampled T0.8": (8, SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=a.max_new_tokens,
                                                 stop=HUMANEVAL_STOPS, seed=1))}
@@ -137,25 +152,28 @@ def main(argv: list[str] | None = None) -> None:
                 for L in lengths:
                     r = measure(engine, drafter, prompts, k, params, L, a.batch_seqs)
                     rows.append({"prompts": set_name, "n": len(prompts), "mode": mode, "k": k, "drafter": name,
-                                 "draft_length": L, "draft_temperature": temperature.get(name), **r})
+                                 "draft_length": L, "draft_temperature": temperature.get(name),
+                                 "draft_confidence": confidence.get(name, 0.0), **r})
                     print(json.dumps(rows[-1]), flush=True)
     device = device_line(engine.device)
-    out = {"device": device, "target": engine.target.name, "draft_lengths": lengths,
+    out = {"device": device, "target": engine.target.name, "draft_lengths": lengths, "confidences": stops,
            "max_new_tokens": a.max_new_tokens, "rows": rows}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=1))
     print(f"\ndevice: {device}; target {engine.target.name}; fixed L in {lengths}; {a.max_new_tokens} new tokens")
-    print(f"{'prompts':<13} {'mode':<13} {'drafter':<11} {'L':>2} {'acceptance':>10} {'tokens/round':>12} "
-          f"{'per tested':>10}  acceptance at positions 1 .. L")
+    print(f"{'prompts':<13} {'mode':<13} {'drafter':<14} {'L':>2} {'acceptance':>10} {'tokens/round':>12} "
+          f"{'proposed/round':>14} {'per tested':>10}  acceptance at positions 1 .. L")
     for r in rows:
         at = " ".join("-" if x is None else f"{x:.3f}" for x in r["position_acceptance"])
-        print(f"{r['prompts']:<13} {r['mode']:<13} {r['drafter']:<11} {r['draft_length']:>2} "
-              f"{r['acceptance']:>10.3f} {r['tokens_per_round']:>12.2f} {r['per_tested']:>10.3f}  {at}")
+        print(f"{r['prompts']:<13} {r['mode']:<13} {r['drafter']:<14} {r['draft_length']:>2} "
+              f"{r['acceptance']:>10.3f} {r['tokens_per_round']:>12.2f} {r['proposed_per_round']:>14.2f} "
+              f"{r['per_tested']:>10.3f}  {at}")
 
 
-def _model_drafter(engine: Engine, loaded: LoadedModel, temperature_scale: float = 1.0):
+def _model_drafter(engine: Engine, loaded: LoadedModel, temperature_scale: float = 1.0, stop_below: float = 0.0):
     """A factory of drafters over `loaded` (one per request: a drafter serves one batch): a `FeatureDrafter`
-    for a feature draft, else a `ModelDrafter`, drawing at `temperature_scale` times the request's T."""
+    for a feature draft, else a `ModelDrafter`, drawing at `temperature_scale` times the request's T and stopping
+    its chains below confidence `stop_below`."""
     from bass.attention import get_backend
     from bass.cache import CacheArena
     from bass.graphs import GraphedModel
@@ -164,7 +182,7 @@ def _model_drafter(engine: Engine, loaded: LoadedModel, temperature_scale: float
     forward = GraphedModel(loaded.model, arena, use_graphs=True) if engine.device.type == "cuda" else None
     attn = get_backend(engine.backend, engine.device)
     return lambda: build_drafter("model", engine.target_forward, loaded.model, attn, draft_forward=forward,
-                                 draft_arena=arena, temperature_scale=temperature_scale)
+                                 draft_arena=arena, temperature_scale=temperature_scale, stop_below=stop_below)
 
 
 if __name__ == "__main__":

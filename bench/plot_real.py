@@ -22,6 +22,8 @@ def row_label(r: dict) -> str:
     ahead = "" if r.get("pair") != "look-ahead" else f" (look-ahead {'on' if r['look_ahead'] else 'off'})"
     if r.get("pair") in SETTINGS:
         ahead = f" ({r[r['pair']]})"
+    if r.get("pair") == "confidence" and r["method"] == "regular":
+        ahead = " (beside the confidence stops)"
     if r["method"] == "regular":
         return "regular" + ahead
     name = f"{'BASS' if r['method'] == 'bass' else 'single'} {r['drafter']}"
@@ -34,14 +36,16 @@ def add_ratios(rows: list[dict]) -> None:
     """x_regular = regular's ms/token/seq / the row's at the same k (> 1: faster than regular decoding);
     x_throughput = the row's tokens/s / regular's. None where no regular row has that k. A row of the
     look-ahead, projections or proposals pair is divided by the regular row of its own pair with its own
-    setting (measured beside it)."""
+    setting, and a row of the confidence stops by the regular row measured beside them."""
     def key(r: dict) -> tuple:
         if r.get("pair") in SETTINGS:
             return r["k"], r["pair"], r[r["pair"]]
+        if r.get("pair") == "confidence":
+            return r["k"], "confidence"
         return r["k"], r["look_ahead"] if r.get("pair") == "look-ahead" else None
 
     regular = {key(r): r for r in rows if r["method"] == "regular"
-               and r.get("pair") in (None, "look-ahead", *SETTINGS)}
+               and r.get("pair") in (None, "look-ahead", "confidence", *SETTINGS)}
     for r in rows:
         base = regular.get(key(r)) or regular.get((r["k"], None))
         r["x_regular"] = base["ms_per_token"] / r["ms_per_token"] if base and r["ms_per_token"] > 0 else None

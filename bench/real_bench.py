@@ -25,8 +25,11 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                margin M (`DraftLengthConfig.length_margin`) and at the first --fixed-l length, interleaved; with
                --calibration-ab the same with the policy uncalibrated (`DraftLengthConfig.calibrate`); with
                --opening-ab the same with each request's first round read from the ordinary estimates
-               (`DraftLengthConfig.opening`). With --interleave, regular and the drafters' rows at each k are
-               measured interleaved too (one `measure`), where by default each row runs after the one before.
+               (`DraftLengthConfig.opening`); with --confidence-ab C1,C2, regular and BASS with the best drafter
+               at the engine's confidence stop and at each C (`EngineConfig.draft_confidence`, a second engine
+               each), under the cost policy and at the first --fixed-l length, interleaved. With --interleave,
+               regular and the drafters' rows at each k are measured interleaved too (one `measure`), where by
+               default each row runs after the one before.
 
 Every configuration (`real_passes.measure`) runs one untimed warm-up pass over the prompts first (CUDA graphs
 captured, caches sized; a BASS cost-policy row first drafts each length of `bass.engine.WARM_LENGTHS` once, whose
@@ -123,6 +126,13 @@ class Bench:
         graphs, captured under `bass.models.linear.cublas_only` (the first engine's keep the tuned kernels)."""
         return self._second_runner("cublas", dict(tune_projections=False), linear.cublas_only, method, k, drafter)
 
+    def confidence_runner(self, stop: float, k: int, drafter: str, draft_length: DraftLengthConfig | None = None
+                          ) -> Runner:
+        """A BASS runner on a second engine over the same models whose drafter stops its chains below confidence
+        `stop` (`EngineConfig.draft_confidence`)."""
+        return self._second_runner(f"confidence {stop:g}", dict(draft_confidence=stop), contextlib.nullcontext,
+                                   "bass", k, drafter, draft_length)
+
     def stepwise_runner(self, method: str, k: int, drafter: str | None = None) -> Runner:
         """A runner on a second engine over the same models that makes each proposal step by step, one graph per
         draft step (`EngineConfig.proposal_graphs=False`), where the first chains them in one graph."""
@@ -130,7 +140,7 @@ class Bench:
                                    drafter)
 
     def _second_runner(self, name: str, change: dict, context: Callable, method: str, k: int,
-                       drafter: str | None) -> Runner:
+                       drafter: str | None, draft_length: DraftLengthConfig | None = None) -> Runner:
         """A runner on the second engine `name`: the bench's config with `change`, over the same models, each
         of its generations (and its priming) inside `context()`; made, primed and its draft lengths warmed
         (`Engine.warm_draft_lengths`) on first use."""
@@ -142,7 +152,7 @@ class Bench:
                 self.second[name].warm_draft_lengths(self.prompts[0], self.params, k=k, method="bass",
                                                      drafter=drafter or eng.default_drafter)
         engine = self.second[name]
-        kw = dict(k=k, method=method) | ({} if drafter is None else {"drafter": drafter})
+        kw = dict(k=k, method=method, draft_length=draft_length) | ({} if drafter is None else {"drafter": drafter})
 
         def run(i: int, p: int) -> GenerationResult:
             with context():
@@ -278,6 +288,22 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
             got = measure({name: run for name, (run, _) in runners.items()}, len(b.prompts), a.repeats)
             for name, (_, label) in runners.items():
                 add(row("bass", k, best, label, got[name], pair=kind), t)
+        if a.confidence_ab:  # the engine's confidence stop against others, regular measured beside them
+            t = time.perf_counter()
+            mine = b.engine.config.draft_confidence
+            fixed = [DraftLengthConfig(policy="fixed", l0=a.fixed_l[0])] if a.fixed_l else []
+            runners = {"regular": (b.runner("regular", k), None, None)}
+            for c in [mine] + [c for c in a.confidence_ab if c != mine]:
+                for cfg in [None, *fixed]:
+                    label = f"{'cost' if cfg is None else f'fixed L={cfg.l0}'}, confidence {c:g}"
+                    run = b.runner("bass", k, best, cfg) if c == mine else b.confidence_runner(c, k, best, cfg)
+                    runners[label] = (run, c, label)
+            got = measure({name: run for name, (run, _, _) in runners.items()}, len(b.prompts), a.repeats)
+            for name, (_, c, label) in runners.items():
+                if c is None:
+                    add(row("regular", k, None, None, got[name], pair="confidence"), t)
+                else:
+                    add(row("bass", k, best, label, got[name], pair="confidence", draft_confidence=c), t)
         if a.cublas_pair:  # the tuned projections against cuBLAS throughout
             add_pair(k, best, "projections", {
                 "regular": (b.runner("regular", k), {"projections": "tuned"}),
@@ -338,6 +364,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--opening-ab", action="store_true", help="at --policy-k, the cost policy against itself "
                    "without its opening estimate (DraftLengthConfig.opening) and the first --fixed-l length, "
                    "interleaved")
+    p.add_argument("--confidence-ab", default="", help="at --policy-k, regular and BASS at the engine's confidence "
+                   "stop and at each of these (e.g. 0,0.3; EngineConfig.draft_confidence), under the cost policy and "
+                   "at the first --fixed-l length, interleaved")
     p.add_argument("--interleave", action="store_true", help="at every k, regular and BASS with each drafter "
                    "measured interleaved prompt by prompt, not one row after another (a shared CPU's speed drifts "
                    "by 10 %% over minutes)")
@@ -354,6 +383,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a.ks = sorted({int(k) for k in a.ks.split(",")}, reverse=True)  # largest first: the arenas never regrow
     a.single_ks = a.ks if a.single_ks is None else [int(k) for k in a.single_ks.split(",") if k]
     a.fixed_l = [int(n) for n in a.fixed_l.split(",") if n]
+    a.confidence_ab = [float(c) for c in a.confidence_ab.split(",") if c]
+    if not all(0 <= c < 1 for c in a.confidence_ab):
+        p.error(f"--confidence-ab takes probabilities in [0, 1), e.g. 0,0.3; got {a.confidence_ab}")
     return a
 
 

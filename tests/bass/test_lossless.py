@@ -112,3 +112,27 @@ def test_second_token_follows_the_target_when_the_draft_samples_at_another_tempe
     assert made.proposal_params(params).temperature == pytest.approx(0.35)
     assert made.proposal_params(SamplingParams()).temperature == 0.0  # greedy stays greedy
     _assert_second_token_follows(engine, tiny_dir, params, "model", PROBE_1)
+
+
+@pytest.mark.parametrize("params", [SamplingParams(temperature=1.0), SamplingParams(temperature=0.7, top_p=0.9)],
+                         ids=["t1", "t0.7-p0.9"])
+def test_second_token_follows_the_target_under_the_confidence_stop(tiny_engine, tiny_dir, monkeypatch, params):
+    """`EngineConfig.draft_confidence`: whether the round proposes its one draft depends on the draft's confidence
+    there, a function of its distribution that varies with the first token; the verify emits the target's
+    distribution all the same (the proof is in `bass.drafters.draft_chain`). The stop here cuts a fifth to four
+    fifths of the proposals."""
+    from bass import drafters
+
+    lengths = []
+    chain = drafters.draft_chain
+
+    def spy(*args, **kwargs):
+        proposal = chain(*args, **kwargs)
+        lengths.append(proposal.lengths.clone())
+        return proposal
+
+    monkeypatch.setattr(drafters, "draft_chain", spy)
+    engine = tiny_engine("llama", draft_seed=7, head_scale=6.0, draft_confidence=0.035)
+    _assert_second_token_follows(engine, tiny_dir, params, "model", PROBE_1)
+    proposed = torch.cat(lengths).float().mean().item()
+    assert 0.2 < proposed < 0.8

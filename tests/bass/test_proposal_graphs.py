@@ -21,12 +21,12 @@ def _ids(result) -> list[list[int]]:
     return [c.token_ids for c in result.candidates]
 
 
-def _twins(tiny_engine, seed: int, graphs: bool = False, feature: bool = True) -> tuple[Engine, Engine]:
+def _twins(tiny_engine, seed: int, graphs: bool = False, feature: bool = True, **cfg) -> tuple[Engine, Engine]:
     """Two engines over the same models on the CUDA-graph path, proposals chained and step by step: CPU twins
     (the same buffers and padding, run eagerly), or with `graphs` on CUDA, captured graphs. The draft is a
-    feature draft, or with feature=False a separate tiny model (`ModelDrafter`)."""
+    feature draft, or with feature=False a separate tiny model (`ModelDrafter`); `cfg` more of the config."""
     device = {"device": "cuda"} if graphs else {}
-    engine = tiny_engine("llama", **({"feature_seed": seed} if feature else {"draft_seed": seed}), **device)
+    engine = tiny_engine("llama", **({"feature_seed": seed} if feature else {"draft_seed": seed}), **device, **cfg)
     chained = Engine(engine.config, target=engine.target, draft=engine.draft)
     stepwise = Engine(dataclasses.replace(engine.config, proposal_graphs=False), target=engine.target,
                       draft=engine.draft)
@@ -100,6 +100,31 @@ def test_a_draft_models_chained_proposal_gives_the_tokens_of_one_made_step_by_st
     ran.clear()
     stepwise.generate(PROMPTS, **kw)
     assert not ran  # proposal_graphs=False: never asked for a chain
+
+
+@pytest.mark.parametrize("params", [SamplingParams(temperature=0.0, max_new_tokens=20),
+                                    SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=20, seed=3)],
+                         ids=["greedy", "top-p"])
+@pytest.mark.parametrize("feature, stop", [(True, 0.05), (False, 0.5)], ids=["feature", "draft-model"])
+@pytest.mark.parametrize("graphs", GRAPHS, ids=["twin", "cuda"])
+def test_a_chained_proposal_stops_where_one_made_step_by_step_does(tiny_engine, monkeypatch, params, feature, stop,
+                                                                   graphs):
+    """Under a confidence stop (`draft_chain`: the lengths are the chain's own output, and a stopped row feeds
+    nothing more) a chained proposal gives the tokens and the proposed counts of one made step by step."""
+    chained, stepwise = _twins(tiny_engine, seed=7 if feature else 1, graphs=graphs, feature=feature,
+                               draft_confidence=stop)
+    ran: list[bool] = []
+    chain = bass.graphs.GraphedModel.chain
+    monkeypatch.setattr(bass.graphs.GraphedModel, "chain",
+                        lambda self, *a, **kw: (out := chain(self, *a, **kw), ran.append(out is not None))[0])
+    kw = dict(k=3, params=params, method="bass", drafter="model", draft_length=DraftLengthConfig(policy="fixed", l0=4))
+    chained.generate(PROMPTS, **kw)
+    ran.clear()
+    got, want = chained.generate(PROMPTS, **kw), stepwise.generate(PROMPTS, **kw)
+    assert ran and all(ran)
+    assert _ids(got) == _ids(want)
+    assert (got.stats.proposed, got.stats.accepted) == (want.stats.proposed, want.stats.accepted)
+    assert 0 < got.stats.proposed < got.stats.rounds * 4  # the stop cut some proposals short
 
 
 def test_chains_are_queued_then_built_between_requests(tiny_engine, chained_calls):

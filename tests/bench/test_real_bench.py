@@ -209,19 +209,28 @@ def test_no_look_ahead_pair_keeps_the_policy_rows(tmp_path):
         ("regular", None, None), ("bass", "cost", None), ("bass", "heuristic", None), ("bass", "fixed L=3", None)]
 
 
-def test_interleave_measures_regular_and_the_drafters_together(tmp_path, monkeypatch):
-    """--interleave: regular and every drafter's row at a k come from one `measure`, prompt by prompt (a shared CPU
-    drifts between rows run one after another); the rows and their ratios are those of the default order."""
+@pytest.fixture
+def measured(monkeypatch) -> list[list[str]]:
+    """The runners' names of each `measure` call real_bench makes (the calls still run)."""
     import real_bench as rb
 
-    calls = []
+    calls: list[list[str]] = []
+    measure = rb.measure
 
     def recording(runners, n_prompts, repeats):
         calls.append(list(runners))
         return measure(runners, n_prompts, repeats)
 
-    measure = rb.measure
     monkeypatch.setattr(rb, "measure", recording)
+    return calls
+
+
+def test_interleave_measures_regular_and_the_drafters_together(tmp_path, measured):
+    """--interleave: regular and every drafter's row at a k come from one `measure`, prompt by prompt (a shared CPU
+    drifts between rows run one after another); the rows and their ratios are those of the default order."""
+    import real_bench as rb
+
+    calls = measured
     target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)
     args = ["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "2",
             "--max-new-tokens", "4", "--repeats", "2", "--single-ks", "", "--no-verdicts", "--drafters",
@@ -237,3 +246,26 @@ def test_interleave_measures_regular_and_the_drafters_together(tmp_path, monkeyp
     calls.clear()
     rb.main(args + ["--out", str(tmp_path / "b")])
     assert calls == [["r"], ["r"], ["r"]]  # by default, each row on its own
+
+
+def test_confidence_ab_measures_regular_and_each_stop_together(tmp_path, measured):
+    """--confidence-ab: regular and BASS at the engine's confidence stop and at each other one, under the cost policy
+    and at the first --fixed-l length, from one `measure`; each BASS row divided by the regular row beside it."""
+    import real_bench as rb
+
+    calls = measured
+    target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)
+    res = rb.main(["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "1",
+                   "--max-new-tokens", "6", "--repeats", "1", "--single-ks", "", "--fixed-l", "3", "--no-verdicts",
+                   "--drafters", "model", "--policy-k", "2", "--no-look-ahead-pair", "--confidence-ab", "0,0.05",
+                   "--out", str(tmp_path / "out")])
+    stops = [0.0, 0.05]  # the engine's own (off) first
+    labels = [f"{p}, confidence {c:g}" for c in stops for p in ("cost", "fixed L=3")]
+    assert calls[-1] == ["regular", *labels]
+    rows = [r for r in res["rows"] if r.get("pair") == "confidence"]
+    assert [(r["method"], r["policy"], r.get("draft_confidence")) for r in rows] == [
+        ("regular", None, None), *[("bass", label, c) for c in stops for label in labels if label.endswith(f"{c:g}")]]
+    for r in rows[1:]:
+        assert r["x_regular"] == pytest.approx(rows[0]["ms_per_token"] / r["ms_per_token"])
+    with pytest.raises(SystemExit):
+        rb.parse_args(["--confidence-ab", "1.5"])
