@@ -292,18 +292,18 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
             t = time.perf_counter()
             mine = b.engine.config.draft_confidence
             fixed = [DraftLengthConfig(policy="fixed", l0=a.fixed_l[0])] if a.fixed_l else []
-            runners = {"regular": (b.runner("regular", k), None, None)}
+            runners = {"regular": (b.runner("regular", k), None)}  # label -> (runner, its stop)
             for c in [mine] + [c for c in a.confidence_ab if c != mine]:
                 for cfg in [None, *fixed]:
                     label = f"{'cost' if cfg is None else f'fixed L={cfg.l0}'}, confidence {c:g}"
                     run = b.runner("bass", k, best, cfg) if c == mine else b.confidence_runner(c, k, best, cfg)
-                    runners[label] = (run, c, label)
-            got = measure({name: run for name, (run, _, _) in runners.items()}, len(b.prompts), a.repeats)
-            for name, (_, c, label) in runners.items():
+                    runners[label] = (run, c)
+            got = measure({label: run for label, (run, _) in runners.items()}, len(b.prompts), a.repeats)
+            for label, (_, c) in runners.items():
                 if c is None:
-                    add(row("regular", k, None, None, got[name], pair="confidence"), t)
+                    add(row("regular", k, None, None, got[label], pair="confidence"), t)
                 else:
-                    add(row("bass", k, best, label, got[name], pair="confidence", draft_confidence=c), t)
+                    add(row("bass", k, best, label, got[label], pair="confidence", draft_confidence=c), t)
         if a.cublas_pair:  # the tuned projections against cuBLAS throughout
             add_pair(k, best, "projections", {
                 "regular": (b.runner("regular", k), {"projections": "tuned"}),
