@@ -54,6 +54,16 @@ def chained_calls(monkeypatch) -> list[bool]:
     return calls
 
 
+@pytest.fixture
+def chain_replays(monkeypatch) -> list[bool]:
+    """Per `GraphedModel.chain` call, whether a chain (its own or a wider batch's) ran the proposal."""
+    ran: list[bool] = []
+    chain = bass.graphs.GraphedModel.chain
+    monkeypatch.setattr(bass.graphs.GraphedModel, "chain",
+                        lambda self, *a, **kw: (out := chain(self, *a, **kw), ran.append(out is not None))[0])
+    return ran
+
+
 @pytest.mark.parametrize("params", [SamplingParams(temperature=0.0, max_new_tokens=20),
                                     SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=20, seed=3),
                                     SamplingParams(temperature=0.8, max_new_tokens=20, seed=4)],
@@ -79,16 +89,13 @@ def test_a_chained_proposal_gives_the_tokens_of_one_made_step_by_step(tiny_engin
                                     SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=20, seed=3)],
                          ids=["greedy", "top-p"])
 @pytest.mark.parametrize("graphs", GRAPHS, ids=["twin", "cuda"])
-def test_a_draft_models_chained_proposal_gives_the_tokens_of_one_made_step_by_step(tiny_engine, monkeypatch,
+def test_a_draft_models_chained_proposal_gives_the_tokens_of_one_made_step_by_step(tiny_engine, chain_replays,
                                                                                    params, graphs):
     """The same for a separate draft model (`ModelDrafter`, the paper's setting, whose steps each replayed a
     graph of their own before): once its chains are built, every proposal of the same request runs as one,
     token for token what step by step gives."""
     chained, stepwise = _twins(tiny_engine, seed=1, graphs=graphs, feature=False)
-    ran: list[bool] = []
-    chain = bass.graphs.GraphedModel.chain
-    monkeypatch.setattr(bass.graphs.GraphedModel, "chain",
-                        lambda self, *a, **kw: (out := chain(self, *a, **kw), ran.append(out is not None))[0])
+    ran = chain_replays
     for policy in (DraftLengthConfig(policy="fixed", l0=3), DraftLengthConfig(policy="heuristic")):
         kw = dict(k=3, params=params, method="bass", drafter="model", draft_length=policy)
         chained.generate(PROMPTS, **kw)
@@ -107,16 +114,13 @@ def test_a_draft_models_chained_proposal_gives_the_tokens_of_one_made_step_by_st
                          ids=["greedy", "top-p"])
 @pytest.mark.parametrize("feature, stop", [(True, 0.05), (False, 0.5)], ids=["feature", "draft-model"])
 @pytest.mark.parametrize("graphs", GRAPHS, ids=["twin", "cuda"])
-def test_a_chained_proposal_stops_where_one_made_step_by_step_does(tiny_engine, monkeypatch, params, feature, stop,
+def test_a_chained_proposal_stops_where_one_made_step_by_step_does(tiny_engine, chain_replays, params, feature, stop,
                                                                    graphs):
     """Under a confidence stop (`draft_chain`: the lengths are the chain's own output, and a stopped row feeds
     nothing more) a chained proposal gives the tokens and the proposed counts of one made step by step."""
     chained, stepwise = _twins(tiny_engine, seed=7 if feature else 1, graphs=graphs, feature=feature,
                                draft_confidence=stop)
-    ran: list[bool] = []
-    chain = bass.graphs.GraphedModel.chain
-    monkeypatch.setattr(bass.graphs.GraphedModel, "chain",
-                        lambda self, *a, **kw: (out := chain(self, *a, **kw), ran.append(out is not None))[0])
+    ran = chain_replays
     kw = dict(k=3, params=params, method="bass", drafter="model", draft_length=DraftLengthConfig(policy="fixed", l0=4))
     chained.generate(PROMPTS, **kw)
     ran.clear()
@@ -201,15 +205,12 @@ def _chain_keys(engine) -> set[ChainKey]:
 
 
 @pytest.mark.parametrize("feature", [True, False], ids=["feature-draft", "draft-model"])
-def test_a_shrunk_batch_drafts_in_a_wider_batchs_chain(tiny_engine, monkeypatch, feature):
+def test_a_shrunk_batch_drafts_in_a_wider_batchs_chain(tiny_engine, chain_replays, feature):
     """After requests at k = 4 (batch 8) built their chains, a request at k = 1 (batch 2) runs every proposal in
     the batch-8 chains (its padding rows zeroed), token for token what step by step gives, and its own chains
     are built after it: the tail of a shrinking batch no longer drafts step by step."""
     chained, stepwise = _twins(tiny_engine, seed=11, feature=feature)
-    ran: list[bool] = []
-    chain = bass.graphs.GraphedModel.chain
-    monkeypatch.setattr(bass.graphs.GraphedModel, "chain",
-                        lambda self, *a, **kw: (out := chain(self, *a, **kw), ran.append(out is not None))[0])
+    ran = chain_replays
     params = SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=16, seed=5)
     kw = dict(params=params, method="bass", drafter="model", draft_length=DraftLengthConfig(policy="fixed", l0=3))
     for _ in range(2):  # the first queues batch 8's chains, the second's start builds them
