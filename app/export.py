@@ -1,13 +1,18 @@
 """Downloadable results: the comparison as CSV + JSON, a generation's ranked candidates as JSON.
 
-Each export goes to its own fresh temporary folder so concurrent visitors never overwrite each other's
-files; Gradio serves files from the system temp folder.
+Each export goes to its own fresh folder so concurrent visitors never overwrite each other's files. The
+folders live under one temporary folder of the process, removed when it exits, and a folder older than
+`KEEP_S` is pruned at the next export: an app that runs for weeks keeps a day of downloads, not every one
+it ever wrote. (Gradio serves a copy from its own cache, which `app.ui` prunes on the same schedule.)
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,9 +22,38 @@ import pandas as pd
 from app.compare import MethodRun, method_name
 from app.ranking import PassSummary, RankedCandidate
 
+KEEP_S = 24 * 3600  # how long an export stays downloadable
+_root: tempfile.TemporaryDirectory | None = None
+_root_lock = threading.Lock()  # a generation and a comparison may export at once
+
+
+def export_root() -> Path:
+    """The process's folder of exports (created at the first export, removed when the process exits)."""
+    global _root
+    with _root_lock:
+        if _root is None:
+            _root = tempfile.TemporaryDirectory(prefix="bass-app-")
+        return Path(_root.name)
+
+
+def prune_exports(root: Path, keep_s: float = KEEP_S, now: float | None = None) -> int:
+    """Remove the export folders under `root` last written more than `keep_s` seconds ago; how many went."""
+    cutoff = (time.time() if now is None else now) - keep_s
+    gone = 0
+    for folder in root.iterdir():
+        try:
+            if folder.is_dir() and folder.stat().st_mtime < cutoff:
+                shutil.rmtree(folder)
+                gone += 1
+        except FileNotFoundError:  # another visitor's export pruned it first
+            continue
+    return gone
+
 
 def _fresh_dir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="bass-app-"))
+    root = export_root()
+    prune_exports(root)
+    return Path(tempfile.mkdtemp(dir=root))
 
 
 def comparison_payload(runs: Mapping[str, MethodRun], table: pd.DataFrame, meta: Mapping[str, Any]) -> dict:

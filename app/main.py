@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 
 import gradio as gr
 
@@ -25,6 +26,17 @@ def launch_kwargs(env: os._Environ | dict) -> dict:
     host = env.get("GRADIO_SERVER_NAME") or ("0.0.0.0" if on_space else "127.0.0.1")
     return {"server_name": host, "server_port": port, "css": app_css(), "theme": gr.themes.Soft(),
             "show_error": False}
+
+
+def serve(demo: gr.Blocks, **kwargs) -> None:
+    """Launch `demo` until the process is stopped. A Space, `docker stop` and a supervisor stop it with SIGTERM,
+    which Python would end without its exit handlers: taken as Ctrl-C, it closes Gradio's server and the process
+    exits normally, stopping the sandbox's helper and removing the temporary exports (`app.export`)."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        demo.launch(**kwargs)  # blocks; Gradio's wait loop closes the server on Ctrl-C
+    except KeyboardInterrupt:  # a stop that came while launch was still starting, before that loop
+        demo.close()
 
 
 def create_app(env: os._Environ | dict | None = None) -> tuple[gr.Blocks, EngineSession]:
@@ -47,7 +59,7 @@ def main() -> None:
 
     shared_service()  # the sandbox's own process starts while the model loads
     print(f"BASS app: model {session.default_pair.label}; open the local URL below.", flush=True)
-    demo.launch(**launch_kwargs(os.environ))
+    serve(demo, **launch_kwargs(os.environ))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from app import render
 from app.charts import ACCEPT_COLUMNS, SPEED_COLUMNS, series_of
 from app.compare import TTFP_COLUMN
 from app.compare_run import CompareView, compare_views
+from app.export import KEEP_S
 from app.generate import GenerateView, error_view, generate_views
 from app.problems import Problem, find_problem, load_problems
 from app.programs import STYLES
@@ -64,7 +65,9 @@ def build_demo(session: EngineSession) -> gr.Blocks:
     gpu = _gpu()
     pairs = model_pairs(session.default_pair, gpu, online=gpu and hub_reachable())
 
-    with gr.Blocks(title="BASS · multi-candidate coding assistant", fill_width=True) as demo:
+    # Gradio serves each download from a copy in its cache: prune those copies on the schedule of our exports
+    with gr.Blocks(title="BASS · multi-candidate coding assistant", fill_width=True,
+                   delete_cache=(3600, int(KEEP_S))) as demo:
         gr.Markdown(INTRO, elem_id="bass-header")
         banner = gr.HTML(render.status_html("Starting…", kind="idle"), elem_id="bass-model-status")
         timer = gr.Timer(1.0)

@@ -61,6 +61,7 @@ class Drafter:
     proposes = True
     reads_verify = False  # `verified` needs the verify's emitted tokens and accepted counts on the device
     temperature_scale = 1.0  # a sampling drafter draws at this multiple of the request's temperature
+    has_probabilities = True  # proposes from a distribution, so it has a confidence to stop on
     stop_below = 0.0  # a drafter with probabilities stops its chain where its confidence falls below (`draft_chain`)
 
     def proposal_params(self, params: SamplingParams) -> SamplingParams:
@@ -109,6 +110,7 @@ class Drafter:
 class NoDrafter(Drafter):
     name = "none"
     proposes = False
+    has_probabilities = False
 
     def propose(self, histories, lengths, params, u, target_cache):
         return Proposal.empty(len(histories), target_cache.suffix_len.device)
@@ -116,6 +118,7 @@ class NoDrafter(Drafter):
 
 class NgramDrafter(Drafter):
     name = "ngram"
+    has_probabilities = False  # a lookup: each proposal is one-hot
 
     def __init__(self, ngram_max: int = 3, ngram_min: int = 1):
         self.ngram_max, self.ngram_min = ngram_max, ngram_min
@@ -375,7 +378,7 @@ def build_drafter(name: str, target: torch.nn.Module, draft: torch.nn.Module | N
     drafter = _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, draft_forward, draft_arena,
                      draft_prefills, chained)
     drafter.temperature_scale = temperature_scale
-    if stop_below and not isinstance(drafter, (NoDrafter, NgramDrafter)):
+    if drafter.has_probabilities:
         drafter.stop_below = stop_below
     return drafter
 

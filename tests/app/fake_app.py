@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from app_fakes import BAD, GOOD, fake_session  # noqa: E402
 
-from app.main import launch_kwargs  # noqa: E402
+from app.main import launch_kwargs, serve  # noqa: E402
 from app.ui import build_demo  # noqa: E402
 
 CHUNK = 8
@@ -28,7 +28,7 @@ def main(port: int) -> None:
                            pause_after_first_finish_s=HELD_ROUND_S)
     demo = build_demo(session)
     demo.queue(default_concurrency_limit=1)
-    demo.launch(**{**launch_kwargs({"PORT": str(port)}), "server_name": "127.0.0.1"})
+    serve(demo, **{**launch_kwargs({"PORT": str(port)}), "server_name": "127.0.0.1"})
 
 
 if __name__ == "__main__":

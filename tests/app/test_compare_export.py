@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import time
 
 import pandas as pd
 import pytest
@@ -114,3 +116,21 @@ def test_bar_frames_are_numeric_even_when_empty():
     empty = pd.DataFrame(columns=TABLE_COLUMNS)
     for frame in (latency_bars(empty), wall_bars(empty), latency_bars(comparison_table(runs()))):
         assert pd.api.types.is_numeric_dtype(frame[frame.columns[1]])
+
+
+def test_exports_share_one_process_folder_and_old_ones_are_pruned():
+    from app import export
+
+    first = write_generation({"candidates": []})
+    root = export.export_root()
+    assert first.parent.parent == root and first.read_text().startswith("{")
+    stale, fresh = root / "stale", root / "fresh"
+    stale.mkdir()
+    fresh.mkdir()
+    old = time.time() - export.KEEP_S - 60
+    os.utime(stale, (old, old))
+    second = write_generation({"candidates": []})  # an export prunes what is past its keep
+    assert not stale.exists() and fresh.exists() and first.exists() and second.parent.parent == root
+    assert second.parent != first.parent  # one folder per export: visitors never overwrite each other
+    assert export.prune_exports(root, keep_s=0, now=time.time() + 1) >= 3
+    assert list(root.iterdir()) == []
