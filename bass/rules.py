@@ -135,8 +135,8 @@ class DraftRule:
         drawn = self._draw(logits, ids, u, out)
         if not self.stop_below:
             return drawn
-        x = logits.float()
-        return (*drawn, (x.amax(-1) - x.logsumexp(-1)).exp())  # c = max softmax = exp(max - logsumexp)
+        # c = max softmax, in two launches (softmax casts as it reads): each of a chain's steps pays them in its graph
+        return (*drawn, torch.softmax(logits, -1, dtype=torch.float32).amax(-1))
 
     def _draw(self, logits: torch.Tensor, ids: torch.Tensor | None, u: torch.Tensor,
               out: tuple[torch.Tensor, ...] | None) -> tuple[torch.Tensor, ...]:
