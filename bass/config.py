@@ -26,6 +26,13 @@ def check_k(k: int, name: str = "k") -> None:
         raise ValueError(f"{name} must be an integer in 1 .. {MAX_K} candidates per prompt, got {k!r}")
 
 
+def check_draft_confidence(stop: float, name: str = "draft_confidence") -> None:
+    """Refuse a confidence stop (`EngineConfig.draft_confidence`) outside [0, 1); `name` is how the caller's user
+    spells it (a flag)."""
+    if not (isinstance(stop, (int, float)) and not isinstance(stop, bool) and 0 <= stop < 1):
+        raise ValueError(f"{name} must be a probability in [0, 1) (0: no confidence stop), got {stop!r}")
+
+
 def check_draft_file(draft: str | None, name: str = "draft") -> None:
     """Refuse a trained draft file (`*.safetensors`) that is not there, before the target loads (a minute on a CPU);
     `name` is how the caller's user spells the setting (a flag)."""
@@ -179,10 +186,10 @@ class EngineConfig:
     draft_temperature: float | None = None
     # a drafter with probabilities proposes its i-th token only while the product of its top probabilities through
     # step i is at least this (`bass.drafters.draft_chain`, the confidence stop; exact for any value); 0: every
-    # token the draft-length policy asks for. Off by default: it raises accepted / proposed (0.41 -> 0.67 at L = 6
-    # with 0.3, HumanEval greedy) but costs tokens per round, and a verify pays for its widest row whatever the
-    # others propose, so on an H200 at k = 8 it made BASS slower (2.05x -> 1.76x regular decoding,
-    # `real_bench_2026-12-03_h200_k8_confidence.*`)
+    # token the draft-length policy asks for. Off by default: it raises accepted / proposed (0.52 -> 0.66 at L = 4
+    # with 0.2, HumanEval greedy) but a verify pays for its widest row whatever the others propose, so on an H200
+    # at k = 8 it made BASS slower (2.01x -> 1.90x regular decoding at L = 4 and 0.2,
+    # `real_bench_2026-12-03_h200_k8_confidence_fewer_launches.*`)
     draft_confidence: float = 0.0
     # on CUDA, replay a draft model's whole proposal (its L steps and their rules) as one CUDA graph instead
     # of one per step (`bass.drafters.chained_proposal`); False: one graph per draft step
@@ -213,8 +220,6 @@ class EngineConfig:
                 isinstance(self.draft_temperature, (int, float)) and 0 < self.draft_temperature <= 2):
             raise ValueError(f"draft_temperature must be a multiple of the request's temperature in (0, 2], "
                              f"got {self.draft_temperature!r}")
-        if not (isinstance(self.draft_confidence, (int, float)) and 0 <= self.draft_confidence < 1):
-            raise ValueError(f"draft_confidence must be a probability in [0, 1) (0: no confidence stop), "
-                             f"got {self.draft_confidence!r}")
+        check_draft_confidence(self.draft_confidence)
         if self.layer_skip_layers is not None and self.layer_skip_layers < 1:
             raise ValueError(f"layer_skip_layers must be >= 1, got {self.layer_skip_layers}")

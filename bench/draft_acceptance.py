@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bass import DraftLengthConfig, Engine, EngineConfig, SamplingParams  # noqa: E402
-from bass.config import HUMANEVAL_STOPS  # noqa: E402
+from bass.config import HUMANEVAL_STOPS, check_draft_confidence  # noqa: E402
 from bass.device import device_line  # noqa: E402
 from bass.drafters import build_drafter  # noqa: E402
 from bass.models.loader import LoadedModel  # noqa: E402
@@ -118,9 +118,9 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--draft-length takes lengths of at least 1, e.g. 5 or 1,2,3; got {a.draft_length!r}")
     try:
         stops = [float(x) for x in a.confidence.split(",")]
+        for x in stops:
+            check_draft_confidence(x, "--confidence")
     except ValueError:
-        stops = []
-    if not stops or not all(0 <= x < 1 for x in stops):
         p.error(f"--confidence takes probabilities in [0, 1), e.g. 0 or 0,0.3,0.5; got {a.confidence!r}")
 
     engine = Engine(EngineConfig(target=a.target, draft=None, drafter="ngram", backend=a.backend))

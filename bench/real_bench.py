@@ -83,7 +83,13 @@ from profile_round import round_breakdown  # noqa: E402
 from real_passes import Runner, measure  # noqa: E402
 from round_trace import format_summary  # noqa: E402
 
-from bass.config import HUMANEVAL_STOPS, DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
+from bass.config import (  # noqa: E402
+    HUMANEVAL_STOPS,
+    DraftLengthConfig,
+    EngineConfig,
+    SamplingParams,
+    check_draft_confidence,
+)
 from bass.device import device_line  # noqa: E402
 from bass.engine import Engine  # noqa: E402
 from bass.events import GenerationResult  # noqa: E402
@@ -383,9 +389,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a.ks = sorted({int(k) for k in a.ks.split(",")}, reverse=True)  # largest first: the arenas never regrow
     a.single_ks = a.ks if a.single_ks is None else [int(k) for k in a.single_ks.split(",") if k]
     a.fixed_l = [int(n) for n in a.fixed_l.split(",") if n]
-    a.confidence_ab = [float(c) for c in a.confidence_ab.split(",") if c]
-    if not all(0 <= c < 1 for c in a.confidence_ab):
-        p.error(f"--confidence-ab takes probabilities in [0, 1), e.g. 0,0.3; got {a.confidence_ab}")
+    try:
+        stops = [float(c) for c in a.confidence_ab.split(",") if c]
+        for c in stops:
+            check_draft_confidence(c, "--confidence-ab")
+    except ValueError:
+        p.error(f"--confidence-ab takes probabilities in [0, 1), e.g. 0,0.3; got {a.confidence_ab!r}")
+    a.confidence_ab = stops
     return a
 
 

@@ -267,5 +267,6 @@ def test_confidence_ab_measures_regular_and_each_stop_together(tmp_path, measure
         ("regular", None, None), *[("bass", label, c) for c in stops for label in labels if label.endswith(f"{c:g}")]]
     for r in rows[1:]:
         assert r["x_regular"] == pytest.approx(rows[0]["ms_per_token"] / r["ms_per_token"])
-    with pytest.raises(SystemExit):
-        rb.parse_args(["--confidence-ab", "1.5"])
+    for bad in ("1.5", "0,x"):  # a number outside [0, 1), and no number: each an argparse error, no traceback
+        with pytest.raises(SystemExit):
+            rb.parse_args(["--confidence-ab", bad])
