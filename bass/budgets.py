@@ -7,7 +7,7 @@ The clock. `SamplingParams.time_budget_s` covers the whole request, prefill incl
 it before every round on its decode clock (seconds since decoding began, `time.perf_counter`, the clock
 of every finish time): a round starts iff the reading `started_s` satisfies
 
-    started_s < b - prefill_s                                      (bass/engine.py, bass/speculative.py)
+    started_s < b - prefill_s                                      (bass/round.py, bass/pipeline.py)
 
 and a round that started runs to its end, so a sequence may finish a little after b - prefill_s and still
 count (exactly as it does in a run at budget b). The prefill's first tokens are preceded by no check.

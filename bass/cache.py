@@ -169,24 +169,89 @@ class CacheArena:
         return KVCache(base.prefix_k, base.prefix_v, base.prefix_len, base.seq_group[:B], base.suffix_k[:, :B],
                        base.suffix_v[:, :B], base.suffix_len[:B])
 
+    def admit(self, running: KVCache | None, prefilled: KVCache, samples: int, capacity: int, width: int,
+              slots: list[int]) -> KVCache:
+        """`running`'s rows, then the G * `samples` sequences of a newly prefilled request (its G prompts at
+        prefix slots `slots`, sequence j of prompt g after the running rows): a request joining a batch
+        between rounds.
+
+        The running rows keep their K/V and lengths. Persistent storage is reused when it fits (the new rows
+        go in place after the running ones, so captured graphs stay valid); otherwise, and always without
+        `persistent`, storage of the needed size is made and the running rows are copied into it.
+        """
+        L, G, _, H, D = prefilled.suffix_k.shape
+        B0 = running.batch if running is not None else 0
+        B, g_need = B0 + G * samples, max(slots) + 1
+        if running is not None:
+            g_need, width_all = max(g_need, running.prefix_k.shape[1]), max(width, running.prefix_k.shape[2])
+            capacity = max(capacity, running.capacity)
+        else:
+            width_all = width
+        if not (self.persistent and self._fits(g_need, width_all, B, capacity, prefilled)):
+            if self.persistent:
+                self._allocate(L, g_need, width_all, B, capacity, H, D, prefilled.suffix_k.dtype,
+                               prefilled.suffix_k.device, keep=running)
+            else:
+                self.base = _storage(L, g_need, width_all, B, capacity, H, D, prefilled.suffix_k.dtype,
+                                     prefilled.suffix_k.device)
+                if running is not None:
+                    _copy_rows(self.base, running)
+        base = self.base
+        if running is None:  # nothing of an earlier batch may be read as this one's
+            base.suffix_len.zero_()
+        dev = base.suffix_len.device
+        idx = ints_to_device(slots, dev).long()
+        base.prefix_k[:, idx, :width] = prefilled.suffix_k[:, :, :width]
+        base.prefix_v[:, idx, :width] = prefilled.suffix_v[:, :, :width]
+        base.prefix_len[idx] = prefilled.suffix_len
+        base.seq_group[B0:B] = idx.to(torch.int32).repeat_interleave(samples)
+        base.suffix_len[B0:B] = 0
+        view = base.view(B)
+        if not self.persistent:
+            self.base = None  # the batch's cache owns the storage
+        return view
+
     def _fits(self, G, P, B, capacity, like: KVCache) -> bool:
         b = self.base
         return (b is not None and b.prefix_k.shape[1] >= G and b.prefix_k.shape[2] >= P and b.batch >= B
                 and capacity <= b.capacity and b.suffix_k.dtype == like.suffix_k.dtype
                 and b.suffix_k.shape[0] == like.suffix_k.shape[0])
 
-    def _allocate(self, L, G, P, B, capacity, H, D, dtype, device) -> None:
+    def _allocate(self, L, G, P, B, capacity, H, D, dtype, device, keep: KVCache | None = None) -> None:
+        """New storage at least this large (and as large as the old one); `keep`'s rows are copied into it."""
         def up(n: int, step: int) -> int:
             return max(step, -(-n // step) * step)
 
         old = self.base
         G = max(G, old.prefix_k.shape[1] if old else 1)
         B = 1 << (max(B, old.batch if old else 1) - 1).bit_length()  # a power of two: the graphs' batch buckets
-        P, capacity = up(max(P, old.prefix_k.shape[2] if old else 0), 256), up(capacity, 256)
-        self.base = None  # free the old storage before taking the new
-        z = dict(dtype=dtype, device=device)
-        i32 = dict(dtype=torch.int32, device=device)
-        self.base = KVCache(torch.zeros(L, G, P, H, D, **z), torch.zeros(L, G, P, H, D, **z), torch.zeros(G, **i32),
-                            torch.zeros(B, **i32), torch.zeros(L, B, capacity + 1, H, D, **z),
-                            torch.zeros(L, B, capacity + 1, H, D, **z), torch.zeros(B, **i32))
+        P = up(max(P, old.prefix_k.shape[2] if old else 0), 256)
+        capacity = up(max(capacity, old.capacity if old else 0), 256)
+        self.base = None  # free the old storage before taking the new (unless rows of it are kept)
+        self.base = _storage(L, G, P, B, capacity, H, D, dtype, device)
+        if keep is not None:
+            _copy_rows(self.base, keep)
         self.version += 1
+
+
+def _storage(L: int, G: int, P: int, B: int, capacity: int, H: int, D: int, dtype: torch.dtype,
+             device: torch.device | str) -> KVCache:
+    """Zeroed storage for G prompts of width P and B sequences of `capacity` tokens."""
+    z = dict(dtype=dtype, device=device)
+    i32 = dict(dtype=torch.int32, device=device)
+    return KVCache(torch.zeros(L, G, P, H, D, **z), torch.zeros(L, G, P, H, D, **z), torch.zeros(G, **i32),
+                   torch.zeros(B, **i32), torch.zeros(L, B, capacity + 1, H, D, **z),
+                   torch.zeros(L, B, capacity + 1, H, D, **z), torch.zeros(B, **i32))
+
+
+def _copy_rows(dst: KVCache, src: KVCache) -> None:
+    """Copy every prefix group and sequence of `src` to the same places in the larger `dst`."""
+    G, P = src.prefix_k.shape[1:3]
+    B, S = src.batch, src.capacity
+    dst.prefix_k[:, :G, :P] = src.prefix_k
+    dst.prefix_v[:, :G, :P] = src.prefix_v
+    dst.prefix_len[:G] = src.prefix_len
+    dst.seq_group[:B] = src.seq_group
+    dst.suffix_k[:, :B, :S] = src.suffix_k[:, :, :S]
+    dst.suffix_v[:, :B, :S] = src.suffix_v[:, :, :S]
+    dst.suffix_len[:B] = src.suffix_len

@@ -177,7 +177,7 @@ class EngineConfig:
     # on CUDA, time cuBLAS against the skinny Triton GEMM for each projection shape at load, and use the
     # faster (`bass.models.linear`); False: cuBLAS throughout
     tune_projections: bool = True
-    # launch a round that needs nothing unread before reading the round before (`bass.speculative`):
+    # launch a round that needs nothing unread before reading the round before (`bass.pipeline`):
     # None = on CUDA, where the device runs ahead of the host; on the CPU it would only delay each report
     look_ahead: bool | None = None
     # a sampling drafter draws its proposals at this multiple of the request's temperature; exact for any
@@ -197,6 +197,12 @@ class EngineConfig:
     # on CUDA, replay the prefill from a CUDA graph per prompt-width bucket (`bass.prefill_graphs`): eagerly, the
     # host's launches take several times the device's work; False: the prefill runs eagerly at the prompt's width
     prefill_graphs: bool = True
+    # requests join a running batch while its rows stay within this many (the largest CUDA-graph batch bucket);
+    # a single request of more rows runs alone
+    max_batch_rows: int = 64
+    # device memory the requests' K/V and activations may take (GB); None: 80 % of what is free on the GPU after
+    # load, or half of the CPU's available memory (`bass.engine.validate.memory_budget`)
+    memory_budget_gb: float | None = None
 
     def __post_init__(self) -> None:
         if not self.target or not isinstance(self.target, str):
@@ -221,5 +227,11 @@ class EngineConfig:
             raise ValueError(f"draft_temperature must be a multiple of the request's temperature in (0, 2], "
                              f"got {self.draft_temperature!r}")
         check_draft_confidence(self.draft_confidence)
+        if isinstance(self.max_batch_rows, bool) or not isinstance(self.max_batch_rows, int) \
+                or self.max_batch_rows < 1:
+            raise ValueError(f"max_batch_rows must be a whole number >= 1, got {self.max_batch_rows!r}")
+        if self.memory_budget_gb is not None and (isinstance(self.memory_budget_gb, bool) or not isinstance(
+                self.memory_budget_gb, (int, float)) or not self.memory_budget_gb > 0):
+            raise ValueError(f"memory_budget_gb must be a number of GB > 0 or None, got {self.memory_budget_gb!r}")
         if self.layer_skip_layers is not None and self.layer_skip_layers < 1:
             raise ValueError(f"layer_skip_layers must be >= 1, got {self.layer_skip_layers}")

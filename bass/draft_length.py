@@ -29,7 +29,7 @@ another length decided before it was read.
     emitted (a wider step, a graph of another width), which no steady run of drafting rounds pays. Timed,
     those rounds kept the trained draft at plain decoding at batch 8 on the H100 (L = 2 read 5.05 ms
     against 3.3 for a pipelined L = 1 round, `real_bench_2026-11-24_h100_policy*.json`).
-  - With look-ahead (`bass.speculative`), the host launches round r + 1 between round r - 1's end and round
+  - With look-ahead (`bass.pipeline`), the host launches round r + 1 between round r - 1's end and round
     r's, so round r's time holds that launch: host work that grows with r + 1's draft and is dearest for a
     warm-up. A plain round before a warm-up read 2.58 ms at batch 8 against 1.88 for regular decoding
     (`real_bench_2026-11-24_h100_pdl.json`, `policy_state`): each plain probe amid drafting rounds did.
@@ -348,7 +348,7 @@ class DraftLengthPolicy:
             self.clock.start()
             return [self.last] * len(seqs)
         if self.cfg.policy == "per-sequence":
-            out = [self._own[q][0] for q in seqs]
+            out = [self._own.get(q, (self.cfg.l0, 0))[0] for q in seqs]  # (a row that joined: l0)
         else:
             out = [self.cfg.l0 if self.cfg.policy == "fixed" else self._shared[0]] * len(seqs)
         if self.trace is not None:
@@ -378,7 +378,7 @@ class DraftLengthPolicy:
             self.acceptance.observe(seqs, asked, accepted)
         elif self.cfg.policy == "per-sequence":
             for q, a in zip(seqs, accepted, strict=True):
-                self._own[q] = heuristic_step(*self._own[q], a, self.cfg)
+                self._own[q] = heuristic_step(*self._own.get(q, (self.cfg.l0, 0)), a, self.cfg)
         elif self.cfg.policy == "heuristic":
             self._shared = heuristic_step(*self._shared, max(accepted), self.cfg)
         if not self._clocked:

@@ -17,7 +17,7 @@ next round therefore starts by feeding the 1 or 2 pending tokens of each sequenc
 
 A drafter that `follows()` can make its next proposal from what is on the device alone (the verify's
 emitted tokens and accepted counts, handed over by `verified`), so the round loop may launch a drafting
-round before it reads the round before (`bass.speculative`, look-ahead): the feature draft, once its
+round before it reads the round before (`bass.pipeline`, look-ahead): the feature draft, once its
 first round is committed.
 """
 
@@ -78,6 +78,13 @@ class Drafter:
                 features: torch.Tensor | None = None) -> None:
         """Start a request of len(prompts) prompts x `samples` sequences (after the target's prefill, whose
         final normed hidden states of the prompts are `features` [G, T, H])."""
+
+    def admit(self, prompts: Sequence[Sequence[int]], samples: int, capacity: int, features: torch.Tensor | None,
+              slots: list[int], histories: Sequence[Sequence[int]]) -> None:
+        """Like `prefill`, for a request joining the running batch between rounds, with nothing in flight: its
+        len(prompts) x `samples` rows come after the running ones, its prompts at prefix slots `slots` (those
+        of the target cache); `histories` are the new rows' (prompt + first token)."""
+        self.prefill(prompts, samples, capacity, features)
 
     def propose(self, histories: Sequence[Sequence[int]] | None, lengths: Sequence[int], params: SamplingParams,
                 u: torch.Tensor, target_cache: KVCache) -> Proposal:
@@ -296,11 +303,18 @@ class ModelDrafter(Drafter):
 
     @torch.inference_mode()
     def prefill(self, prompts, samples, capacity, features=None):
+        self.cache, self.prompt_lens, self.in_cache = None, [], []
+        self.admit(prompts, samples, capacity, features, list(range(len(prompts))), ())
+
+    @torch.inference_mode()
+    def admit(self, prompts, samples, capacity, features, slots, histories):
         lens = [len(p) for p in prompts]
         _, cache, _ = prefill(self.model, self.prefills, prompts, self.attn)
-        self.cache = self.arena.fork(cache, samples, capacity, width=max(lens))  # (no wait for the device)
-        self.prompt_lens = [n for n in lens for _ in range(samples)]
-        self.in_cache = list(self.prompt_lens)
+        # (the host knows every length: no wait for the device)
+        self.cache = self.arena.admit(self.cache, cache, samples, capacity, max(lens), slots)
+        new = [n for n in lens for _ in range(samples)]
+        self.prompt_lens += new
+        self.in_cache += new
 
     @torch.inference_mode()
     def propose(self, histories, lengths, params, u, target_cache):

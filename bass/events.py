@@ -170,8 +170,10 @@ class GenerationResult:
 class GenerationEvent:
     """One step of a streamed generation.
 
-    kind "prefill": the prompts are encoded (updates empty); "round": one draft+verify round (or one
-    decode step for method="regular"); "done": generation ended and `result` is set.
+    kind "queued": the request waits for room in the running batch (`queue_position`, 1 = next, and
+    `wait_estimate_s`; `time_s` is the time waited so far); "prefill": the prompts are encoded (updates
+    empty); "round": one draft+verify round (or one decode step for method="regular"); "done": generation
+    ended and `result` is set.
     """
 
     kind: str
@@ -185,3 +187,5 @@ class GenerationEvent:
     # (the round ran because started_s < time_budget_s - prefill_s); None for the prefill's first tokens,
     # which no budget check precedes
     started_s: float | None = None
+    queue_position: int | None = None  # "queued": the request's place in line, 1 = next to join
+    wait_estimate_s: float | None = None  # "queued": the expected wait before it starts, when one is known

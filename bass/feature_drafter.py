@@ -3,7 +3,7 @@
 Its bookkeeping is the draft cache's: which entries (f_t, x_{t+1}) it holds with the target's true f_t,
 which are its own guesses, and what the next proposal must feed first. That next proposal needs nothing
 the host has not read (the last verify's emitted tokens and features are on the device), which is what
-lets the round loop launch drafting rounds ahead (`bass.speculative`, look-ahead).
+lets the round loop launch drafting rounds ahead (`bass.pipeline`, look-ahead).
 """
 
 from __future__ import annotations
@@ -64,6 +64,20 @@ class _Verify:
     followed: bool = False  # the next proposal fed its entries from `emitted` and `hidden`
     known_before: list[int] | None = None  # `known` before its commit (None: not committed)
 
+    def joined(self, n: int) -> _Verify:
+        """This verify with n rows after its own for rows that joined since: no token accepted, nothing emitted."""
+        B, W, H = self.hidden.shape
+        return _Verify(torch.cat([self.hidden, self.hidden.new_zeros(n, W, H)]),
+                       torch.cat([self.emitted, self.emitted.new_zeros(n, W)]),
+                       torch.cat([self.accepted, self.accepted.new_full((n,), -1)]), self.drafted, self.followed,
+                       None if self.known_before is None else self.known_before + [1] * n)
+
+
+def _stack_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """[Ba + Bb, C, H]: a's rows then b's, the narrower padded with zeros to the wider's C."""
+    C = max(a.shape[1], b.shape[1])
+    return torch.cat([torch.nn.functional.pad(t, (0, 0, 0, C - t.shape[1])) for t in (a, b)])
+
 
 class FeatureDrafter(Drafter):
     """Drafts with a `FeatureDraft`, fed the target's hidden states f_t (module docstring of
@@ -116,9 +130,20 @@ class FeatureDrafter(Drafter):
         self._launched: deque[_Verify] = deque()  # launched, uncommitted verify passes, oldest first
         self._last: _Verify | None = None  # the verify launched last, committed or not
         self._proposed = False  # a proposal was made since the last verify
+        self._joined = False  # rows joined since the last commit (`admit`)
 
     @torch.inference_mode()
     def prefill(self, prompts, samples, capacity, features=None):
+        self.cache, self.feats = None, None
+        self.fed, self.known, self.prompt_entries = [], [], []
+        self._launched.clear()
+        self._last, self._proposed, self._histories = None, False, []
+        self.admit(prompts, samples, capacity, features, list(range(len(prompts))), ())
+
+    @torch.inference_mode()
+    def admit(self, prompts, samples, capacity, features, slots, histories):
+        """Rows joining after rounds ran feed their backlog alone at the next proposal (their entry of the last
+        verify counts no accepted token), and that proposal is not launched ahead (`follows`)."""
         if features is None:
             raise ValueError("the feature draft needs the target's hidden states of the prompts")
         device = features.device
@@ -129,20 +154,24 @@ class FeatureDrafter(Drafter):
         else:
             cache = self.draft.new_cache(len(prompts), 1)
         # (the host knows every length here: nothing waits for the device, whose prefills run on)
-        self.cache = self.arena.fork(cache, samples, capacity, width=max(T, 0))
-        self.prompt_entries = [n - 1 for n in lens for _ in range(samples)]
-        self.fed = list(self.prompt_entries)
+        self.cache = self.arena.admit(self.cache, cache, samples, capacity, max(T, 0), slots)
+        n = len(lens) * samples
+        entries = [m - 1 for m in lens for _ in range(samples)]
+        self.prompt_entries, self.fed = self.prompt_entries + entries, self.fed + entries
+        self.known = self.known + [1] * n
         last = features[torch.arange(len(lens), device=device), ints_to_device(lens, device) - 1]  # [G, H]
         # a generated position's suffix row is at most `capacity`, so f of it is at j <= capacity + 1
-        self.feats = torch.zeros(len(lens) * samples, capacity + 3, features.shape[-1], dtype=features.dtype,
-                                 device=device)
-        self.feats[:, 0] = last.repeat_interleave(samples, 0)
-        self.known = [1] * self.feats.shape[0]
-        self._launched.clear()
-        self._last, self._proposed, self._histories = None, False, []
+        feats = torch.zeros(n, capacity + 3, features.shape[-1], dtype=features.dtype, device=device)
+        feats[:, 0] = last.repeat_interleave(samples, 0)
+        self.feats = feats if self.feats is None else _stack_rows(self.feats, feats)
+        if self._histories:
+            self._histories += [list(h) for h in histories]
+        if self._last is not None:
+            self._last = self._last.joined(n)
+            self._joined = True
 
     def follows(self) -> bool:
-        if self._last is None:
+        if self._last is None or self._joined:
             return False
         if self._histories:  # a backlog's tokens come from a commit
             return True
@@ -226,7 +255,7 @@ class FeatureDrafter(Drafter):
                  lens: torch.Tensor, u: torch.Tensor) -> Proposal | None:
         """The proposal as one CUDA graph (`chained_proposal`), or None where the draft's forward has none for it
         or a wider batch yet (it runs step by step, and the graph is captured after the request). The loop may
-        read a round's proposal after it launched the next one (`bass.speculative._redo`), so consecutive
+        read a round's proposal after it launched the next one (`bass.pipeline._redo`), so consecutive
         proposals alternate two pools, never overwriting the one before."""
         if not self.chained or not capturable(self.attn):  # (a backend reading lengths on the host)
             return None
@@ -255,6 +284,7 @@ class FeatureDrafter(Drafter):
     def commit(self, histories):
         rec = self._launched.popleft()
         rec.known_before, self._histories = self.known, list(histories)
+        self._joined = False
         B, T, H = rec.hidden.shape
         C = self.feats.shape[1]
         rows = [b * C + min(k + t, C - 1) for b, k in enumerate(self.known) for t in range(T)]  # [B * T], on the host

@@ -184,7 +184,7 @@ class GraphedModel:
         self.hidden: torch.Tensor | None = None
 
     captures_then = True  # `bass.rules.run_then`: a rule after the forward joins its graph
-    slots = 2  # `slot=`: two sets of output buffers per shape (`bass.speculative`'s look-ahead)
+    slots = 2  # `slot=`: two sets of output buffers per shape (`bass.pipeline`'s look-ahead)
 
     def __call__(self, tokens: torch.Tensor, cache: KVCache, q_len: torch.Tensor, attn: Callable, *,
                  num_layers: int | None = None, last_only: bool = False, features: torch.Tensor | None = None,

@@ -293,7 +293,7 @@ class RoundClock:
     """Times each round whole, with the host clock, without adding a host synchronisation.
 
     Rounds may overlap: the round loop may launch a round before it reads the round before
-    (`bass.speculative`, look-ahead). Rounds end in the order they start, and a round's time runs from its
+    (`bass.pipeline`, look-ahead). Rounds end in the order they start, and a round's time runs from its
     start or the previous round's end, whichever is later: in a pipelined run of rounds that is the
     interval between results, what a round costs once the pipeline is full.
     """

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from bass.config import SamplingParams
 from bass.events import SequenceStats
+
+if TYPE_CHECKING:
+    from bass.round import RequestContext
 
 
 @dataclass
@@ -24,13 +28,20 @@ class Sequence:
     rounds: int = 0
     proposed: int = 0
     accepted: int = 0
-    rejected: int = 0  # draft tokens its last round asked for and did not accept (`bass.speculative`: the limit)
+    rejected: int = 0  # draft tokens its last round asked for and did not accept (`bass.pipeline`: the limit)
     finish_reason: str | None = None
     finish_time_s: float | None = None
+    ctx: RequestContext | None = field(default=None, repr=False)  # its request's stop rule, streams, clock
+    row_id: int | None = None  # unique among the rows of a batch of several requests (else `seq` is)
     # incremental detokenization: generated[_prefix_off:_read_off] is decoded already and serves as
     # context for decoding what follows (a slice decodes differently from the start of a text)
     _prefix_off: int = field(default=0, repr=False)
     _read_off: int = field(default=0, repr=False)
+
+    @property
+    def uid(self) -> int:
+        """The row's identity in its batch (the draft-length policy's key)."""
+        return self.seq if self.row_id is None else self.row_id
 
     @property
     def key(self) -> tuple[int, int]:

@@ -242,12 +242,10 @@ def test_a_shrunk_batch_runs_in_a_wider_graph_and_captures_after_the_request(tin
     assert _ids(static.generate(PROMPTS[0], k=8, **kw)) == _ids(eager.generate(PROMPTS[0], k=8, **kw))
     wide = _keys(static, 8)
     assert wide and sum(built) == 0  # the first request had nothing to borrow: built at once, nothing queued
-    result = None
-    for event in static.stream(PROMPTS[0], k=2, **kw):
-        if event.kind == "done":
-            assert not _keys(static, 2) and sum(built) == 0  # every call of the request ran in a batch-8 graph
-            result = event.result
+    static.scheduler.settle()
+    result = static.generate(PROMPTS[0], k=2, **kw)
     assert _ids(result) == _ids(eager.generate(PROMPTS[0], k=2, **kw))
+    assert static.scheduler.settle()  # the device thread captures once its batch is over and nothing waits
     own = _keys(static, 2)
     assert {(role, key._replace(batch=8)) for role, key in own} == wide  # each shape it borrowed, now its own
     assert sum(built) == len(own)
@@ -262,12 +260,16 @@ def test_a_shape_with_nothing_wider_is_built_at_once(tiny_dir, monkeypatch):
     static.generate(PROMPTS[0], k=8, **kw)
     wide = _keys(static, 8)
     kw["draft_length"] = DraftLengthConfig("fixed", l0=3)
+    static.scheduler.settle()
+    at_once = []
     for event in static.stream(PROMPTS[0], k=2, **kw):
-        if event.kind == "done":
-            at_once = _keys(static, 2)
-            assert at_once and all((role, key._replace(batch=8)) not in wide for role, key in at_once)
-            assert {key.width for _, key in at_once} == {4}  # the verify of L = 3
-    assert {(role, key._replace(batch=8)) for role, key in _keys(static, 2) - at_once} == wide
+        if event.kind == "round" and not at_once:  # (the batch runs: nothing is captured for it in between)
+            at_once = None
+    static.scheduler.settle()
+    keys = _keys(static, 2)
+    at_once = {(role, key) for role, key in keys if (role, key._replace(batch=8)) not in wide}
+    assert at_once and {key.width for _, key in at_once} == {4}  # the verify of L = 3, built in the request
+    assert {(role, key._replace(batch=8)) for role, key in keys - at_once} == wide
     assert sum(built) == len(wide)
 
 
@@ -275,11 +277,10 @@ def test_the_queue_is_dropped_when_the_arena_moves(tiny_dir, monkeypatch):
     """Shapes queued on one arena storage are not captured on another (their cache views would be stale)."""
     eager, static, kw, built = _graphed(tiny_dir, monkeypatch)
     static.generate(PROMPTS[0], k=8, **kw)
-    events = static.stream(PROMPTS[0], k=2, **kw)
-    for event in events:
-        if event.kind == "done":
-            break
-    events.close()  # the consumer stopped at "done": the queue waits for the next request
+    assert static.scheduler.settle()
+    monkeypatch.setattr(static, "capture_queued", lambda: None)  # the queue waits, as while requests keep coming
+    static.generate(PROMPTS[0], k=2, **kw)
+    assert static.scheduler.settle()
     target, draft = static._target_fwd, static._draft_fwd
     queued = len(draft._queue)
     assert target._queue and queued and sum(built) == 0

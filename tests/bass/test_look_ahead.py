@@ -1,4 +1,4 @@
-"""Look-ahead (`bass.speculative`): plain steps launched before the round before them is read.
+"""Look-ahead (`bass.round`): plain steps launched before the round before them is read.
 
 On the CPU nothing runs ahead of the host, but the bookkeeping is the same: the step covers sequences the
 round before finishes, is rolled back and relaunched after a full-sort redo, and runs in the other graph
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import bass.engine
-import bass.speculative
+import bass.round
 from bass import sampling
 from bass.config import DraftLengthConfig, SamplingParams
 from bass.draft_length import DraftLengthPolicy
@@ -53,10 +53,10 @@ def test_look_ahead_changes_no_token(tiny_engine, monkeypatch, drafter, greedy, 
     monkeypatch.setattr(bass.engine, "DraftLengthPolicy", ScriptedPolicy)
     monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 8)  # many full-sort redos: steps launched ahead relaunched
     slots, redos = [], []  # (slot, L, riders) of each verify; L of the round ahead (None: none) at each redo
-    verify, redo = bass.speculative._verify, bass.speculative._redo
-    monkeypatch.setattr(bass.speculative, "_verify", lambda *a: slots.append(
+    verify, redo = bass.round.verify, bass.pipeline._redo
+    monkeypatch.setattr(bass.round, "_verify", lambda *a: slots.append(
         (a[3].slot, a[3].draft_length, a[3].alive is not None and not bool(a[3].alive.all()))) or verify(*a))
-    monkeypatch.setattr(bass.speculative, "_redo", lambda *a: redos.append(a[6] and a[6].draft_length) or redo(*a))
+    monkeypatch.setattr(bass.round, "_redo", lambda *a: redos.append(a[6] and a[6].draft_length) or redo(*a))
     params = SamplingParams(max_new_tokens=24, seed=2, stop=(" ran", "\t"),  # some stop early (seen in their text)
                             **({"temperature": 0.0} if greedy else {"temperature": 1.0, "top_p": 0.9}))
     kw = dict(k=3, params=params, method="regular" if drafter == "regular" else "bass",
@@ -109,8 +109,8 @@ def test_after_a_first_round_that_drafted_the_second_is_launched_ahead(tiny_engi
     monkeypatch.setattr(bass.engine, "DraftLengthPolicy", ScriptedPolicy)
     monkeypatch.setitem(globals(), "PATTERN", (2,))
     slots = []
-    verify = bass.speculative._verify
-    monkeypatch.setattr(bass.speculative, "_verify", lambda *a: slots.append(a[3].slot) or verify(*a))
+    verify = bass.round.verify
+    monkeypatch.setattr(bass.round, "_verify", lambda *a: slots.append(a[3].slot) or verify(*a))
     params = SamplingParams(max_new_tokens=16, seed=5, temperature=1.0)
     kw = dict(k=2, params=params, method="bass", drafter="model", draft_length=DraftLengthConfig())
     want = _engine(tiny_engine, "feature", False).generate(PROMPTS, **kw)
@@ -156,12 +156,12 @@ def test_feature_draft_reads_its_own_rounds_features(tiny_engine, monkeypatch):
     drafter = RecordingDrafter(engine.draft.model, engine.target_forward, get_backend("torch", engine.device),
                                forward=engine._draft_fwd, arena=engine._draft_arena)
     slots = []
-    verify = bass.speculative._verify
-    monkeypatch.setattr(bass.speculative, "_verify", lambda *a: slots.append(a[3].slot) or verify(*a))
+    verify = bass.round.verify
+    monkeypatch.setattr(bass.round, "_verify", lambda *a: slots.append(a[3].slot) or verify(*a))
     params = SamplingParams(max_new_tokens=32, seed=1, temperature=0.0)
     result = engine.generate(PROMPTS, k=2, params=params, method="bass", drafter=drafter,
                              draft_length=DraftLengthConfig())
-    # a finished row riding along (`bass.speculative`) is fed its width-0 verify's leftovers, never read: leave
+    # a finished row riding along (`bass.round`) is fed its width-0 verify's leftovers, never read: leave
     # out every proposal from a sequence's final history
     ids = engine.encode(PROMPTS)
     final = {tuple(ids[c.prompt_index]) + c.token_ids for c in result.candidates}
@@ -173,8 +173,8 @@ def test_feature_draft_reads_its_own_rounds_features(tiny_engine, monkeypatch):
 
 def test_a_request_may_override_the_engines_look_ahead(tiny_engine, monkeypatch):
     slots = []
-    verify = bass.speculative._verify
-    monkeypatch.setattr(bass.speculative, "_verify", lambda *a: slots.append(a[3].slot) or verify(*a))
+    verify = bass.round.verify
+    monkeypatch.setattr(bass.round, "_verify", lambda *a: slots.append(a[3].slot) or verify(*a))
     engine = _engine(tiny_engine, "regular", False)
     params = SamplingParams(max_new_tokens=6, seed=1)
     engine.generate(PROMPTS, k=2, params=params, method="regular", look_ahead=True)
@@ -188,8 +188,8 @@ def test_no_round_is_launched_ahead_past_the_token_limit(tiny_engine, monkeypatc
     """When the round just launched ends every sequence at its token limit, nothing is launched after it: a
     round ahead would be thrown away unread. Every verify launched is then a round reported."""
     launched = []
-    verify = bass.speculative._verify
-    monkeypatch.setattr(bass.speculative, "_verify", lambda *a: launched.append(a[3].index) or verify(*a))
+    verify = bass.round.verify
+    monkeypatch.setattr(bass.round, "_verify", lambda *a: launched.append(a[3].index) or verify(*a))
     engine = _engine(tiny_engine, "regular", True)
     params = SamplingParams(max_new_tokens=6, seed=1, temperature=0.0, stop=())
     result = engine.generate(PROMPTS[:1], k=2, params=params, method="regular")
@@ -204,8 +204,8 @@ def test_a_round_near_the_token_limit_is_launched_ahead_with_shorter_drafts(tiny
     monkeypatch.setattr(bass.engine, "DraftLengthPolicy", ScriptedPolicy)
     monkeypatch.setitem(globals(), "PATTERN", (3,))
     rounds = []  # (slot, lengths) of each verify
-    verify = bass.speculative._verify
-    monkeypatch.setattr(bass.speculative, "_verify", lambda *a: rounds.append((a[3].slot, list(a[3].lengths)))
+    verify = bass.round.verify
+    monkeypatch.setattr(bass.round, "_verify", lambda *a: rounds.append((a[3].slot, list(a[3].lengths)))
                         or verify(*a))
     params = SamplingParams(max_new_tokens=11, seed=3, temperature=1.0, stop=())
     kw = dict(k=2, params=params, method="bass", drafter="model", draft_length=DraftLengthConfig())
@@ -226,14 +226,14 @@ def test_with_look_ahead_finished_rows_leave_only_a_batch_of_more_than_eight(tin
     stopped pipeline); from then on they ride along to the end (`RIDE_ALONG_ROWS`). Without look-ahead they
     leave at once."""
     rows = []  # (rows, live rows) of each verify
-    verify = bass.speculative._verify
+    verify = bass.round.verify
 
     def spy(*a):
         alive = a[3].alive
         rows.append((len(a[3].lengths), len(a[3].lengths) if alive is None else int(alive.sum())))
         return verify(*a)
 
-    monkeypatch.setattr(bass.speculative, "_verify", spy)
+    monkeypatch.setattr(bass.round, "_verify", spy)
     params = SamplingParams(max_new_tokens=24, seed=2, temperature=1.0, stop=(" ran", "\t", "e"))
     kw = dict(k=8, params=params, method="regular")
     want = _engine(tiny_engine, "regular", False).generate(PROMPTS, **kw)

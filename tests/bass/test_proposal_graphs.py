@@ -155,7 +155,7 @@ def test_chains_are_queued_then_built_between_requests(tiny_engine, chained_call
 
 @pytest.mark.parametrize("graphs", GRAPHS, ids=["twin", "cuda"])
 def test_consecutive_chained_proposals_alternate_pools(tiny_engine, chained_calls, monkeypatch, graphs):
-    """The loop may read a round's proposal after launching the next (`bass.speculative._redo`): two chained
+    """The loop may read a round's proposal after launching the next (`bass.pipeline._redo`): two chained
     proposals in a row never share a pool, so the second cannot overwrite the first's outputs."""
     chained, _ = _twins(tiny_engine, seed=9, graphs=graphs)
     pools: list[object] = []

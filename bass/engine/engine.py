@@ -1,4 +1,4 @@
-"""The engine: loads the models once, validates a request, prefills, and streams rounds as events.
+"""The engine: loads the models once and serves any number of callers, each a request in one line.
 
     engine = Engine(EngineConfig(target="embedded"))
     for event in engine.stream("def fib(n):", k=8, params=SamplingParams(max_new_tokens=64)):
@@ -6,42 +6,34 @@
     result = engine.generate(["def f(x):", "def g(y):"], k=4, params=..., method="regular")
 
 All sequences of all prompts decode in one ragged batch; the k samples of a prompt share its prefill
-and its K/V. Methods: "bass" (batched speculative), "regular" (batched decoding, no draft), "single"
-(speculative decoding one sequence at a time) — the baselines run through the same round loop.
+and its K/V. Requests from other threads join that batch between rounds (`bass.engine.scheduler`).
+Methods: "bass" (batched speculative), "regular" (batched decoding, no draft), "single" (speculative
+decoding one sequence at a time) — the baselines run through the same round loop.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-import torch
-
-from bass import baselines
 from bass.attention import available_backends, get_backend, resolve_backend
 from bass.cache import CacheArena
-from bass.config import METHODS, DraftLengthConfig, EngineConfig, SamplingParams, check_draft_file, check_k
+from bass.config import DraftLengthConfig, EngineConfig, SamplingParams, check_draft_file
 from bass.device import resolve_device, resolve_dtype
-from bass.draft_length import DraftLengthPolicy, PolicyMemory
-from bass.drafters import Drafter, build_drafter
-from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceUpdate
+from bass.draft_length import PolicyMemory
+from bass.drafters import Drafter, NoDrafter, build_drafter
+from bass.engine import validate
+from bass.engine.scheduler import Scheduler
+from bass.events import GenerationEvent, GenerationResult
 from bass.graphs import WIDTH_BUCKETS, GraphedModel
-from bass.metrics import candidates_ms_per_token
 from bass.models import linear
 from bass.models.draft import DRAFT_FILE, DRAFT_SHA256, shipped_draft
 from bass.models.feature_draft import FeatureDraft
 from bass.models.loader import LoadedModel, check_same_vocab, load_model
-from bass.prefill_graphs import PrefillGraphs, prefill
+from bass.prefill_graphs import PrefillGraphs
 from bass.round_costs import CostModel
-from bass.sampling import process_logits, sample_from
-from bass.sequences import Sequence as Seq
-from bass.sequences import StopRule
-from bass.speculative import DecodeState, speculative_decode
-from bass.streams import SequenceRNG
-from bass.transfer import HostRead
 
 # what `Engine.warm_draft_lengths` drafts: 1..8, the lengths the cost policy has been seen to choose on the H100
 # (with only 1..4 warmed, its early rounds tried 6..8 inside timed passes), then one length per verify width
@@ -88,7 +80,8 @@ class Engine:
             self.tune_projections()
         if self.device.type == "cuda" and self.config.cuda_graphs:
             self.use_static_shapes(capture=True)
-        self._lock = threading.Lock()  # one generation at a time on this engine's models
+        self.device_lock = threading.RLock()  # held by whoever runs the models: the device thread, a warm-up
+        self.scheduler = Scheduler(self, validate.memory_budget(self))
         self._policy_memory: dict[tuple, PolicyMemory] = {}  # the cost policy's, per kind of request
         self.look_ahead = self.device.type == "cuda" if self.config.look_ahead is None else self.config.look_ahead
 
@@ -157,6 +150,10 @@ class Engine:
     # ---- requests --------------------------------------------------------------------------------
     def encode(self, prompts: str | Sequence[str] | Sequence[Sequence[int]], chat: bool = False) -> list[list[int]]:
         """Token ids of each prompt (text, or already token ids), after the validation every request gets."""
+        if isinstance(prompts, (bytes, bytearray)) or (isinstance(prompts, (list, tuple)) and prompts
+                                                       and isinstance(prompts[0], (bytes, bytearray))):
+            raise ValueError("a prompt must be text (str) or a list of token ids, not bytes: decode it first, "
+                             "e.g. prompt.decode('utf-8')")
         if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
             prompts = [prompts]
         if not prompts:
@@ -183,73 +180,56 @@ class Engine:
                params: SamplingParams | None = None,
                method: str = "bass", drafter: str | Drafter | None = None, backend: str | None = None,
                draft_length: DraftLengthConfig | None = None, chat: bool = False,
-               cancel: threading.Event | None = None, look_ahead: bool | None = None) -> Iterator[GenerationEvent]:
-        """Generate k samples per prompt; yield a "prefill" event, one "round" event per round, then "done".
+               cancel: threading.Event | None = None, look_ahead: bool | None = None,
+               exclusive: bool = False) -> Iterator[GenerationEvent]:
+        """Generate k samples per prompt; yield "queued" events while the request waits for room, a "prefill"
+        event, one "round" event per round it takes part in, then "done". Safe from any number of threads.
 
-        After "done" the stream captures the CUDA graphs this request queued (`bass.graphs`) before it ends:
-        read it to its end (a stream left at "done" leaves them to the start of the next request).
-
-        `drafter` names a drafter ("ngram", "model", "layer-skip") or is a `Drafter` instance (method "bass").
-        `look_ahead` overrides the engine's setting (`EngineConfig.look_ahead`) for this request.
+        `drafter` names a drafter ("ngram", "model", "layer-skip") or is a `Drafter` instance (method "bass",
+        run alone). `look_ahead` overrides `EngineConfig.look_ahead`. `exclusive` runs the request alone (a
+        measurement). Setting `cancel` ends the request: at once while it waits, before its next round once it
+        runs; a caller that stops reading the stream cancels it too.
         """
-        params = params or SamplingParams()
-        check_k(k)
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-        drafter = drafter or self.config.drafter
-        if drafter == "auto":
-            drafter = self.default_drafter
-        if isinstance(drafter, Drafter):
-            if method != "bass":
-                raise ValueError("a Drafter instance serves one batch: use it with method='bass', or pass a name")
-        elif method != "regular" and drafter not in self.available_drafters():
-            raise ValueError(f"drafter {drafter!r} is not available here; choose one of {self.available_drafters()}"
-                             + (" (drafter='model' needs EngineConfig.draft)" if drafter == "model" else ""))
-        backend = backend or self.backend
-        attn = get_backend(backend, self.device)
-        ids = self.encode(prompts, chat)
-        limit = self.target.config.max_position_embeddings
-        for i, p in enumerate(ids):
-            if len(p) + params.max_new_tokens > limit:
-                raise ValueError(f"prompt {i} has {len(p)} tokens; with max_new_tokens={params.max_new_tokens} it "
-                                 f"exceeds the model's context of {limit}: shorten the prompt or lower "
-                                 "max_new_tokens")
-        with self._lock, torch.inference_mode():
-            yield from self._run(ids, k, params, method, drafter, backend, attn,
-                                 draft_length or self.config.draft_length, cancel,
-                                 self.look_ahead if look_ahead is None else look_ahead)
+        request = validate.request(self, prompts, k=k, params=params, method=method, drafter=drafter,
+                                   backend=backend, draft_length=draft_length, chat=chat, cancel=cancel,
+                                   look_ahead=look_ahead, exclusive=exclusive)
+        self.scheduler.submit(request)
+        yield from self.scheduler.events(request)
 
     def generate(self, prompts: str | Sequence[str], **kwargs) -> GenerationResult:
         """Like `stream`, but return only the final result."""
         result = None
-        for event in self.stream(prompts, **kwargs):  # to its end: the graphs it queued are captured now
+        for event in self.stream(prompts, **kwargs):
             if event.kind == "done":
                 result = event.result
         if result is None:
             raise RuntimeError("generation ended without a result")  # stream always ends with "done"
         return result
 
-    # ---- the run ---------------------------------------------------------------------------------
-    def _prefill(self, ids: list[list[int]], k: int, params: SamplingParams, rng: SequenceRNG, capacity: int,
-                 attn: Callable):
-        """Encode every prompt once, fork its K/V to k sequences, and sample each sequence's first token: queued on
-        the device, the first tokens' copy to the host included, with no host synchronisation (`_run` reads them)."""
-        model = self.target.model
-        G, lens = len(ids), [len(p) for p in ids]
-        # features [G, T, H]: what a feature draft starts from; with static shapes, a CUDA graph's buffers
-        logits, cache, features = prefill(model, self._prefill_graphs, ids, attn)
-        cache = self._arena.fork(cache, k, capacity, width=max(lens))
-        seqs = [Seq(seq=g * k + s, prompt_index=g, sample_index=s, prompt_len=lens[g], history=list(ids[g]))
-                for g in range(G) for s in range(k)]
-        u = rng.uniforms([s.key for s in seqs], 1, self.device)[:, 0]
-        probs = process_logits(logits[:, 0].repeat_interleave(k, 0), params)
-        return seqs, cache, HostRead(sample_from(probs, u)), features
+    def close(self) -> None:
+        """Serve what is in line, then end the device thread (it also ends by itself when idle)."""
+        self.scheduler.close()
+
+    # ---- what a batch uses (`bass.engine.batch`) ----------------------------------------------------------
+    def attention(self, backend: str | None = None) -> Callable:
+        """The attention function of `backend` (default: the engine's)."""
+        return get_backend(backend or self.backend, self.device)
+
+    @property
+    def arena(self) -> CacheArena:
+        return self._arena
+
+    @property
+    def prefill_graphs(self) -> PrefillGraphs | None:
+        return self._prefill_graphs
 
     def new_drafter(self, name: str, backend: str | None = None) -> Drafter:
         """A fresh drafter `name` over this engine's models, to pass as `stream(..., drafter=...)` (one batch)."""
+        if name == "none":
+            return NoDrafter()
         if name not in self.available_drafters():
             raise ValueError(f"drafter {name!r} is not available here; choose one of {self.available_drafters()}")
-        return self._drafter(name, get_backend(backend or self.backend, self.device))
+        return self._drafter(name, self.attention(backend))
 
     def _drafter(self, name: str, attn: Callable) -> Drafter:
         c = self.config
@@ -262,85 +242,13 @@ class Engine:
                              draft_prefills=self._draft_prefill_graphs,
                              temperature_scale=scale, stop_below=c.draft_confidence, chained=c.proposal_graphs)
 
-    def _capture_queued(self) -> None:
-        """Capture the CUDA graphs of the shapes that ran in wider graphs (`bass.graphs`): between requests,
+    def capture_queued(self) -> None:
+        """Capture the CUDA graphs of the shapes that ran in wider graphs (`bass.graphs`): between batches,
         where they cost no request's latency."""
         for fwd in (self._target_fwd, self._draft_fwd, self._prefill_graphs, self._draft_prefill_graphs):
-            # by attribute, not type: a wrapper of a GraphedModel (bench/profile_round.py's timer) passes it on
-            capture = getattr(fwd, "capture_queued", None)
+            capture = getattr(fwd, "capture_queued", None)  # by attribute: a wrapper of a GraphedModel passes it on
             if capture is not None:
                 capture()
-
-    def _run(self, ids, k, params, method, drafter_name, backend, attn, dl_cfg, cancel, look_ahead):
-        self._capture_queued()  # what a request queued whose consumer stopped reading at "done"
-        t_start = time.perf_counter()
-        keys = [(g, s) for g in range(len(ids)) for s in range(k)]
-        rng = SequenceRNG(params.seed, keys)
-        stop = StopRule(self.tokenizer, self.eos_ids, params)
-        capacity = params.max_new_tokens + 2
-        seqs, cache, first, features = self._prefill(ids, k, params, rng, capacity, attn)
-        name = "none" if method == "regular" else drafter_name
-        drafter = policy = memory = None
-        if method != "single":
-            drafter = name if isinstance(name, Drafter) else self._drafter(name, attn)
-            drafter.prefill(ids, k, capacity, features)
-            # what needs no first token is done while the device prefills, the host's time otherwise spent
-            # waiting in the read below: the policy and its first round's length (`DraftLengthPolicy.prepare`)
-            memory = self._memory(name, backend, look_ahead, params, dl_cfg) if method == "bass" else None
-            policy = DraftLengthPolicy(dl_cfg, [s.seq for s in seqs], memory=memory)
-            if drafter.proposes:
-                policy.prepare([s.seq for s in seqs])
-        first = first.tolist()  # the request's one wait for its prefill: the target's (the draft's runs on)
-        prefill_s = time.perf_counter() - t_start
-        yield GenerationEvent("prefill", 0, prefill_s, 0, (), tuple("" for _ in seqs))
-
-        t0 = time.perf_counter()
-        first_updates = []
-        for s, t in zip(seqs, first, strict=True):
-            new_text = stop.extend(s, [t])
-            if s.finished:
-                s.finish_time_s = time.perf_counter() - t0
-            first_updates.append(SequenceUpdate(s.seq, (t,), new_text, 0, 0, s.finished, s.finish_reason))
-        yield GenerationEvent("round", 0, time.perf_counter() - t0, 0, tuple(first_updates),
-                              tuple(s.text for s in seqs))
-
-        live = [s for s in seqs if not s.finished]
-        rows = [i for i, s in enumerate(seqs) if not s.finished]
-        cache = cache.compact(rows) if len(rows) < len(seqs) else cache
-        # the budget covers the whole request: the loop's clock starts after the prefill, so it gets what is left
-        budget = None if params.time_budget_s is None else params.time_budget_s - prefill_s
-        loop = dict(t0=t0, time_budget_s=budget, cancel=cancel, look_ahead=look_ahead)
-        if method == "single":
-            def single_drafter(seq: Seq) -> Drafter:
-                d = self._drafter(name, attn)
-                g = seq.prompt_index
-                d.prefill([ids[g]], 1, capacity, features[g:g + 1])
-                return d
-            reports = baselines.single_sequence(self._target_fwd, attn, single_drafter, live, cache, stop, rng,
-                                                dl_cfg, **loop)
-        else:
-            if len(rows) < len(seqs):
-                drafter.select(rows)
-            reports = speculative_decode(self._target_fwd, attn, drafter, policy, DecodeState(live, cache),
-                                         stop, rng, first_round=1, **loop) if live else iter(())
-        draft_lengths: list[int] = []
-        ends: list[float] = []
-        waits: list[float] = []
-        for report in reports:
-            draft_lengths.append(report.draft_length)
-            ends.append(report.time_s)
-            waits.append(report.wait_s)
-            yield GenerationEvent("round", report.index, report.time_s, report.draft_length,
-                                  tuple(report.updates), tuple(s.text for s in seqs), started_s=report.started_s)
-        now = time.perf_counter() - t0
-        if memory is not None:
-            memory.learn(policy.acceptance)  # the next request's prior (the costs are shared already)
-        shown = getattr(drafter_name, "name", drafter_name)
-        result = self._result(seqs, method, None if method == "regular" else shown, backend,
-                              prefill_s, now, draft_lengths, None if method == "single" else policy.describe(),
-                              round_ends=tuple(ends), round_waits=tuple(waits))
-        yield GenerationEvent("done", len(draft_lengths), now, 0, (), tuple(s.text for s in seqs), result)
-        self._capture_queued()  # the consumer has the result; the lock still holds the next request
 
     @property
     def captures_graphs(self) -> bool:
@@ -372,7 +280,7 @@ class Engine:
         self.forget_measurements()
         # (a width first met would prefill eagerly)
         attn = get_backend(kw.get("backend") or self.backend, self.device)
-        with self._lock:
+        with self.device_lock:
             for prefills in (self._prefill_graphs, self._draft_prefill_graphs):
                 if prefills is not None:
                     prefills.warm(1, attn)
@@ -383,27 +291,13 @@ class Engine:
         acceptance knob), whose costs and acceptance the memory would otherwise carry over."""
         self._policy_memory.clear()
 
-    def _memory(self, drafter, backend: str, look_ahead: bool, params: SamplingParams, cfg: DraftLengthConfig
-                ) -> PolicyMemory | None:
-        """The cost policy's memory for requests of this kind (`bass.draft_length`, Memory): None where the
-        policy does not measure, where `cfg.remember` is off, or for a caller's own Drafter instance."""
-        if cfg.policy != "cost" or not cfg.remember or not isinstance(drafter, str):
+    def policy_memory(self, kind, params: SamplingParams) -> PolicyMemory | None:
+        """The cost policy's memory for batches of `kind` (`bass.draft_length`, Memory): None where the policy
+        does not measure, where its `remember` is off, or for a caller's own Drafter instance."""
+        cfg = kind.draft_length
+        if cfg.policy != "cost" or not cfg.remember or not isinstance(kind.drafter, str):
             return None
-        key = (drafter, backend, look_ahead, params.greedy, cfg)
+        key = (kind.drafter, kind.backend, kind.look_ahead, params.greedy, cfg)
         if key not in self._policy_memory:
             self._policy_memory[key] = PolicyMemory(CostModel(cfg), cfg.alpha_prior)
         return self._policy_memory[key]
-
-    def _result(self, seqs, method, drafter, backend, prefill_s, decode_s, draft_lengths, policy,
-                round_ends=(), round_waits=()) -> GenerationResult:
-        cands = tuple(Candidate(s.prompt_index, s.sample_index, s.text, tuple(s.generated), s.finish_reason or "",
-                                s.stats(decode_s)) for s in seqs)
-        per = [c.stats for c in cands]
-        stats = BatchStats(method=method, drafter=drafter, backend=backend, num_sequences=len(seqs),
-                           prefill_s=prefill_s, decode_s=decode_s, tokens=sum(st.tokens for st in per),
-                           rounds=sum(st.rounds for st in per), proposed=sum(st.proposed for st in per),
-                           accepted=sum(st.accepted for st in per),
-                           mean_ms_per_token=candidates_ms_per_token(cands),
-                           draft_lengths=tuple(draft_lengths), round_ends_s=round_ends, round_waits_s=round_waits,
-                           policy=policy)
-        return GenerationResult(cands, stats)

@@ -1,0 +1,249 @@
+"""Many callers, one device: requests wait in line and a single device thread runs them in batches.
+
+Any number of threads may call `Engine.stream` at once; each call is a `Request`. One thread owns the
+models: it takes the request at the head of the line and starts a `Batch` with it; between that batch's
+rounds, the requests behind it join while they are of the batch's kind (method, drafter, backend, sampling
+processing), fit its rows (`EngineConfig.max_batch_rows`) and the memory budget (`bass.engine.validate`),
+and neither is exclusive. First come, first served: nothing overtakes the head of the line, so a request
+of another kind waits for the batch to drain. The thread ends after IDLE_S seconds with nothing to do (and
+on `Engine.close`), so an engine nobody holds is freed with its models.
+
+A caller's stream yields "queued" events while its request waits (its place and an estimate of the wait),
+then the request's own events. Its cancel ends a queued request at once and a running one before its next
+round; the other requests of the batch go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from bass.config import DraftLengthConfig, SamplingParams
+from bass.engine.batch import Batch, cancelled_result
+from bass.events import GenerationEvent
+
+if TYPE_CHECKING:
+    from bass.drafters import Drafter
+    from bass.engine.engine import Engine
+    from bass.round import RequestContext
+    from bass.sequences import Sequence
+
+log = logging.getLogger(__name__)
+
+IDLE_S = 2.0  # the device thread ends after this long with no request
+POLL_S = 0.1  # how often a waiting caller looks at its place in line
+QUEUED_EVERY_S = 1.0  # a waiting caller hears of its place at least this often
+
+
+@dataclass(frozen=True)
+class BatchKind:
+    """What requests sharing a batch must share: one drafter, one verify rule, one attention backend."""
+
+    method: str
+    drafter: str | Drafter | None
+    backend: str
+    look_ahead: bool
+    draft_length: DraftLengthConfig
+    processing: SamplingParams  # temperature / top-k / top-p (`bass.rules.processing`)
+
+
+@dataclass(eq=False)
+class Request:
+    """One call of `Engine.stream`: its validated arguments, its event queue, and what the batch tracks of it."""
+
+    ids: list[list[int]]  # token ids of each prompt
+    k: int
+    params: SamplingParams
+    kind: BatchKind
+    bytes: int  # device memory it needs while it runs (`bass.engine.validate.request_bytes`)
+    exclusive: bool = False
+    cancel: threading.Event | None = None
+    abandoned: threading.Event = field(default_factory=threading.Event)
+    arrived: float = field(default_factory=time.perf_counter)
+    events: queue.Queue = field(default_factory=queue.Queue)
+    # set when it starts (`Batch.join`)
+    seqs: list[Sequence] = field(default_factory=list)
+    ctx: RequestContext | None = None
+    prefill_s: float = 0.0
+    rounds: list[tuple[int, float, float]] = field(default_factory=list)  # (draft length, end, host wait)
+    round_index: int = 0
+    started_at: float | None = None
+    cache: object = None  # "single": its forked cache and features, for its one-at-a-time sequences
+    features: object = None
+
+    @property
+    def rows(self) -> int:
+        return len(self.ids) * self.k
+
+    def begin(self, seqs: list[Sequence], ctx: RequestContext, prefill_s: float) -> None:
+        self.seqs, self.ctx, self.prefill_s = seqs, ctx, prefill_s
+
+    def put(self, item: GenerationEvent | BaseException) -> None:
+        self.events.put(item)
+
+
+class Scheduler:
+    """The line of requests and the device thread that serves it (module docstring)."""
+
+    def __init__(self, engine: Engine, budget: int):
+        self.engine, self.budget = engine, budget  # budget: bytes the running requests may take together
+        self._cv = threading.Condition()
+        self._queue: deque[Request] = deque()
+        self._running: list[Request] = []
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._request_s: float | None = None  # smoothed seconds from a request's start to its result
+
+    # ---- the callers' side ------------------------------------------------------------------------------------
+    def submit(self, request: Request) -> None:
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("this engine is closed: make a new Engine")
+            self._queue.append(request)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="bass-device", daemon=True)
+                self._thread.start()
+            self._cv.notify_all()
+
+    def events(self, request: Request) -> Iterator[GenerationEvent]:
+        """The request's events, with "queued" ones while it waits; a caller that stops reading cancels it."""
+        done, told, told_at = False, None, 0.0
+        try:
+            while True:
+                try:
+                    item = request.events.get(timeout=POLL_S)
+                except queue.Empty:
+                    if request.cancel is not None and request.cancel.is_set() and self._withdraw(request):
+                        done = True
+                        yield GenerationEvent("done", 0, 0.0, 0, result=cancelled_result(request))
+                        return
+                    place = self.position(request)
+                    now = time.perf_counter()
+                    if place is not None and (place != told or now - told_at >= QUEUED_EVERY_S):
+                        told, told_at = place, now
+                        yield GenerationEvent("queued", 0, now - request.arrived, 0, queue_position=place,
+                                              wait_estimate_s=self.wait_estimate(place))
+                    continue
+                if isinstance(item, BaseException):
+                    done = True
+                    raise item
+                if item.kind == "done":
+                    done = True
+                yield item
+                if done:
+                    return
+        finally:
+            if not done:
+                request.abandoned.set()
+                self._withdraw(request)
+
+    def settle(self, timeout_s: float = 60.0) -> bool:
+        """Wait until the line is empty and the device thread has finished its batch (and the captures after it);
+        False if that took longer than `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._cv:
+                busy = bool(self._queue or self._running)
+            if not busy and self.engine.device_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                self.engine.device_lock.release()
+                with self._cv:
+                    if not self._queue and not self._running:
+                        return True
+            time.sleep(0.005)
+        return False
+
+    def position(self, request: Request) -> int | None:
+        """Its place in line (1 = next), None once it has started."""
+        with self._cv:
+            for i, r in enumerate(self._queue):
+                if r is request:
+                    return i + 1
+        return None
+
+    def wait_estimate(self, place: int) -> float | None:
+        """Seconds until the request at `place` starts: the smoothed request time per place ahead of it, spread
+        over the requests running together; None before any request has finished."""
+        if self._request_s is None:
+            return None
+        return self._request_s * place / max(1, len(self._running))
+
+    def _withdraw(self, request: Request) -> bool:
+        """Take a request that has not started out of the line."""
+        with self._cv:
+            if request in self._queue:
+                self._queue.remove(request)
+                return True
+        return False
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Refuse new requests, end the device thread once the line is served."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
+
+    # ---- the device thread's side -------------------------------------------------------------------------------
+    def head_if(self, fits: Callable[[Request], bool]) -> Request | None:
+        """The request at the head of the line if `fits` takes it."""
+        with self._cv:
+            head = self._queue[0] if self._queue else None
+        return head if head is not None and fits(head) else None
+
+    def pop_if(self, fits: Callable[[Request], bool]) -> Request | None:
+        """Take the request at the head of the line if `fits` takes it."""
+        with self._cv:
+            if self._queue and fits(self._queue[0]):
+                request = self._queue.popleft()
+                self._running.append(request)
+                return request
+        return None
+
+    def started(self, request: Request) -> None:
+        request.started_at = time.perf_counter()
+
+    def finished(self, request: Request) -> None:
+        with self._cv:
+            if request in self._running:
+                self._running.remove(request)
+        if request.started_at is not None:
+            took = time.perf_counter() - request.started_at
+            self._request_s = took if self._request_s is None else 0.7 * self._request_s + 0.3 * took
+
+    def bytes_running(self) -> int:
+        with self._cv:
+            return sum(r.bytes for r in self._running)
+
+    def _serve(self) -> None:
+        while True:
+            with self._cv:
+                deadline = time.monotonic() + IDLE_S
+                while not self._queue:
+                    left = deadline - time.monotonic()
+                    if self._closed or left <= 0:
+                        self._thread = None
+                        return
+                    self._cv.wait(left)
+                head = self._queue[0]
+            try:
+                with self.engine.device_lock:
+                    Batch(self.engine, self, head).run()
+                    if not self._queue:  # idle: a capture costs no request's latency (`bass.graphs`)
+                        self.engine.capture_queued()
+            except BaseException as exc:  # every request the batch held gets the error; the thread goes on
+                log.exception("a batch failed")
+                with self._cv:
+                    failed = list(self._running)
+                    self._running.clear()
+                    if head in self._queue and head not in failed:  # it failed before it started
+                        self._queue.remove(head)
+                        failed.append(head)
+                for request in failed:
+                    request.put(exc)
