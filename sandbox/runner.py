@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from sandbox.cleanup import remove_tree
 from sandbox.config import SandboxConfig
 from sandbox.isolation import is_world_traversable
 from sandbox.outcome import Outcome, Status, TestFailure
@@ -289,31 +290,27 @@ def _judge(index: int, run: _Run, plan: TestPlan, wall_s: float) -> Outcome:
                    _text(run.stderr, run.dropped["stderr"]), wall_s, _isolation(layers), detail)
 
 
-def _remove(workdir: str) -> None:
-    def retry_writable(function, path, _exc_info) -> None:  # the candidate may have chmod-ed things away
-        os.chmod(os.path.dirname(path), 0o700)
-        function(path)
-
-    shutil.rmtree(workdir, onerror=retry_writable)
-
-
 def _run_one(template: Template, index: int, job: Job, plan: TestPlan, config: SandboxConfig) -> Outcome:
+    """One candidate, start to verdict. Never raises (but KeyboardInterrupt and friends): whatever this
+    candidate did, the other candidates of the batch keep their verdicts."""
     started = time.monotonic()
     # Two uids: the candidate's process must not be able to signal, ptrace or open the files of its tests'.
     uids = (_allocate_uid(), _allocate_uid()) if os.geteuid() == 0 else (None, None)
-    workdir = tempfile.mkdtemp(prefix="sandbox-")
+    workdir, left = None, None
     try:
+        workdir = tempfile.mkdtemp(prefix="sandbox-")
         if uids[0] is not None:
             os.chown(workdir, uids[0], uids[0])
         run = _execute(template, job, plan, config, workdir, uids)
-    except OSError as exc:  # e.g. no process slot or file descriptor left on the host
+    except Exception as exc:  # e.g. no process slot or file descriptor left on the host
         return Outcome(index, Status.CRASHED, 0, plan.total, None, "", "", time.monotonic() - started,
-                       _isolation(None), f"could not start the sandbox: {exc}")
+                       _isolation(None), f"could not run the sandbox: {type(exc).__name__}: {exc}")
     finally:
-        _remove(workdir)
+        left = remove_tree(workdir) if workdir is not None else None
         for uid in uids:
             _release_uid(uid)
-    return _judge(index, run, plan, time.monotonic() - started)
+    outcome = _judge(index, run, plan, time.monotonic() - started)
+    return replace(outcome, detail=f"{outcome.detail}; {left}".lstrip("; ")) if left else outcome
 
 
 def run_jobs(jobs: Sequence[Job], config: SandboxConfig | None = None) -> list[Outcome]:
