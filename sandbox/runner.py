@@ -119,7 +119,8 @@ def _kill_everything(pid: int, uid: int | None) -> None:
             subprocess.run(command, user=uid, group=uid, extra_groups=[], **quiet)
 
 
-def _collect(out_fd: int, err_fd: int, result_fd: int, nonce: str, deadline: float, config: SandboxConfig) -> _Run:
+def _collect(out_fd: int, err_fd: int, result_fd: int, nonce: str, deadline: float, config: SandboxConfig,
+             stop: threading.Event) -> _Run:
     run = _Run()
     names = {out_fd: "stdout", err_fd: "stderr", result_fd: "result"}
     pending = bytearray()
@@ -155,6 +156,8 @@ def _collect(out_fd: int, err_fd: int, result_fd: int, nonce: str, deadline: flo
         now = time.monotonic()
         if now >= deadline:
             run.timed_out = True
+            break
+        if stop.is_set():  # the batch was interrupted (Ctrl-C): kill and clean up now
             break
         if exited_at is None and run.exit_code is not None:
             exited_at = now
@@ -194,7 +197,7 @@ def _site_paths() -> list[str]:
 
 
 def _execute(template: Template, job: Job, plan: TestPlan, config: SandboxConfig, workdir: str,
-             uids: tuple[int | None, int | None]) -> _Run:
+             uids: tuple[int | None, int | None], stop: threading.Event) -> _Run:
     nonce = secrets.token_hex(16)
     candidate_uid, tests_uid = uids
     payload = {"nonce": nonce, "program": job.program, "entry_point": job.entry_point, "workdir": workdir,
@@ -224,7 +227,7 @@ def _execute(template: Template, job: Job, plan: TestPlan, config: SandboxConfig
         os.close(tests_fd)
     run = _Run()
     try:
-        run = _collect(*(r for r, _ in pipes), nonce, deadline, config)
+        run = _collect(*(r for r, _ in pipes), nonce, deadline, config, stop)
     finally:
         # Always sweep the uid, even after "done": the child's own sweep can race a grandchild that is
         # forking in its own session at that moment (seen: one survived and slept on as an orphan).
@@ -290,7 +293,8 @@ def _judge(index: int, run: _Run, plan: TestPlan, wall_s: float) -> Outcome:
                    _text(run.stderr, run.dropped["stderr"]), wall_s, _isolation(layers), detail)
 
 
-def _run_one(template: Template, index: int, job: Job, plan: TestPlan, config: SandboxConfig) -> Outcome:
+def _run_one(template: Template, index: int, job: Job, plan: TestPlan, config: SandboxConfig,
+             stop: threading.Event) -> Outcome:
     """One candidate, start to verdict. Never raises (but KeyboardInterrupt and friends): whatever this
     candidate did, the other candidates of the batch keep their verdicts."""
     started = time.monotonic()
@@ -301,7 +305,7 @@ def _run_one(template: Template, index: int, job: Job, plan: TestPlan, config: S
         workdir = tempfile.mkdtemp(prefix="sandbox-")
         if uids[0] is not None:
             os.chown(workdir, uids[0], uids[0])
-        run = _execute(template, job, plan, config, workdir, uids)
+        run = _execute(template, job, plan, config, workdir, uids, stop)
     except Exception as exc:  # e.g. no process slot or file descriptor left on the host
         return Outcome(index, Status.CRASHED, 0, plan.total, None, "", "", time.monotonic() - started,
                        _isolation(None), f"could not run the sandbox: {type(exc).__name__}: {exc}")
@@ -327,9 +331,19 @@ def run_jobs(jobs: Sequence[Job], config: SandboxConfig | None = None) -> list[O
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < 8 * config.workers + 64:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8 * config.workers + 64), hard))
+    stop = threading.Event()
     with Template() as template, ThreadPoolExecutor(config.workers, thread_name_prefix="sandbox") as pool:
-        futures = [pool.submit(_run_one, template, i, job, plans[job.tests], config) for i, job in enumerate(jobs)]
-        return [future.result() for future in futures]
+        futures = [pool.submit(_run_one, template, i, job, plans[job.tests], config, stop)
+                   for i, job in enumerate(jobs)]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:
+            # KeyboardInterrupt (Ctrl-C) lands here: running candidates stop within one poll of their
+            # pipes (50 ms), are killed and their directories removed before the pool's exit returns.
+            stop.set()
+            for future in futures:
+                future.cancel()
+            raise
 
 
 def run_candidates(candidates: Sequence[str], tests: str | None = None, *, entry_point: str | None = None,
