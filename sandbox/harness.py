@@ -204,6 +204,14 @@ def judge(job: dict, tests: dict, sock: socket.socket, pid: int, layers: list[st
             handle.gone = "sent a malformed report of its loading"
             return _gone(handle, pid, report, None)
         tests_ns[tests["candidate_param"]] = handle.proxy(entry)
+    if tests["helpers"]:  # the problem's own helpers, over whatever the candidate's module defined
+        try:
+            exec(compile(tests["helpers"], "problem.py", "exec"), tests_ns)
+        except BaseException as exc:  # noqa: B036 - a broken problem, reported, never a pass
+            report(k="load", ok=False, **_failure(exc, "problem.py", dict(enumerate(tests["helpers"].splitlines(), 1))))
+            with contextlib.suppress(bridge.CandidateGone):
+                handle.finish()
+            return report(k="done")
     report(k="load", ok=True)
     units = tests["units"]
     test_lines = {lineno + offset: line for source, lineno in units

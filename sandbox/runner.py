@@ -32,7 +32,7 @@ from sandbox.cleanup import remove_tree
 from sandbox.config import SandboxConfig
 from sandbox.isolation import is_world_traversable
 from sandbox.outcome import Outcome, Status, TestFailure
-from sandbox.splitter import TestPlan, split_tests
+from sandbox.splitter import TestPlan, defined_names, split_tests
 from sandbox.template import HARNESS, PYTHON, TEMPLATE_ENV, Template
 
 _RESULT_CAP = 4 << 20  # bytes of result messages kept; only a candidate spamming the channel gets near it
@@ -43,11 +43,17 @@ _SETPRIV = shutil.which("setpriv")  # util-linux: drops to a uid itself, so the 
 
 @dataclass(frozen=True)
 class Job:
-    """One program to run: its source, its tests (None: none) and the function `check` receives."""
+    """One program to run: its source, its tests (None: none) and the function `check` receives.
+
+    `helpers` is trusted source that belongs to the problem, not to the answer (HumanEval: the prompt's
+    own helper functions, such as `encode_cyclic`): it runs in the tests' process before the tests, and
+    the names it defines are never taken from the candidate's module, whatever the candidate redefines.
+    """
 
     program: str
     tests: str | None = None
     entry_point: str | None = None
+    helpers: str | None = None
 
 
 @dataclass
@@ -209,7 +215,7 @@ def _execute(template: Template, job: Job, plan: TestPlan, config: SandboxConfig
     # candidate's), so the test source is never in the candidate's memory.
     tests_fd = os.memfd_create("tests", os.MFD_CLOEXEC)
     tests = marshal.dumps({"units": [(u.source, u.lineno) for u in plan.units],
-                           "candidate_param": plan.candidate_param})
+                           "candidate_param": plan.candidate_param, "helpers": job.helpers or ""})
     written = 0
     while written < len(tests):
         written += os.write(tests_fd, tests[written:])
@@ -323,17 +329,18 @@ def run_jobs(jobs: Sequence[Job], config: SandboxConfig | None = None) -> list[O
     Raises ValueError before running anything when a job's tests do not parse.
     """
     config = config or SandboxConfig()
-    plans: dict[str | None, TestPlan] = {}
+    plans: dict[tuple[str | None, str | None], TestPlan] = {}
     for job in jobs:
-        if job.tests not in plans:
-            plans[job.tests] = split_tests(job.tests)
+        if (job.tests, job.helpers) not in plans:
+            plan, provided = split_tests(job.tests), defined_names(job.helpers)
+            plans[job.tests, job.helpers] = replace(plan, names=tuple(n for n in plan.names if n not in provided))
     # Each child holds 3 descriptors here; make sure a large pool does not run the host out of them.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < 8 * config.workers + 64:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8 * config.workers + 64), hard))
     stop = threading.Event()
     with Template() as template, ThreadPoolExecutor(config.workers, thread_name_prefix="sandbox") as pool:
-        futures = [pool.submit(_run_one, template, i, job, plans[job.tests], config, stop)
+        futures = [pool.submit(_run_one, template, i, job, plans[job.tests, job.helpers], config, stop)
                    for i, job in enumerate(jobs)]
         try:
             return [future.result() for future in futures]
