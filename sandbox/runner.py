@@ -202,6 +202,14 @@ def _site_paths() -> list[str]:
     return [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
 
 
+def _memory_file(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    written = 0
+    while written < len(data):
+        written += os.write(fd, data[written:])
+    return fd
+
+
 def _execute(template: Template, job: Job, plan: TestPlan, config: SandboxConfig, workdir: str,
              uids: tuple[int | None, int | None], stop: threading.Event) -> _Run:
     nonce = secrets.token_hex(16)
@@ -210,27 +218,25 @@ def _execute(template: Template, job: Job, plan: TestPlan, config: SandboxConfig
                "has_tests": bool(plan.units), "needs_entry": plan.candidate_param is not None,
                "names": list(plan.names), "uid": candidate_uid, "tests_uid": tests_uid,
                "expose": _runtime_paths(workdir) if candidate_uid is not None else [], "site_paths": _site_paths(),
-               "env": _scrubbed_env(workdir), "rlimits": _rlimits(config), "disabled": sorted(config.disabled_layers)}
-    # The tests travel apart from the job, in a file only the tests' process reads (after forking the
-    # candidate's), so the test source is never in the candidate's memory.
-    tests_fd = os.memfd_create("tests", os.MFD_CLOEXEC)
+               "env": _scrubbed_env(workdir), "rlimits": _rlimits(config), "disabled": sorted(config.disabled_layers),
+               "cgroups": []}
+    # The job and the tests travel as files: the template passes them on unread (so its memory, which
+    # every later fork inherits, never holds a program), and only the tests' process reads the tests
+    # (after forking the candidate's), so the test source is never in the candidate's memory.
     tests = marshal.dumps({"units": [(u.source, u.lineno) for u in plan.units],
                            "candidate_param": plan.candidate_param, "helpers": job.helpers or ""})
-    written = 0
-    while written < len(tests):
-        written += os.write(tests_fd, tests[written:])
+    files = [_memory_file("tests", tests), _memory_file("job", marshal.dumps(payload))]
     pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, results
     deadline = time.monotonic() + config.timeout_s
     try:
-        pid = template.spawn(marshal.dumps(payload), *(w for _, w in pipes), tests_fd)
+        pid = template.spawn(nonce, *(w for _, w in pipes), *files)
     except BaseException:
         for r, _ in pipes:
             os.close(r)
         raise
     finally:
-        for _, w in pipes:
-            os.close(w)
-        os.close(tests_fd)
+        for fd in [w for _, w in pipes] + files:
+            os.close(fd)
     run = _Run()
     try:
         run = _collect(*(r for r, _ in pipes), nonce, deadline, config, stop)
@@ -255,7 +261,7 @@ def _isolation(layers: list[str] | None) -> str:
     # `layers` are those in effect in both processes, then "verdict": the tests ran in their own process.
     network = "netns" in layers or "seccomp-net" in layers
     filesystem = "mountns-ro" in layers or "landlock-ro" in layers
-    if network and filesystem and "uid" in layers:
+    if network and filesystem and "uid" in layers and "pidns" in layers:
         level = "strict"
     else:
         level = "partial" if network or filesystem else "minimal"

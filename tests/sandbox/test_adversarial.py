@@ -259,7 +259,7 @@ def test_isolation_level_reported(batch):
     assert len(levels) == 1
     [level] = levels
     if os.geteuid() == 0:  # CI and this machine: the full set
-        assert level == "strict(netns+ipcns+mountns-ro+rlimits+uid+verdict)"
+        assert level == "strict(netns+ipcns+mountns-ro+pidns+rlimits+uid+verdict)"
 
 
 def test_killing_the_parent_fails(tmp_path):
