@@ -325,12 +325,17 @@ def fresh_proc() -> bool:
         return False
 
 
-def join_cgroups(directories: list[str]) -> None:
+def join_cgroups(directories: list[str]) -> list[str]:
     """Move this process (and so every process it starts) into each cgroup directory: the candidate's
-    memory cap and CPU share (see cgroups.py, which made them). Before `enclose`: /sys becomes read-only."""
-    for directory in directories:
-        with open(os.path.join(directory, "cgroup.procs"), "w") as procs:
-            procs.write(str(os.getpid()))
+    memory cap and CPU share (see cgroups.py, which made them). Before `enclose`: /sys becomes read-only.
+    Returns ["cgroup"] when it joined them all, else [] (the layer is not claimed)."""
+    try:
+        for directory in directories:
+            with open(os.path.join(directory, "cgroup.procs"), "w") as procs:
+                procs.write(str(os.getpid()))
+    except OSError:
+        return []
+    return ["cgroup"] if directories else []
 
 
 def hide_memory() -> None:
