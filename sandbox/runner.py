@@ -266,13 +266,14 @@ def run_jobs(jobs: Sequence[Job], config: SandboxConfig | None = None) -> list[O
 
 def run_candidates(candidates: Sequence[str], tests: str | None = None, *, entry_point: str | None = None,
                    timeout_s: float | None = None, memory_mb: int | None = None, workers: int | None = None,
-                   config: SandboxConfig | None = None) -> list[Outcome]:
+                   config: SandboxConfig | None = None, helpers: str | None = None) -> list[Outcome]:
     """Run k candidate programs against the same tests; one Outcome per candidate, in input order.
 
     `tests` is a file defining `check(candidate)` (HumanEval style: `entry_point` names the function it
     receives, or the candidate's only function is used), a script of plain asserts, or None for no tests.
-    `timeout_s`, `memory_mb` and `workers` override the same fields of `config`.
+    `timeout_s`, `memory_mb` and `workers` override the same fields of `config`; `helpers` is the
+    problem's own source the tests may call (see Job).
     """
     overrides = {"timeout_s": timeout_s, "memory_mb": memory_mb, "workers": workers}
     config = replace(config or SandboxConfig(), **{k: v for k, v in overrides.items() if v is not None})
-    return run_jobs([Job(program, tests, entry_point) for program in candidates], config)
+    return run_jobs([Job(program, tests, entry_point, helpers) for program in candidates], config)
