@@ -132,6 +132,7 @@ class BatchGroups:
     def __init__(self, batch_memory_mb: int, workers: int, *, create: bool = True) -> None:
         self.version: str | None = None
         self._batch: dict[str, str] = {}
+        self._pending: list[str] = []  # candidates' groups that were still busy when released
         if not create or os.geteuid() != 0:
             return
         try:
@@ -197,25 +198,29 @@ class BatchGroups:
             return None
 
     def release(self, group: CandidateGroup | None) -> None:
-        """Remove a candidate's groups (its processes are dead by now; the kernel may need a moment)."""
+        """Remove a candidate's groups now if the kernel lets us, else when the batch closes: a group goes
+        once its last process is reaped, which may trail the SIGKILL by a few milliseconds, and the
+        candidate's thread should not wait for that."""
         if group is not None:
-            for path in group.directories:
-                _remove(path)
+            self._pending.extend(path for path in group.directories if not _remove(path, attempts=1))
 
     def close(self) -> None:
-        for path in set(self._batch.values()):
+        """Remove every group left, the batch's last."""
+        for path in [*self._pending, *set(self._batch.values())]:
             _remove(path)
-        self._batch = {}
+        self._pending, self._batch = [], {}
         self.version = None
 
 
-def _remove(path: str) -> None:
-    # A cgroup goes once its last process is reaped, which may trail the SIGKILL by a few milliseconds.
-    for _ in range(50):
+def _remove(path: str, attempts: int = 100) -> bool:
+    """rmdir a cgroup, retrying every 10 ms while it still holds a dying process; whether it is gone."""
+    for attempt in range(attempts):
         try:
             os.rmdir(path)
-            return
+            return True
         except FileNotFoundError:
-            return
+            return True
         except OSError:
-            time.sleep(0.01)
+            if attempt + 1 < attempts:
+                time.sleep(0.01)
+    return False
