@@ -28,7 +28,7 @@ def f(x):
 """
 # memfd memory is outside the address-space limit: twelve files of 64 MB (the file-size limit) each.
 MEMFD = """
-import os
+import os, time
 files = []
 def f(x):
     for _ in range(12):
@@ -36,6 +36,7 @@ def f(x):
         for _ in range(64):
             os.write(fd, b"x" * (1 << 20))
         files.append(fd)
+    time.sleep(1)  # held, as a candidate's working memory would be
     return 2 * x + 1
 """
 HOLD_300 = """
