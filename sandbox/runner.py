@@ -9,14 +9,12 @@ whole process group and every process of the candidate's private uid, then remov
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import marshal
 import math
 import os
 import resource
 import secrets
-import selectors
 import shutil
 import signal
 import subprocess
@@ -26,40 +24,36 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
+from sandbox.cgroups import BatchGroups, CandidateGroup
+from sandbox.cleanup import remove_tree
+from sandbox.collect import Run, collect
 from sandbox.config import SandboxConfig
 from sandbox.isolation import is_world_traversable
-from sandbox.outcome import Outcome, Status, TestFailure
-from sandbox.splitter import TestPlan, split_tests
+from sandbox.judge import isolation, judge
+from sandbox.memwatch import MemoryWatch
+from sandbox.outcome import Outcome, Status
+from sandbox.splitter import TestPlan, defined_names, split_tests
 from sandbox.template import HARNESS, PYTHON, TEMPLATE_ENV, Template
 
-_RESULT_CAP = 4 << 20  # bytes of result messages kept; only a candidate spamming the channel gets near it
-_EXIT_GRACE_S = 0.3  # after the child exits, how long grandchildren may hold the pipes open
 _KILL = shutil.which("kill")
 _SETPRIV = shutil.which("setpriv")  # util-linux: drops to a uid itself, so the caller need not (see _kill_everything)
 
 
 @dataclass(frozen=True)
 class Job:
-    """One program to run: its source, its tests (None: none) and the function `check` receives."""
+    """One program to run: its source, its tests (None: none) and the function `check` receives.
+
+    `helpers` is trusted source that belongs to the problem, not to the answer (HumanEval: the prompt's
+    own helper functions, such as `encode_cyclic`): it runs in the tests' process before the tests, and
+    the names it defines are never taken from the candidate's module, whatever the candidate redefines.
+    """
 
     program: str
     tests: str | None = None
     entry_point: str | None = None
-
-
-@dataclass
-class _Run:
-    messages: list[dict] = field(default_factory=list)
-    stdout: bytearray = field(default_factory=bytearray)
-    stderr: bytearray = field(default_factory=bytearray)
-    dropped: dict[str, int] = field(default_factory=lambda: {"stdout": 0, "stderr": 0})
-    exit_code: int | None = None  # of the tests' process, as reported by the template: negative for a signal
-    gone: str | None = None  # how the candidate's process ended or broke its channel before the end
-    candidate_code: int | None = None  # its exit code then, when the tests' process saw it
-    timed_out: bool = False
-    done: bool = False
+    helpers: str | None = None
 
 
 _uids_in_use: set[int] = set()
@@ -118,202 +112,116 @@ def _kill_everything(pid: int, uid: int | None) -> None:
             subprocess.run(command, user=uid, group=uid, extra_groups=[], **quiet)
 
 
-def _collect(out_fd: int, err_fd: int, result_fd: int, nonce: str, deadline: float, config: SandboxConfig) -> _Run:
-    run = _Run()
-    names = {out_fd: "stdout", err_fd: "stderr", result_fd: "result"}
-    pending = bytearray()
-    result_bytes = 0
-
-    def take(fd: int) -> int | None:
-        """Read once from `fd`: bytes read, 0 at end of file, None when nothing is there yet."""
-        nonlocal pending, result_bytes
-        try:
-            chunk = os.read(fd, 1 << 16)
-        except BlockingIOError:
-            return None
-        if names[fd] == "result":
-            result_bytes += len(chunk)
-            if result_bytes <= _RESULT_CAP:
-                *lines, rest = (pending + chunk).split(b"\n")
-                pending = bytearray(rest)
-                for line in lines:
-                    _accept(run, line, nonce)
-        else:
-            kept = getattr(run, names[fd])
-            room = max(0, config.max_output_bytes - len(kept))
-            kept += chunk[:room]
-            run.dropped[names[fd]] += max(0, len(chunk) - room)
-        return len(chunk)
-
-    selector = selectors.DefaultSelector()
-    for fd in names:
-        os.set_blocking(fd, False)
-        selector.register(fd, selectors.EVENT_READ)
-    exited_at = None
-    while selector.get_map() and not run.done:
-        now = time.monotonic()
-        if now >= deadline:
-            run.timed_out = True
-            break
-        if exited_at is None and run.exit_code is not None:
-            exited_at = now
-        if exited_at is not None and now - exited_at > _EXIT_GRACE_S:
-            break
-        for key, _ in selector.select(timeout=min(0.05, deadline - now)):
-            if take(key.fd) == 0:
-                selector.unregister(key.fd)
-    selector.close()
-    # The child flushed its output before reporting "done", so the rest of it sits in the pipes now.
-    # Bounded: a grandchild may still be flooding them.
-    for fd in (out_fd, err_fd):
-        for _ in range(16):
-            if not take(fd):
-                break
-    return run
-
-
-def _accept(run: _Run, line: bytes, nonce: str) -> None:
-    # literal_eval, not eval: the candidate can write to this pipe too, and must not run code here.
-    try:
-        message = ast.literal_eval(line.decode("utf-8"))
-    except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError):
-        return
-    if isinstance(message, dict) and message.get("n") == nonce:
-        run.messages.append(message)
-        run.done = run.done or message.get("k") == "done"
-        if message.get("k") == "exit" and isinstance(message.get("code"), int):
-            run.exit_code = message["code"]
-        if message.get("k") == "gone":
-            run.gone = str(message.get("why"))
-            run.candidate_code = message["code"] if isinstance(message.get("code"), int) else None
-
-
 def _site_paths() -> list[str]:
     return [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
 
 
-def _execute(template: Template, job: Job, plan: TestPlan, config: SandboxConfig, workdir: str,
-             uids: tuple[int | None, int | None]) -> _Run:
+def _memory_file(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    written = 0
+    while written < len(data):
+        written += os.write(fd, data[written:])
+    return fd
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """What every candidate of one batch shares: the template, the limits, the stop signal (Ctrl-C),
+    the batch's cgroups, or the memory watch that stands in for their memory caps."""
+
+    template: Template
+    config: SandboxConfig
+    stop: threading.Event
+    groups: BatchGroups
+    watch: MemoryWatch | None
+
+
+def _execute(batch: _Batch, job: Job, plan: TestPlan, workdir: str, uids: tuple[int | None, int | None],
+             group: CandidateGroup | None) -> Run:
+    config = batch.config
     nonce = secrets.token_hex(16)
     candidate_uid, tests_uid = uids
     payload = {"nonce": nonce, "program": job.program, "entry_point": job.entry_point, "workdir": workdir,
                "has_tests": bool(plan.units), "needs_entry": plan.candidate_param is not None,
                "names": list(plan.names), "uid": candidate_uid, "tests_uid": tests_uid,
                "expose": _runtime_paths(workdir) if candidate_uid is not None else [], "site_paths": _site_paths(),
-               "env": _scrubbed_env(workdir), "rlimits": _rlimits(config), "disabled": sorted(config.disabled_layers)}
-    # The tests travel apart from the job, in a file only the tests' process reads (after forking the
-    # candidate's), so the test source is never in the candidate's memory.
-    tests_fd = os.memfd_create("tests", os.MFD_CLOEXEC)
+               "env": _scrubbed_env(workdir), "rlimits": _rlimits(config), "disabled": sorted(config.disabled_layers),
+               "cgroups": group.directories if group is not None else []}
+    # The job and the tests travel as files: the template passes them on unread (so its memory, which
+    # every later fork inherits, never holds a program), and only the tests' process reads the tests
+    # (after forking the candidate's), so the test source is never in the candidate's memory.
     tests = marshal.dumps({"units": [(u.source, u.lineno) for u in plan.units],
-                           "candidate_param": plan.candidate_param})
-    written = 0
-    while written < len(tests):
-        written += os.write(tests_fd, tests[written:])
+                           "candidate_param": plan.candidate_param, "helpers": job.helpers or ""})
+    files = [_memory_file("tests", tests), _memory_file("job", marshal.dumps(payload))]
     pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, results
     deadline = time.monotonic() + config.timeout_s
     try:
-        pid = template.spawn(marshal.dumps(payload), *(w for _, w in pipes), tests_fd)
+        pid = batch.template.spawn(nonce, *(w for _, w in pipes), *files)
     except BaseException:
         for r, _ in pipes:
             os.close(r)
         raise
     finally:
-        for _, w in pipes:
-            os.close(w)
-        os.close(tests_fd)
-    run = _Run()
+        for fd in [w for _, w in pipes] + files:
+            os.close(fd)
+    run, over = Run(), []
+
+    def over_memory(why: str) -> None:  # called by the memory watch's thread
+        over.append(why)
+        _kill_everything(pid, candidate_uid)
+
+    if batch.watch is not None and candidate_uid is not None:
+        batch.watch.watch(candidate_uid, config.memory_mb, over_memory)
     try:
-        run = _collect(*(r for r, _ in pipes), nonce, deadline, config)
+        run = collect(*(r for r, _ in pipes), nonce, deadline, config, batch.stop)
     finally:
+        if batch.watch is not None and candidate_uid is not None:
+            batch.watch.forget(candidate_uid)
         # Always sweep the uid, even after "done": the child's own sweep can race a grandchild that is
         # forking in its own session at that moment (seen: one survived and slept on as an orphan).
         # The tests' uid needs no sweep: only our own test code runs as it, inside the process group.
         _kill_everything(pid, candidate_uid)
         for r, _ in pipes:
             os.close(r)
+    run.memory = over[0] if over else None
     return run
 
 
-def _text(data: bytearray, dropped: int) -> str:
-    text = data.decode("utf-8", errors="replace")
-    return text + f"\n[... {dropped} more bytes dropped]" if dropped else text
+def _oom(group: CandidateGroup | None, config: SandboxConfig) -> str | None:
+    """Why the cgroup memory caps ended this candidate's processes, if they did."""
+    if group is None or not (group.oom_kills() or group.hit_own_cap()):
+        return None
+    if group.hit_own_cap():
+        return f"its processes together reached memory_mb ({config.memory_mb} MB; cgroup)"
+    return (f"the batch reached batch_memory_mb ({config.batch_memory_mb} MB; cgroup) and the kernel ended a "
+            "process of this candidate, the largest")
 
 
-def _isolation(layers: list[str] | None) -> str:
-    if layers is None:
-        return "unknown(the harness did not start)"
-    # `layers` are those in effect in both processes, then "verdict": the tests ran in their own process.
-    network = "netns" in layers or "seccomp-net" in layers
-    filesystem = "mountns-ro" in layers or "landlock-ro" in layers
-    if network and filesystem and "uid" in layers:
-        level = "strict"
-    else:
-        level = "partial" if network or filesystem else "minimal"
-    return f"{level}({'+'.join(layers)})"
-
-
-def _judge(index: int, run: _Run, plan: TestPlan, wall_s: float) -> Outcome:
-    events: dict[str, list[dict]] = {}
-    for message in run.messages:
-        events.setdefault(message.get("k", ""), []).append(message)
-    layers = events["start"][0].get("layers") if "start" in events else None
-    load = events.get("load", [{}])[0]
-    units = {m["i"]: m for m in events.get("unit", []) if m.get("i") in range(len(plan.units))}
-    passed = sum(1 for i, m in units.items() if m.get("ok") is True and plan.units[i].is_test)
-    failures = [units[i] for i in sorted(units) if units[i].get("ok") is not True]
-    bad = load if load.get("ok") is False else failures[0] if failures else None
-    first_failure = None if bad is None else TestFailure(str(bad.get("file", "")), bad.get("line"),
-                                                         str(bad.get("source", "")), str(bad.get("message", "")))
-    any_memory = any(m.get("memory") for m in [load, *failures])
-    suite = next((m for m in failures if m.get("suite") is True), None)
-    detail = ""
-    if suite is not None:
-        status, detail = Status.ERROR, (f"the test at tests.py:{suite.get('line')} needs objects shared with the "
-                                        "candidate; the sandbox passes plain data only and cannot judge this suite")
-    elif load.get("ok") is False:
-        status = Status.MEMORY if load.get("memory") else Status.ERROR
-    elif run.done and len(units) == len(plan.units):
-        status = (Status.PASSED if plan.total else Status.RAN) if not failures else \
-            Status.MEMORY if any_memory else Status.FAILED
-    elif run.timed_out or -signal.SIGXCPU in (run.exit_code, run.candidate_code):
-        status, detail = Status.TIMEOUT, "wall-clock limit reached" if run.timed_out else "CPU-time limit reached"
-    elif any_memory:
-        status = Status.MEMORY
-    elif run.gone is not None:
-        status, detail = Status.CRASHED, f"the candidate's process {run.gone} before the tests finished"
-    else:
-        code = run.exit_code or 0
-        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-        status, detail = Status.CRASHED, f"the program {how} before the harness saw the tests finish"
-    return Outcome(index, status, passed, plan.total, first_failure, _text(run.stdout, run.dropped["stdout"]),
-                   _text(run.stderr, run.dropped["stderr"]), wall_s, _isolation(layers), detail)
-
-
-def _remove(workdir: str) -> None:
-    def retry_writable(function, path, _exc_info) -> None:  # the candidate may have chmod-ed things away
-        os.chmod(os.path.dirname(path), 0o700)
-        function(path)
-
-    shutil.rmtree(workdir, onerror=retry_writable)
-
-
-def _run_one(template: Template, index: int, job: Job, plan: TestPlan, config: SandboxConfig) -> Outcome:
+def _run_one(batch: _Batch, index: int, job: Job, plan: TestPlan) -> Outcome:
+    """One candidate, start to verdict. Never raises (but KeyboardInterrupt and friends): whatever this
+    candidate did, the other candidates of the batch keep their verdicts."""
     started = time.monotonic()
     # Two uids: the candidate's process must not be able to signal, ptrace or open the files of its tests'.
     uids = (_allocate_uid(), _allocate_uid()) if os.geteuid() == 0 else (None, None)
-    workdir = tempfile.mkdtemp(prefix="sandbox-")
+    workdir, left, group = None, None, None
     try:
+        workdir = tempfile.mkdtemp(prefix="sandbox-")
         if uids[0] is not None:
             os.chown(workdir, uids[0], uids[0])
-        run = _execute(template, job, plan, config, workdir, uids)
-    except OSError as exc:  # e.g. no process slot or file descriptor left on the host
+        group = batch.groups.candidate(index, batch.config.memory_mb)
+        run = _execute(batch, job, plan, workdir, uids, group)
+        run.memory = run.memory or _oom(group, batch.config)
+    except Exception as exc:  # e.g. no process slot or file descriptor left on the host
         return Outcome(index, Status.CRASHED, 0, plan.total, None, "", "", time.monotonic() - started,
-                       _isolation(None), f"could not start the sandbox: {exc}")
+                       isolation(None), f"could not run the sandbox: {type(exc).__name__}: {exc}")
     finally:
-        _remove(workdir)
+        left = remove_tree(workdir) if workdir is not None else None
+        batch.groups.release(group)
         for uid in uids:
             _release_uid(uid)
-    return _judge(index, run, plan, time.monotonic() - started)
+    watched = ("memwatch",) if batch.watch is not None and uids[0] is not None else ()
+    outcome = judge(index, run, plan, time.monotonic() - started, watched)
+    return replace(outcome, detail=f"{outcome.detail}; {left}".lstrip("; ")) if left else outcome
 
 
 def run_jobs(jobs: Sequence[Job], config: SandboxConfig | None = None) -> list[Outcome]:
@@ -322,28 +230,50 @@ def run_jobs(jobs: Sequence[Job], config: SandboxConfig | None = None) -> list[O
     Raises ValueError before running anything when a job's tests do not parse.
     """
     config = config or SandboxConfig()
-    plans: dict[str | None, TestPlan] = {}
+    plans: dict[tuple[str | None, str | None], TestPlan] = {}
     for job in jobs:
-        if job.tests not in plans:
-            plans[job.tests] = split_tests(job.tests)
+        if (job.tests, job.helpers) not in plans:
+            plan, provided = split_tests(job.tests), defined_names(job.helpers)
+            plans[job.tests, job.helpers] = replace(plan, names=tuple(n for n in plan.names if n not in provided))
     # Each child holds 3 descriptors here; make sure a large pool does not run the host out of them.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < 8 * config.workers + 64:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8 * config.workers + 64), hard))
-    with Template() as template, ThreadPoolExecutor(config.workers, thread_name_prefix="sandbox") as pool:
-        futures = [pool.submit(_run_one, template, i, job, plans[job.tests], config) for i, job in enumerate(jobs)]
-        return [future.result() for future in futures]
+    groups = BatchGroups(config.batch_memory_mb, config.workers) if "cgroup" not in config.disabled_layers \
+        else BatchGroups.unavailable()
+    watch = None
+    if not groups.available and "memwatch" not in config.disabled_layers and os.geteuid() == 0:
+        watch = MemoryWatch(config.batch_memory_mb)
+    try:
+        with Template() as template, ThreadPoolExecutor(config.workers, thread_name_prefix="sandbox") as pool:
+            batch = _Batch(template, config, threading.Event(), groups, watch)
+            futures = [pool.submit(_run_one, batch, i, job, plans[job.tests, job.helpers])
+                       for i, job in enumerate(jobs)]
+            try:
+                return [future.result() for future in futures]
+            except BaseException:
+                # KeyboardInterrupt (Ctrl-C) lands here: running candidates stop within one poll of their
+                # pipes (50 ms), are killed and their directories removed before the pool's exit returns.
+                batch.stop.set()
+                for future in futures:
+                    future.cancel()
+                raise
+    finally:
+        if watch is not None:
+            watch.close()
+        groups.close()
 
 
 def run_candidates(candidates: Sequence[str], tests: str | None = None, *, entry_point: str | None = None,
                    timeout_s: float | None = None, memory_mb: int | None = None, workers: int | None = None,
-                   config: SandboxConfig | None = None) -> list[Outcome]:
+                   config: SandboxConfig | None = None, helpers: str | None = None) -> list[Outcome]:
     """Run k candidate programs against the same tests; one Outcome per candidate, in input order.
 
     `tests` is a file defining `check(candidate)` (HumanEval style: `entry_point` names the function it
     receives, or the candidate's only function is used), a script of plain asserts, or None for no tests.
-    `timeout_s`, `memory_mb` and `workers` override the same fields of `config`.
+    `timeout_s`, `memory_mb` and `workers` override the same fields of `config`; `helpers` is the
+    problem's own source the tests may call (see Job).
     """
     overrides = {"timeout_s": timeout_s, "memory_mb": memory_mb, "workers": workers}
     config = replace(config or SandboxConfig(), **{k: v for k, v in overrides.items() if v is not None})
-    return run_jobs([Job(program, tests, entry_point) for program in candidates], config)
+    return run_jobs([Job(program, tests, entry_point, helpers) for program in candidates], config)

@@ -7,9 +7,12 @@ failing assertion hides how many others would pass. We cut the file with `ast` i
   METADATA, helpers) and runs first;
 - each statement of `check`'s body that contains an `assert` is one *test*, counted on its own; a
   statement without one (`import math`, `xs = [...]`) is setup that later tests may rely on;
-- a file without `check` is a script of plain asserts: each top-level statement with an `assert` is a test.
+- a file without `check` is a script of plain asserts: each top-level statement with an `assert` is a test;
+  if it calls `candidate` (without defining it), that name is bound to the entry point, as in `check`.
 
-`assert True` and other asserts on a constant test nothing about the candidate and are dropped.
+An assert that can fail reads a name (`assert f(2) == 5`, `assert ok`); one that reads none (`assert
+True`, `assert 1 == 1`) tests nothing about the candidate and is dropped, and a bare comparison is not an
+assert. A non-blank file left with no test at all is refused ("no tests"): it would pass any candidate.
 Tests run in order in one namespace, so a unit sees the names the earlier units defined.
 """
 
@@ -43,12 +46,17 @@ class TestPlan:
         return sum(unit.is_test for unit in self.units)
 
 
+def _can_fail(node: ast.Assert) -> bool:
+    # Without a name, the test is a constant expression: its value cannot depend on the candidate.
+    return any(isinstance(sub, ast.Name) for sub in ast.walk(node.test))
+
+
 def _has_real_assert(node: ast.AST) -> bool:
-    return any(isinstance(sub, ast.Assert) and not isinstance(sub.test, ast.Constant) for sub in ast.walk(node))
+    return any(isinstance(sub, ast.Assert) and _can_fail(sub) for sub in ast.walk(node))
 
 
 def _is_constant_assert(node: ast.stmt) -> bool:
-    return isinstance(node, ast.Assert) and isinstance(node.test, ast.Constant) and bool(node.test.value)
+    return isinstance(node, ast.Assert) and not _can_fail(node)
 
 
 def _is_check_call(node: ast.stmt) -> bool:
@@ -73,11 +81,39 @@ def _free_names(tree: ast.Module, candidate_param: str | None) -> tuple[str, ...
     return tuple(sorted(read - set(dir(builtins)) - {"check", candidate_param}))
 
 
+def defined_names(source: str | None) -> frozenset[str]:
+    """Names a trusted source (a problem's helpers) binds at its top level: functions, classes, imports,
+    assignments. Empty when it does not parse."""
+    try:
+        tree = ast.parse(source or "")
+    except SyntaxError:
+        return frozenset()
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        else:
+            names.update(sub.id for sub in ast.walk(node)
+                         if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store))
+    return frozenset(names)
+
+
+def _checked(plan: TestPlan) -> TestPlan:
+    if not plan.total:
+        raise ValueError("no tests: the test file has no assert that can fail (an assert must read a name, e.g. "
+                         "`assert candidate(2) == 5`; `assert True` and bare comparisons test nothing); add one, "
+                         "or give no tests to only run the program")
+    return plan
+
+
 def split_tests(source: str | None) -> TestPlan:
     """Cut a test file into setup and counted test units (see the module docstring for the rules).
 
     `None` or a blank file gives a plan with no units: the candidate only has to run.
-    Raises ValueError, naming the line, when the tests themselves do not parse.
+    Raises ValueError, naming the line, when the tests themselves do not parse, and ValueError ("no
+    tests") when a non-blank file has no assert that can fail.
     """
     if source is None or not source.strip():
         return TestPlan((), None)
@@ -88,7 +124,9 @@ def split_tests(source: str | None) -> TestPlan:
     checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
     if not checks:
         units = [_unit(source, n, _has_real_assert(n)) for n in tree.body if not _is_constant_assert(n)]
-        return TestPlan(tuple(units), None, _free_names(tree, None))
+        read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+        param = "candidate" if "candidate" in read and "candidate" not in defined_names(source) else None
+        return _checked(TestPlan(tuple(units), param, _free_names(tree, param)))
     check = checks[-1]
     if not check.args.args:
         raise ValueError("check() takes no argument: define it as `def check(candidate):`")
@@ -96,4 +134,4 @@ def split_tests(source: str | None) -> TestPlan:
              and not isinstance(n, ast.Assert)]
     body = [_unit(source, n, _has_real_assert(n)) for n in check.body
             if not _is_constant_assert(n) and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
-    return TestPlan(tuple(setup + body), check.args.args[0].arg, _free_names(tree, check.args.args[0].arg))
+    return _checked(TestPlan(tuple(setup + body), check.args.args[0].arg, _free_names(tree, check.args.args[0].arg)))

@@ -36,14 +36,15 @@ class Template:
         theirs.close()
         self._sock = ours
 
-    def spawn(self, job: bytes, out_fd: int, err_fd: int, result_fd: int, tests_fd: int) -> int:
-        """Fork a child that runs `job` (marshalled) with these pipes as stdout, stderr and result channel,
-        and `tests_fd` (a file holding the tests) for its tests' process alone."""
+    def spawn(self, nonce: str, out_fd: int, err_fd: int, result_fd: int, tests_fd: int, job_fd: int) -> int:
+        """Fork a child that runs the job in `job_fd` (a file holding it marshalled: the template passes it on
+        unread) with these pipes as stdout, stderr and result channel, and `tests_fd` (a file holding the
+        tests) for its tests' process alone. `nonce` tags the template's line saying how the child ended."""
         with self._lock:
             for attempt in range(2):
                 try:
-                    socket.send_fds(self._sock, [struct.pack("Q", len(job))], [out_fd, err_fd, result_fd, tests_fd])
-                    self._sock.sendall(job)
+                    socket.send_fds(self._sock, [struct.pack("32s", nonce.encode())],
+                                    [out_fd, err_fd, result_fd, tests_fd, job_fd])
                     reply = self._sock.recv(8, socket.MSG_WAITALL)
                     if len(reply) == 8:
                         break

@@ -94,7 +94,8 @@ except OSError as exc:
 
 
 def test_everything_disabled_is_reported_as_minimal():
-    outcome = _run(ADD + "print(add(2, 3))\n", "netns", "seccomp-net", "mountns-ro", "landlock-ro", "ipcns", "uid")
+    outcome = _run(ADD + "print(add(2, 3))\n", "netns", "seccomp-net", "mountns-ro", "landlock-ro", "ipcns", "uid",
+                   "pidns", "cgroup", "memwatch")
     assert (outcome.status, outcome.stdout, outcome.isolation) == (Status.RAN, "5\n", "minimal(rlimits+verdict)")
 
 

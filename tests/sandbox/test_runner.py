@@ -91,7 +91,7 @@ builtins.planted = True
 def test_config_validation_says_what_to_do():
     with pytest.raises(ValueError, match="at least 128"):
         SandboxConfig(memory_mb=16)
-    with pytest.raises(ValueError, match="timeout_s must be positive"):
+    with pytest.raises(ValueError, match="timeout_s must be a number of seconds above 0"):
         SandboxConfig(timeout_s=0)
     with pytest.raises(ValueError, match="choose from"):
         SandboxConfig(disabled_layers=frozenset({"chroot"}))
