@@ -3,36 +3,31 @@
     python -m bench.load_bench --target embedded --scenarios together:4,poisson:16:32,queued:32:16 --check-greedy
     python -m bench.load_bench --target TINY_FOLDER --device cpu --scenarios together:2 --k 2 --max-new-tokens 8
 
-One engine, one run, every mode. A visitor is one request: a HumanEval prompt, k candidates (--k; a queued
-scenario's own K) sampled at T --temperature / top-p --top-p up to --max-new-tokens with HumanEval's stops, seed
---seed + the visitor's index. Visitor i asks problem i (cycling) of the last --pool problems of HumanEval, counted
-from the end (HumanEval/163, /162, ...): the other benchmarks time the first N, so these prompts are new to them.
+One engine, one run, every mode. Visitor i is one request: problem i (cycling) of the last --pool HumanEval problems
+counted from the end (HumanEval/163, /162, ...; the other benchmarks time the first N), k candidates (--k, or a
+queued scenario's K) at T --temperature / top-p --top-p, up to --max-new-tokens with HumanEval's stops, seed --seed + i.
 
-Scenarios (when the visitors arrive; t = 0 is the start of the mode's run):
-  together:N       N visitors at t = 0
-  poisson:N:RATE   N visitors, the first at t = 0, then exponential gaps of mean 1/RATE s (seeded by --seed)
-  queued:N:K       N requests of k = K at t = 0: the engine's admission by memory; none may be lost, and each
-                   request counts the "queued" events its stream gave (its place in line)
-Modes (how they are served):
-  one-at-a-time    one server thread takes the visitors in arrival order and reads each stream to its end
-                   before it starts the next (today's app), with --alone-method
-  batched-regular  each visitor's own thread calls `Engine.stream` at its arrival, method "regular"
-  batched-bass     the same with method "bass"
-A batched mode only lets requests run together: whether and how they share the device is the engine's affair.
+Scenarios (t = 0: the start of a mode's run): together:N (N visitors at t = 0); poisson:N:RATE (the first at 0, then
+exponential gaps of mean 1/RATE s, seeded by --seed); queued:N:K (N requests of k = K at t = 0: the engine's
+admission by memory, where none may be lost and each request counts the "queued" events, its place in line, it saw).
+Modes: one-at-a-time (one server thread takes the visitors in arrival order and reads each stream to its end before
+it starts the next, with --alone-method: today's app); batched-regular (each visitor's own thread calls
+`Engine.stream` at its arrival, method "regular"); batched-bass (the same, method "bass"). A batched mode only lets
+requests run together: whether and how they share the device is the engine's affair.
 
-Per scenario and mode: p50 / p95 over visitors of the time from arrival to all k candidates done, and to the first
-passing candidate (the moment it finished decoding: each candidate goes to the sandbox as it finishes, on a tester
-thread (`bass.verdicts`), never the timing thread; these percentiles are over the visitors with a pass); tokens/s =
-generated tokens of every request / wall time from t = 0 to the last "done"; peak GPU memory (None on the CPU);
-requests done and lost (a stream that raised, or gave no "done" within --timeout-s); a lone visitor's time (the
-median service time of one-at-a-time, each request alone on the engine); with --check-greedy, how many requests
-decode greedily to the same tokens in a batched mode as each alone. Percentiles interpolate linearly (numpy's).
+Per scenario and mode: p50 / p95 over visitors of the time from arrival to all k done, and to the first passing
+candidate (when it finished decoding; each candidate goes to the sandbox as it finishes, on a tester thread
+(`bass.verdicts`), never the timing thread; over the visitors with a pass); tokens/s = generated tokens of every
+request / wall time from t = 0 to the last "done"; peak GPU memory (None on the CPU); requests done and lost (a stream
+that raised, or gave no "done" within --timeout-s); a lone visitor's time (one-at-a-time's median service time); with
+--check-greedy, how many requests decode greedily to the same tokens in a batched mode as each alone. Percentiles
+interpolate linearly (numpy's default).
 
 Before timing (unless --no-warmup): the longest prompt at the largest k with each method (the KV arenas sized once),
-every draft length drafted once at each k (`Engine.warm_draft_lengths`: CUDA graphs), then each scenario served
-once untimed in each mode with other seeds. Writes load_bench.json, load_bench.png (p50 / p95 bars per mode) and
-load_bench.txt under --out; prints the table last, with batched-bass's ratios to batched-regular and one-at-a-time
-(wall time to all done, tokens/s) and its p95 over a lone visitor's time.
+every draft length drafted once at each k (`Engine.warm_draft_lengths`), each scenario served once in each mode with
+other seeds. Writes load_bench.json, load_bench.png (p50 / p95 bars) and load_bench.txt under --out; prints the table
+last, with batched-bass's ratios to the other modes (wall time to all done, tokens/s) and its p95 over a lone
+visitor's time.
 """
 
 from __future__ import annotations
@@ -363,8 +358,8 @@ def measure(engine: Engine, a: argparse.Namespace, pool: list, log) -> list[dict
             if a.check_greedy and mode in BATCHED_METHODS:
                 row["greedy"] = greedy_identity(engine, requests, mode, a.timeout_s)
             runs.append(row)
-            log(f"  {sc.label} {mode}: {row['done']} done, {row['lost']} lost, wall {fmt(row['wall_s'])} s, "
-                f"p95 to done {fmt(row['p95_done_s'])} s")
+            log(f"  {sc.label} {mode}: {row['done']} done, {row['lost']} lost, last arrival "
+                f"{row['last_arrival_s']:.3f} s, wall {fmt(row['wall_s'])} s, p95 to done {fmt(row['p95_done_s'])} s")
     return runs
 
 
