@@ -28,6 +28,7 @@ COMPARE_CSS = """
 .bass-cmp-note { font-size: 0.9em; color: var(--body-text-color-subdued); }
 .bass-cmp-note li { margin: 2px 0; }
 #bass-compare-table table { font-size: 0.85em; }
+#bass-compare { white-space: nowrap; }
 @media (max-width: 760px) { .bass-cmp-bar { grid-template-columns: 5.5em 1fr auto; } }
 """
 
