@@ -1,76 +1,84 @@
-"""The Compare button: the same prompt, seed and k under BASS, regular and single-sequence decoding.
+"""The Compare button: the same prompt, seed, k and token limit under BASS, regular and single-sequence decoding.
 
-Methods run one after another on the one engine; the table grows as each finishes. With unit tests,
-each candidate is tested the moment it finishes (`app.live_tests`), which gives every method its time to
-first pass (and, with "stop at the first pass", ends each method's run at its first pass). A method that fails
-(an unsupported drafter, say) is reported in the status and the others still run. Results are written
-as CSV and JSON for download.
+Methods run one after another, each alone on the engine (`bass.compare.stream_method`); the table grows as
+each finishes. The Generate tab's time budget and "stop at the first pass" do not apply: every method writes
+all k candidates unless the visitor sets the Compare tab's own time budget, and a method it cuts is marked
+"cut at N s", its unfinished candidates untested. With unit tests, each candidate is tested the moment it
+finishes (`app.live_tests`), which gives every method its time to first pass. A method that fails (an
+unsupported drafter, say) is named in the sentence and the others still run. A Stop ends the method in
+progress (its row marked stopped, never a baseline) and skips the rest; a Stop while waiting in line runs
+nothing. Results are written as CSV and JSON for download.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
 from app import render
 from app.charts import LiveRun
 from app.checks import run_tests
-from app.compare import (
-    COMPARE_ORDER,
-    TABLE_COLUMNS,
-    TTFP_COLUMN,
-    MethodRun,
-    comparison_table,
-    display_table,
-    first_pass_bars,
-    latency_bars,
-    method_name,
-    per_sequence_table,
-    wall_bars,
-)
+from app.compare import MethodRun, display_table, empty_display_table, numbers_table, per_sequence_table
+from app.compare_html import charts_html, sentence_html
 from app.export import write_comparison
-from app.generate import POLL_S, UPDATE_INTERVAL_S, TestRunner, wait_for_engine
-from app.live_tests import engine_cancel, reports_by_seq, start_tests
+from app.generate import POLL_S, UPDATE_INTERVAL_S, wait_for_engine
+from app.live_tests import TestRunner, reports_by_seq, start_tests
 from app.session import EngineSession
 from app.settings import RunSettings, UserError
+from bass.compare import (
+    COMPARE_METHODS,
+    CompareRequest,
+    engine_wall_s,
+    method_name,
+    sentence,
+    stream_method,
+    table_rows,
+)
 from bass.verdicts import submit_finished
 
 log = logging.getLogger("bass.app")
 
-
-def _empty_table() -> pd.DataFrame:
-    return pd.DataFrame(columns=TABLE_COLUMNS)
+MAX_BUDGET_S = 3600
 
 
 @dataclass(frozen=True)
 class CompareView:
     status: str
-    table: pd.DataFrame = field(default_factory=_empty_table)
-    latency: pd.DataFrame = field(default_factory=lambda: latency_bars(_empty_table()))
-    wall: pd.DataFrame = field(default_factory=lambda: wall_bars(_empty_table()))
-    first_pass: pd.DataFrame = field(default_factory=lambda: first_pass_bars(_empty_table()))
+    sentence: str = ""  # HTML of the comparison's one sentence
+    table: pd.DataFrame = field(default_factory=empty_display_table)
+    charts: str = ""
     csv_path: str | None = None
     json_path: str | None = None
     error: str | None = None
 
 
-def _tables(runs: dict[str, MethodRun]) -> dict:
-    table = comparison_table(runs)
-    return {"table": display_table(table), "latency": latency_bars(table), "wall": wall_bars(table),
-            "first_pass": first_pass_bars(table)}
+def compare_budget(value) -> float | None:
+    """The Compare tab's time budget per method: None for none (0 or blank); a clear error otherwise."""
+    if value in (None, ""):
+        return None
+    try:
+        budget = float(value)
+    except (TypeError, ValueError):
+        budget = float("nan")
+    if not 0 <= budget <= MAX_BUDGET_S:
+        raise UserError(f"Time budget per method must be between 0 and {MAX_BUDGET_S} seconds, got {value!r}.",
+                        "set it to 0 to let every method write all its candidates")
+    return budget or None
 
 
 def compare_views(session: EngineSession, settings: RunSettings, cancel: threading.Event,
-                  methods: tuple[str, ...] = COMPARE_ORDER, tester: TestRunner = run_tests) -> Iterator[CompareView]:
+                  methods: tuple[str, ...] = COMPARE_METHODS, tester: TestRunner = run_tests,
+                  budget_s: float | None = None) -> Iterator[CompareView]:
     """Run every method in turn and stream the growing comparison."""
     try:
+        req = CompareRequest(settings.prompt, settings.k, replace(settings.params, time_budget_s=budget_s), methods,
+                             drafter=settings.drafter, backend=settings.backend, chat=settings.chat)
         yield from wait_for_engine(session, settings.pair_label, cancel, lambda s: CompareView(status=s))
-        yield from _compare(session, settings, cancel, methods, tester)
+        yield from _compare(session, settings, req, cancel, tester)
     except UserError as exc:
         yield CompareView(status=render.error_html(exc.message, exc.hint), error=exc.message)
     except Exception as exc:
@@ -79,101 +87,101 @@ def compare_views(session: EngineSession, settings: RunSettings, cancel: threadi
         yield CompareView(status=render.error_html(msg, "the details are in the server log"), error=msg)
 
 
-def _compare(session: EngineSession, s: RunSettings, cancel: threading.Event,
-             methods: tuple[str, ...], tester: TestRunner) -> Iterator[CompareView]:
-    engine = session.engine
+def _views(runs: dict[str, MethodRun], failures: dict[str, str]) -> dict:
+    rows = table_rows(runs)
+    return {"sentence": sentence_html(sentence(runs, failures)) if runs else "", "table": display_table(runs),
+            "charts": charts_html(rows)}
+
+
+def _compare(session: EngineSession, s: RunSettings, req: CompareRequest, cancel: threading.Event,
+             tester: TestRunner) -> Iterator[CompareView]:
     runs: dict[str, MethodRun] = {}
-    failures: list[str] = []
-    for i, method in enumerate(methods):
+    failures: dict[str, str] = {}
+    n = len(req.methods)
+    for i, method in enumerate(req.methods):
         if cancel.is_set():
             break
         name = method_name(method)
-        base = _tables(runs) if runs else {}
-        yield CompareView(status=render.status_html(f"Running {name} ({i + 1}/{len(methods)})…",
-                                                    f"k={s.k}, seed {s.params.seed}", i / len(methods)), **base)
-        t0 = time.perf_counter()
-        last = 0.0
-        live = LiveRun(s.k)
-        worker = start_tests(s, tester) if s.tests.strip() else None
+        shown = _views(runs, failures)
+        yield CompareView(status=render.status_html(f"Running {name} ({i + 1}/{n})…",
+                                                    f"k={req.k}, seed {req.params.seed}", i / n), **shown)
+        worker = start_tests(replace(s, stop_at_first_pass=False), tester) if s.tests.strip() else None
+        live, last, result = LiveRun(req.k), 0.0, None
         try:
-            stop = engine_cancel(cancel, worker) if worker else cancel
-            for event in engine.stream(s.prompt, k=s.k, params=s.params, method=method, drafter=s.drafter,
-                                       backend=s.backend, chat=s.chat, cancel=stop):
+            for event in stream_method(session.engine, req, method, cancel):
+                if event.kind == "queued":
+                    yield CompareView(status=render.status_html(f"{name} is waiting in line…", _queue_detail(event)),
+                                      **shown)
+                    continue
                 live.add(event)
                 if worker:
                     submit_finished(worker, event)
                 if event.kind == "done":
-                    wall_s = time.perf_counter() - t0
-                    passed = None
-                    if worker:
-                        yield from _wait_for_tests(worker, name, i, len(methods), base, cancel)
-                        passed = tuple(None if r is None else r.passed for r in reports_by_seq(worker, s.k))
-                    runs[method] = MethodRun(method, event.result, wall_s, passed)
-                    # no break: the stream's end captures the graphs this method queued (`bass.graphs`),
-                    # after its wall_s and before the next method's t0
-                    continue
-                now = time.perf_counter()
-                if now - last >= UPDATE_INTERVAL_S:
-                    last = now
-                    within = max(live.tokens) / s.params.max_new_tokens
-                    detail = (f"round {live.round} · {sum(live.finished)}/{s.k} finished · "
-                              f"{now - t0:.1f} s")
-                    yield CompareView(status=render.status_html(f"Running {name} ({i + 1}/{len(methods)})…",
-                                                                detail, (i + min(1.0, within)) / len(methods)),
-                                      **base)
+                    result = event.result  # no break: the stream's end captures the graphs this method queued
+                elif event.time_s - last >= UPDATE_INTERVAL_S:
+                    last = event.time_s
+                    detail = f"round {live.round} · {sum(live.finished)}/{req.k} finished · {event.time_s:.1f} s"
+                    within = min(1.0, max(live.tokens) / req.params.max_new_tokens)
+                    yield CompareView(status=render.status_html(f"Running {name} ({i + 1}/{n})…", detail,
+                                                                (i + within) / n), **shown)
+            if result is None or not any(c.stats.tokens for c in result.candidates):
+                continue  # stopped while waiting in line: this method never ran
+            passed = None
+            if worker:
+                yield from _wait_for_tests(worker, name, (i + 1) / n, shown, cancel)
+                passed = tuple(None if r is None else r.passed for r in reports_by_seq(worker, req.k))
+            runs[method] = MethodRun(method, result, engine_wall_s(result), passed, req.params.time_budget_s)
         except ValueError as exc:
-            failures.append(f"{name}: {exc}")
+            failures[method] = str(exc)
         except Exception as exc:
             log.exception("%s failed in the comparison", method)
-            failures.append(f"{name}: {type(exc).__name__}: {exc}")
+            failures[method] = f"{type(exc).__name__}: {exc}"
         finally:
             if worker:
                 worker.close(timeout_s=0)
+    yield _final(runs, failures, s, stopped=cancel.is_set())
+
+
+def _final(runs: dict[str, MethodRun], failures: dict[str, str], s: RunSettings, stopped: bool) -> CompareView:
     if not runs:
-        raise UserError("No method finished." if not failures else "Every method failed: " + "; ".join(failures),
+        if stopped:
+            return CompareView(status=render.status_html("Stopped before any method ran.", kind="idle"))
+        raise UserError("Every method failed: " + "; ".join(f"{method_name(m)}: {why}" for m, why in failures.items()),
                         "change the settings and press Compare again")
-    tables = _tables(runs)
-    numbers = comparison_table(runs)
     try:
-        csv_path, json_path = write_comparison(runs, numbers, per_sequence_table(runs), s.describe())
+        csv_path, json_path = write_comparison(runs, numbers_table(runs), per_sequence_table(runs), s.describe(),
+                                               sentence(runs, failures))
     except OSError:
         log.exception("could not write the comparison files")
         csv_path = json_path = None
-    title = "Stopped: partial comparison." if cancel.is_set() else "Comparison done."
-    detail = _headline(numbers)
-    if failures:
-        yield CompareView(status=render.error_html("Some methods failed: " + "; ".join(failures), detail),
-                          csv_path=_str(csv_path), json_path=_str(json_path), error="; ".join(failures), **tables)
-        return
-    yield CompareView(status=render.status_html(title, detail, kind="ok"), csv_path=_str(csv_path),
-                      json_path=_str(json_path), **tables)
+    files = {"csv_path": None if csv_path is None else str(csv_path),
+             "json_path": None if json_path is None else str(json_path)}
+    partial = [m for m, r in runs.items() if r.state != "complete"]
+    if stopped:
+        status = render.status_html("Stopped: partial comparison.", "the stopped method is marked and is not a "
+                                    "baseline; press Compare methods again for the whole comparison", kind="idle")
+    elif failures:
+        status = render.error_html("Some methods failed: " + "; ".join(f"{method_name(m)}: {why}"
+                                                                       for m, why in failures.items()))
+    elif partial:
+        status = render.status_html("Comparison done, with methods cut by the time budget.", "a cut method is "
+                                    "marked and not compared; set the time budget to 0 to let each finish",
+                                    kind="idle")
+    else:
+        status = render.status_html("Comparison done.", "every method wrote all its candidates", kind="ok")
+    return CompareView(status=status, error="; ".join(failures.values()) or None, **files, **_views(runs, failures))
 
 
-def _wait_for_tests(worker, name: str, i: int, n: int, base: dict, cancel: threading.Event) -> Iterator[CompareView]:
+def _wait_for_tests(worker, name: str, fraction: float, shown: dict, cancel: threading.Event) -> Iterator[CompareView]:
     """Decoding of one method is over: wait for its last verdicts (a Stop abandons them)."""
     worker.close(timeout_s=0)
     for pending, waited in worker.drain(cancel, POLL_S):
         yield CompareView(status=render.status_html(f"Testing {name}'s last {pending} candidate(s)…",
-                                                    f"{waited:.1f} s", (i + 1) / n), **base)
+                                                    f"{waited:.1f} s", fraction), **shown)
 
 
-def _headline(table: pd.DataFrame) -> str:
-    """Per method: ms/token (and × regular), acceptance, tokens/round and time to first pass."""
-    parts = []
-    for _, row in table.iterrows():
-        up = row["speed-up (ms/token)"]
-        text = f"{row['method']}: {row['mean ms/token']:.0f} ms/token"
-        if not pd.isna(up) and row["method"] != method_name("regular"):
-            text += f" ({up:.2f}× regular)"
-        acc = row["acceptance"]
-        text += (f", acceptance {acc:.0%}" if not pd.isna(acc) else ", no drafts") + \
-            f", {row['tokens/round']:.2f} tokens/round"
-        if not pd.isna(row["passing"]):
-            ttfp = row[TTFP_COLUMN]
-            text += f", first pass {'none' if pd.isna(ttfp) else f'{ttfp:.1f} s'}"
-        parts.append(text)
-    return " · ".join(parts)
-
-
-def _str(path) -> str | None:
-    return None if path is None else str(path)
+def _queue_detail(event) -> str:
+    place = getattr(event, "queue_position", None)
+    wait = getattr(event, "wait_estimate_s", None)
+    text = f"place {place} in line" if place else "another visitor's request runs first"
+    return text + (f", about {wait:.0f} s to go" if wait else "") + f" · waited {event.time_s:.0f} s"

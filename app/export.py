@@ -19,8 +19,8 @@ from typing import Any
 
 import pandas as pd
 
-from app.compare import MethodRun, method_name
 from app.ranking import PassSummary, RankedCandidate
+from bass.compare import MethodRun, method_name
 
 KEEP_S = 24 * 3600  # how long an export stays downloadable
 _root: tempfile.TemporaryDirectory | None = None
@@ -56,27 +56,34 @@ def _fresh_dir() -> Path:
     return Path(tempfile.mkdtemp(dir=root))
 
 
-def comparison_payload(runs: Mapping[str, MethodRun], table: pd.DataFrame, meta: Mapping[str, Any]) -> dict:
-    """Everything a comparison produced, JSON-ready: settings, summary rows, every method's full stats."""
+def comparison_payload(runs: Mapping[str, MethodRun], table: pd.DataFrame, meta: Mapping[str, Any],
+                       sentence: str = "") -> dict:
+    """Everything a comparison produced, JSON-ready: settings, the sentence, summary rows, every method's
+    state (complete, cut, stopped) and full stats."""
     return {
         "settings": dict(meta),
+        "sentence": sentence,
         "summary": json.loads(table.to_json(orient="records")),
-        "runs": {method_name(m): {"wall_s": r.wall_s, "time_to_first_pass_s": r.first_pass_s,
+        "runs": {method_name(m): {"state": r.state, "status": r.status, "wall_s": r.wall_s,
+                                  "time_to_first_pass_s": r.first_pass_s,
                                   "passed": None if r.passed is None else list(r.passed), **r.result.to_dict()}
                  for m, r in runs.items()},
     }
 
 
 def write_comparison(runs: Mapping[str, MethodRun], table: pd.DataFrame, per_seq: pd.DataFrame,
-                     meta: Mapping[str, Any], out_dir: Path | None = None) -> tuple[Path, Path]:
-    """Write `comparison.csv` (summary rows, then per-sequence rows) and `comparison.json`."""
+                     meta: Mapping[str, Any], sentence: str = "", out_dir: Path | None = None) -> tuple[Path, Path]:
+    """Write `bass_comparison.csv` (the sentence, summary rows, then per-sequence rows) and `.json`."""
     out = out_dir or _fresh_dir()
     csv_path, json_path = out / "bass_comparison.csv", out / "bass_comparison.json"
     with csv_path.open("w", newline="") as f:
+        if sentence:
+            pd.DataFrame({"comparison": [sentence]}).to_csv(f, index=False)
+            f.write("\n")
         table.to_csv(f, index=False)
         f.write("\n")
         per_seq.to_csv(f, index=False)
-    json_path.write_text(json.dumps(comparison_payload(runs, table, meta), indent=2))
+    json_path.write_text(json.dumps(comparison_payload(runs, table, meta, sentence), indent=2))
     return csv_path, json_path
 
 

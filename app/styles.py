@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pygments.formatters import HtmlFormatter
 
+from app.compare_html import COMPARE_CSS
+
 _LAYOUT = """
 .bass-grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(320px, 1fr)); gap: 10px; }
 .bass-card { border: 1px solid var(--border-color-primary); border-radius: 8px; overflow: hidden;
@@ -58,7 +60,7 @@ def app_css() -> str:
     """Layout rules plus pygments' light style, and a dark style scoped under Gradio's `.dark` root class."""
     light = _scoped_rules("default", ".bass-hl")
     dark = _scoped_rules("monokai", ".dark .bass-hl")
-    return _LAYOUT + light + "\n" + dark + "\n.bass-hl, .dark .bass-hl { background: transparent; }\n"
+    return _LAYOUT + COMPARE_CSS + light + "\n" + dark + "\n.bass-hl, .dark .bass-hl { background: transparent; }\n"
 
 
 def _scoped_rules(style: str, scope: str) -> str:

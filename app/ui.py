@@ -10,8 +10,8 @@ import gradio as gr
 
 from app import render
 from app.charts import ACCEPT_COLUMNS, SPEED_COLUMNS, series_of
-from app.compare import TTFP_COLUMN
-from app.compare_run import CompareView, compare_views
+from app.compare_html import note_html
+from app.compare_run import CompareView, compare_budget, compare_views
 from app.export import KEEP_S
 from app.generate import GenerateView, error_view, generate_views
 from app.problems import Problem, find_problem, load_problems
@@ -82,7 +82,7 @@ def build_demo(session: EngineSession) -> gr.Blocks:
                                 label="Unit tests (editable, optional: check(candidate) or plain asserts)")
                 with gr.Row():
                     generate_btn = gr.Button("Generate", variant="primary", elem_id="bass-generate", scale=2)
-                    compare_btn = gr.Button("Compare methods", elem_id="bass-compare")
+                    compare_btn = gr.Button("Compare methods", elem_id="bass-compare", min_width=170)
                     stop_btn = gr.Button("Stop", variant="stop", elem_id="bass-stop")
             with gr.Column(scale=2):
                 k = gr.Slider(1, MAX_K, value=DEFAULT_K, step=1, label="k · candidates", elem_id="bass-k")
@@ -127,19 +127,19 @@ def build_demo(session: EngineSession) -> gr.Blocks:
                 candidates = gr.HTML(elem_id="bass-candidates")
                 download = gr.DownloadButton("Download candidates (JSON)", visible=False, size="sm")
             with gr.Tab("Compare methods", id="compare"):
-                gr.Markdown("Runs the prompt with the same seed and k under **BASS**, **regular batched decoding** "
-                            "and **single-sequence speculative decoding**, one after another.")
+                gr.Markdown("Runs the prompt with the same seed, k and token limit under **BASS**, **regular "
+                            "batched decoding** and **single-sequence speculative decoding**, one after another, "
+                            "each alone on the model. Every method writes all k candidates unless you set a time "
+                            "budget here (the Generate tab's budget and stop at the first pass do not apply).")
+                cmp_budget = gr.Number(value=0, label="Time budget per method (s, 0 = none)", precision=1,
+                                       elem_id="bass-compare-budget", min_width=220)
                 cmp_status = gr.HTML(render.status_html("Press “Compare methods”.", kind="idle"),
                                      elem_id="bass-compare-status")
-                cmp_table = gr.Dataframe(label="Per-method results (speed-up over regular decoding)",
-                                         interactive=False, elem_id="bass-compare-table")
-                with gr.Row():
-                    lat_plot = gr.BarPlot(x="method", y="mean ms/token", title="Mean per-sequence ms/token "
-                                          "(lower is better)", height=260, elem_id="bass-latency-plot")
-                    wall_plot = gr.BarPlot(x="method", y="wall (s)", title="Total wall time (s)", height=260,
-                                           elem_id="bass-wall-plot")
-                    ttfp_plot = gr.BarPlot(x="method", y=TTFP_COLUMN, title="Time to first pass (s, lower is "
-                                           "better; no bar: none passed)", height=260, elem_id="bass-ttfp-plot")
+                cmp_sentence = gr.HTML(elem_id="bass-compare-sentence")
+                cmp_table = gr.Dataframe(label="Per-method results (× regular: speed-up over regular decoding)",
+                                         interactive=False, elem_id="bass-compare-table", wrap=True)
+                cmp_charts = gr.HTML(elem_id="bass-compare-charts")
+                gr.HTML(note_html(), elem_id="bass-compare-note")
                 with gr.Row():
                     csv_btn = gr.DownloadButton("Download CSV", visible=False, size="sm")
                     json_btn = gr.DownloadButton("Download JSON", visible=False, size="sm")
@@ -147,7 +147,7 @@ def build_demo(session: EngineSession) -> gr.Blocks:
         settings_inputs = [prompt, tests, style, k, temperature, top_p, max_new, budget, method, drafter, backend,
                            pair, seed, stop_first]
         live_outputs = [status, candidates, speed_plot, accept_plot, summary, best, download]
-        cmp_outputs = [cmp_status, cmp_table, lat_plot, wall_plot, ttfp_plot, csv_btn, json_btn]
+        cmp_outputs = [cmp_status, cmp_sentence, cmp_table, cmp_charts, csv_btn, json_btn]
 
         def show_problem(label: str | None):
             chosen = find_problem(label, problems)
@@ -161,10 +161,19 @@ def build_demo(session: EngineSession) -> gr.Blocks:
             yield from _stream(session, values, request, generate_views, _live,
                                lambda exc: error_view(exc.message, exc.hint))
 
-        def on_compare(request: gr.Request, *values) -> Iterator[tuple]:
-            yield from _stream(session, values, request, compare_views, _cmp,
-                               lambda exc: CompareView(status=render.error_html(exc.message, exc.hint),
-                                                       error=exc.message))
+        def on_compare(request: gr.Request, budget_value, *values) -> Iterator[tuple]:
+            def views(session, settings, cancel):
+                return compare_views(session, settings, cancel, budget_s=compare_budget(budget_value))
+
+            def on_bad_input(exc: UserError) -> CompareView:
+                return CompareView(status=render.error_html(exc.message, exc.hint), error=exc.message)
+
+            try:
+                compare_budget(budget_value)
+            except UserError as exc:
+                yield _cmp(on_bad_input(exc))
+                return
+            yield from _stream(session, values, request, views, _cmp, on_bad_input)
 
         def on_stop(request: gr.Request = None) -> None:
             if session.cancel(_session_key(request)):
@@ -191,8 +200,8 @@ def build_demo(session: EngineSession) -> gr.Blocks:
         generate_btn.click(on_generate, settings_inputs, live_outputs, concurrency_limit=1, concurrency_id="engine",
                            show_progress="minimal", show_progress_on=status)
         compare_btn.click(lambda: (gr.Tabs(selected="compare"), _WAITING), None, [tabs, cmp_status], queue=False)
-        compare_btn.click(on_compare, settings_inputs, cmp_outputs, concurrency_limit=1, concurrency_id="engine",
-                          show_progress="minimal", show_progress_on=cmp_status)
+        compare_btn.click(on_compare, [cmp_budget, *settings_inputs], cmp_outputs, concurrency_limit=1,
+                          concurrency_id="engine", show_progress="minimal", show_progress_on=cmp_status)
         stop_btn.click(on_stop, None, None, queue=False)
         # Out of the queue: a long generation must not hold up the model banner or the problem picker.
         timer.tick(on_tick, None, [banner, drafter, backend, timer], show_progress="hidden", queue=False)
@@ -265,14 +274,7 @@ def _cmp(view: CompareView) -> tuple:
     if view.error:
         gr.Warning(view.error)
         if view.table.empty:  # nothing new to show: keep the previous comparison on screen
-            return (view.status,) + (gr.skip(),) * 6
-    return (view.status, view.table, _bars(view.latency), _bars(view.wall), _bars(view.first_pass),
+            return (view.status,) + (gr.skip(),) * 5
+    return (view.status, view.sentence, view.table, view.charts,
             gr.DownloadButton(value=view.csv_path, visible=view.csv_path is not None),
             gr.DownloadButton(value=view.json_path, visible=view.json_path is not None))
-
-
-def _bars(frame) -> gr.BarPlot:
-    # Bars must start at zero, or a 2x speed-up looks like a 20x one; the plot's default axis starts at
-    # the smallest value.
-    top = float(frame.iloc[:, 1].max()) if len(frame) else 0.0
-    return gr.BarPlot(value=frame, y_lim=[0, top * 1.12 if top > 0 else 1.0])

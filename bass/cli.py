@@ -4,6 +4,7 @@
     python -m bass generate --prompt-file F --tests-file T [--stop-at-first-pass]   (test as they finish)
     python -m bass eval humaneval --k 8 --budget-s 60 --method bass [--limit 20] [--stop-at-first-pass] [--json]
     python -m bass eval humaneval --k 8 --budgets 0.25,0.5,1.0 --methods bass,regular,single [--out F.json]
+    python -m bass compare --humaneval 0 -k 8 | --prompt-file P [--tests-file T]  (one sentence, one table)
 """
 
 from __future__ import annotations
@@ -266,6 +267,77 @@ def cmd_eval(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(a: argparse.Namespace) -> int:
+    """The same request under each method, one after another: one sentence, one table (`bass.compare`)."""
+    from dataclasses import asdict
+
+    from bass.compare import NOTE, CompareRequest, format_table, run_comparison
+
+    methods = tuple(m.strip() for m in a.methods.split(","))
+    prompt, check = _compare_task(a)
+    params = sampling_params(a, time_budget_s=a.budget_s)
+    req = CompareRequest(prompt, a.k, params, methods, chat=a.chat,
+                         draft_length=DraftLengthConfig(policy=a.draft_policy, l0=a.draft_l0))
+    if note := identical_candidates_note(a.k, params):
+        print(note, file=sys.stderr)
+    from bass.compare import warm_up
+    from bass.device import device_line
+    from bass.engine import Engine
+
+    engine = Engine(engine_config(a), progress=None if a.json else _progress)
+    if a.warmup:
+        warm_up(engine, req)
+    cmp = run_comparison(engine, req, check, log=None if a.json else _progress_line)
+    if a.json:
+        print(json.dumps({"sentence": cmp.sentence, "rows": [asdict(r) for r in cmp.rows],
+                          "failures": dict(cmp.failures), "device": device_line(engine.device),
+                          "settings": {"k": a.k, "methods": list(methods), "seed": params.seed,
+                                       "max_new_tokens": params.max_new_tokens, "stop": list(params.stop),
+                                       "time_budget_s": params.time_budget_s, "draft_policy": a.draft_policy,
+                                       "draft_l0": a.draft_l0}}))
+        return 0 if cmp.runs else 1
+    print(f"\n{cmp.sentence}\n\n{format_table(cmp.rows)}\n")
+    for method, why in cmp.failures.items():
+        print(f"{method} failed: {why}")
+    print("What these numbers mean:\n" + "\n".join(f"  - {line}" for line in NOTE))
+    print(device_line(engine.device))
+    return 0 if cmp.runs else 1
+
+
+def _compare_task(a: argparse.Namespace) -> tuple:
+    """The prompt and the tester of `compare` (None: no tests), checked before any model loads."""
+    check_k(a.k, "-k")
+    if a.budget_s is not None and a.budget_s <= 0:
+        raise ValueError(f"--budget-s must be > 0 seconds per method (leave it out for none); got {a.budget_s:g}")
+    if a.humaneval is not None:
+        from sandbox import load_humaneval, shared_service
+
+        problems = load_humaneval()
+        if not 0 <= a.humaneval < len(problems):
+            raise ValueError(f"--humaneval takes a problem number from 0 to {len(problems) - 1}; got {a.humaneval}")
+        if a.tests_file or a.chat:
+            raise ValueError("--humaneval brings its own tests and completes code: leave out --tests-file and --chat")
+        prob = problems[a.humaneval]
+        a.humaneval_stops = True
+
+        def check_problem(items) -> list[bool]:
+            return [o.all_passed for o in shared_service().run_humaneval([prob] * len(items), [t for _, t in items])]
+
+        return prob.prompt, check_problem
+    prompt = read_prompts(a)[0]
+    if not a.tests_file:
+        return prompt, None
+    if a.chat:
+        raise ValueError("--tests-file tests completions of a code prompt: leave out --chat")
+    tests = read_text_file(a.tests_file, "tests file")
+    from sandbox import shared_service
+
+    def check_tests(items) -> list[bool]:
+        return [o.all_passed for o in shared_service().run_candidates([prompt + t for _, t in items], tests)]
+
+    return prompt, check_tests
+
+
 def check_out(path: str) -> None:
     """Refuse an --out the report could not be written to, before a run of minutes whose report it would lose."""
     out = Path(path)
@@ -332,6 +404,25 @@ def parser() -> argparse.ArgumentParser:
                    help="per problem, cancel the other sequences once one passes (the race Pass@First measures)")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_eval, humaneval_stops=True)
+
+    c = sub.add_parser("compare", help="the same prompt, k, seed and token limit under each method, one after "
+                       "another: one sentence and one table")
+    src = c.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt", help="one prompt, given inline")
+    src.add_argument("--prompt-file", help="a text file holding one prompt")
+    src.add_argument("--humaneval", type=int, metavar="N", help="HumanEval problem N (0-163): its prompt, tests "
+                     "and stop strings")
+    add_engine_flags(c)
+    add_sampling_flags(c)
+    c.add_argument("--tests-file", default=None, help="tests each completion runs against as soon as it finishes")
+    c.add_argument("--methods", default="bass,regular,single", help="comma-separated methods, run in this order")
+    c.add_argument("--budget-s", type=float, default=None, help="a time budget per method, seconds (default none: "
+                   "every method writes all its candidates; a method cut by it is marked, never compared)")
+    c.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the untimed short run of each "
+                   "method first (which keeps one-time costs, such as CUDA graph capture, out of the first method)")
+    c.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    # a seed reproduces the candidates only with a fixed draft length (`bass.compare.SEEDED_DRAFT_LENGTH`)
+    c.set_defaults(func=cmd_compare, draft_policy="fixed", draft_l0=4, prompts_file=None)
     return root
 
 

@@ -87,6 +87,15 @@ def time_to_first_pass(prefill_s: float, finish_times_s: Sequence[float | None],
     return prefill_s + min(times) if times else None
 
 
+def format_seconds(seconds: float) -> str:
+    """A duration as a reader wants it: '3.2 s' from one second up, '48 ms' below (a GPU's first pass comes
+    in tens of milliseconds, which one decimal of a second rounds to '0.0 s')."""
+    if seconds < 1.0:
+        ms = 1000.0 * seconds
+        return f"{ms:.0f} ms" if ms >= 10 or ms == 0 else f"{ms:.1f} ms"
+    return f"{seconds:.1f} s"
+
+
 def format_seconds_or_none(seconds: float | None) -> str:
-    """'3.2 s', or 'none' when nothing passed (how every report spells a missing time to first pass)."""
-    return "none" if seconds is None else f"{seconds:.1f} s"
+    """`format_seconds`, or 'none' when nothing passed (how every report spells a missing time to first pass)."""
+    return "none" if seconds is None else format_seconds(seconds)

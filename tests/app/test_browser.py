@@ -127,7 +127,7 @@ def _set_number(driver, selector: str, value: str) -> None:
     box.send_keys(value, Keys.TAB)
 
 
-def _full_page_screenshot(driver, path: Path) -> None:
+def _full_page_screenshot(driver, path: Path, width: int = 1440) -> None:
     """Grow the window to the page's height (twice: the page reflows at the new size), then shoot."""
     path.parent.mkdir(parents=True, exist_ok=True)
     for _ in range(2):
@@ -135,7 +135,7 @@ def _full_page_screenshot(driver, path: Path) -> None:
             "const footer = document.querySelector('footer');"
             "const bottom = footer ? footer.getBoundingClientRect().bottom + window.scrollY : 0;"
             "return Math.ceil(Math.max(document.documentElement.scrollHeight, document.body.scrollHeight, bottom));")
-        driver.set_window_size(1440, min(height + 240, 5000))
+        driver.set_window_size(width, min(height + 240, 5000))
         time.sleep(1.0)  # let the plots re-layout at the new size
     driver.save_screenshot(str(path))
 
@@ -172,17 +172,8 @@ def test_empty_prompt_shows_readable_error(app_url, browser):
 
 
 def test_humaneval0_k4_ranked_candidates_and_charts(app_url, browser):
-    from selenium.webdriver.common.keys import Keys
-
     _open(browser, app_url)
-    picker = browser.find_element("css selector", "#bass-problem input")
-    picker.click()
-    picker.send_keys("HumanEval/0 ")
-    _wait(browser, lambda d: [o for o in d.find_elements("css selector", "#bass-problem li")
-                              if o.text.startswith("HumanEval/0 ")], 20, "the HumanEval/0 option")
-    picker.send_keys(Keys.ENTER)
-    _wait(browser, lambda d: "def has_close_elements" in
-          d.find_element("css selector", "#bass-prompt textarea").get_attribute("value"), 20, "the prompt")
+    _pick_humaneval0(browser)
     assert "check(has_close_elements)" in browser.find_element("css selector", "#bass-tests").text
     _set_number(browser, "#bass-k input[type=number]", "4")
     # 24 tokens (not 48): about 20 BASS rounds a sequence on Gemma 3 270M, every card still decoded, tested in the
@@ -237,24 +228,22 @@ def test_compare_methods_table_and_bars(app_url, browser):
     status = _wait(browser, done_or_error, GENERATE_S, "the comparison")
     assert "Comparison done." in status.text, status.text
     table = browser.find_element("css selector", "#bass-compare-table").text
-    for name in ("BASS", "regular batched", "single-seq speculative"):
+    for name in ("BASS", "regular", "single-seq"):
         assert name in table
-    for plot in ("#bass-latency-plot", "#bass-wall-plot"):
-        bars = browser.find_elements("css selector", f"{plot} g.mark-rect path")
-        assert len(bars) == 3, f"{plot}: {len(bars)} bars"
+    assert browser.find_element("css selector", "#bass-compare-sentence").text.startswith("BASS wrote")
+    assert len(browser.find_elements("css selector", "#bass-compare-charts .bass-cmp-bar")) == 9
     assert browser.find_elements("css selector", "button, a") and "Download CSV" in \
         browser.find_element("tag name", "body").text
     _full_page_screenshot(browser, SHOTS / "app_compare.png")
 
 
-@pytest.fixture(scope="module")
-def fake_app_url(tmp_path_factory) -> Iterator[str]:
-    """The app around a scripted engine (tests/app/fake_app.py): decoding is timed, the sandbox is real."""
+def _scripted_app(tmp_path_factory, script: str) -> Iterator[str]:
+    """The app of a script beside this file, around a scripted engine (the sandbox is real), on a free port."""
     port = _free_port()
-    log_path = tmp_path_factory.mktemp("fake_app") / "app.log"
+    log_path = tmp_path_factory.mktemp(Path(script).stem) / "app.log"
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     with log_path.open("w") as log:
-        proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("fake_app.py")), str(port)], cwd=REPO,
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name(script)), str(port)], cwd=REPO,
                                 env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     try:
@@ -277,20 +266,18 @@ def fake_app_url(tmp_path_factory) -> Iterator[str]:
         proc.wait(timeout=20)
 
 
+@pytest.fixture(scope="module")
+def fake_app_url(tmp_path_factory) -> Iterator[str]:
+    """The app around a scripted engine (tests/app/fake_app.py): decoding is timed, the sandbox is real."""
+    yield from _scripted_app(tmp_path_factory, "fake_app.py")
+
+
 def test_pass_badge_appears_while_another_card_is_decoding(fake_app_url, browser):
     """Sequence 0's PASS shows during the held round after it finished, not when that round ends."""
     from fake_app import HELD_ROUND_S, ROUNDS_TO_FIRST_FINISH
-    from selenium.webdriver.common.keys import Keys
 
     _open(browser, fake_app_url)
-    picker = browser.find_element("css selector", "#bass-problem input")
-    picker.click()
-    picker.send_keys("HumanEval/0 ")
-    _wait(browser, lambda d: [o for o in d.find_elements("css selector", "#bass-problem li")
-                              if o.text.startswith("HumanEval/0 ")], 20, "the HumanEval/0 option")
-    picker.send_keys(Keys.ENTER)
-    _wait(browser, lambda d: "def has_close_elements" in
-          d.find_element("css selector", "#bass-prompt textarea").get_attribute("value"), 20, "the prompt")
+    _pick_humaneval0(browser)
     _click(browser, "#bass-generate")
 
     def badges(d) -> list[str]:
@@ -323,3 +310,116 @@ def test_max_new_tokens_shows_its_whole_value(fake_app_url, browser):
     assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth + 1", box)
     slider_block = browser.find_element("css selector", "#bass-max-new")
     assert browser.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth + 1", slider_block)
+
+
+@pytest.fixture(scope="module")
+def compare_app_url(tmp_path_factory) -> Iterator[str]:
+    """The app around a scripted engine that honours the time budget (tests/app/fake_compare_app.py)."""
+    yield from _scripted_app(tmp_path_factory, "fake_compare_app.py")
+
+
+def _pick_humaneval0(browser) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    picker = browser.find_element("css selector", "#bass-problem input")
+    picker.click()
+    picker.send_keys("HumanEval/0 ")
+    _wait(browser, lambda d: [o for o in d.find_elements("css selector", "#bass-problem li")
+                              if o.text.startswith("HumanEval/0 ")], 20, "the HumanEval/0 option")
+    picker.send_keys(Keys.ENTER)
+    _wait(browser, lambda d: "def has_close_elements" in
+          d.find_element("css selector", "#bass-prompt textarea").get_attribute("value"), 20, "the prompt")
+
+
+def _show_compare_tab(browser) -> None:
+    """Gradio renders a tab's contents once it is shown: open the Compare tab."""
+    tab = _wait(browser, lambda d: [t for t in d.find_elements("css selector", "button[role=tab]")
+                                    if t.text.strip() == "Compare methods"], 20, "the Compare tab")
+    tab[0].click()
+    _wait(browser, lambda d: d.find_elements("css selector", "#bass-compare-budget input"), 20, "the Compare tab")
+
+
+def _compare_rows(browser) -> dict[str, list[str]]:
+    """The Compare table by method: each row's cells as shown."""
+    rows = browser.find_elements("css selector", "#bass-compare-table [role=row]")
+    cells = [[c.text for c in r.find_elements("css selector", "[role=gridcell]")] for r in rows]
+    return {c[0]: c for c in cells if c and c[0]}
+
+
+def _compare_finished(d):
+    status = d.find_elements("css selector", "#bass-compare-status .bass-status")
+    done = status and any(t in status[0].text for t in ("Comparison done", "Stopped", "⚠"))
+    return done and status[0]
+
+
+def test_compare_methods_cut_by_the_budget_are_marked_untested_and_not_compared(compare_app_url, browser):
+    from fake_compare_app import METHOD_S
+
+    _open(browser, compare_app_url)
+    _pick_humaneval0(browser)
+    _show_compare_tab(browser)
+    _set_number(browser, "#bass-compare-budget input", "0.5")
+    _click(browser, "#bass-compare")
+    status = _wait(browser, _compare_finished, 3 * METHOD_S + 60, "the comparison")
+    assert "cut by the time budget" in status.text and "bass-ok" not in status.get_attribute("class")
+    rows = _compare_rows(browser)
+    assert set(rows) == {"BASS", "regular", "single-seq"}, rows
+    for cells in rows.values():
+        assert "cut at 0.5 s" in cells and any("untested" in c for c in cells), cells
+        assert not any(c.startswith("0/4") for c in cells), cells  # cut candidates are not failures
+    sentence = browser.find_element("css selector", "#bass-compare-sentence").text
+    assert sentence.startswith("No speed-up is claimed: BASS was cut at 0.5 s"), sentence
+    charts = browser.find_element("css selector", "#bass-compare-charts").text
+    assert "cut at 0.5 s" in charts and "none tested (cut before the end)" in charts
+
+
+def test_compare_stop_marks_the_partial_row_and_claims_no_speed_up(compare_app_url, browser):
+    from fake_compare_app import METHOD_S
+
+    _open(browser, compare_app_url)
+    _pick_humaneval0(browser)
+    _click(browser, "#bass-compare")
+    _wait(browser, lambda d: "Running regular" in d.find_element("css selector", "#bass-compare-status").text,
+          METHOD_S + 60, "regular decoding to start")
+    _click(browser, "#bass-stop")
+    status = _wait(browser, _compare_finished, METHOD_S + 60, "the stopped comparison")
+    assert "Stopped: partial comparison." in status.text and "bass-ok" not in status.get_attribute("class")
+    rows = _compare_rows(browser)
+    assert set(rows) == {"BASS", "regular"}, rows
+    assert any(c.startswith("stopped at") for c in rows["regular"]), rows["regular"]
+    assert "1.00x" not in rows["BASS"] and "—" in rows["BASS"]  # no speed-up over a partial baseline
+    sentence = browser.find_element("css selector", "#bass-compare-sentence").text
+    assert "faster" not in sentence and "regular decoding was stopped at" in sentence, sentence
+
+
+def _overflowing(browser, selector: str) -> list[str]:
+    return browser.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].filter(e => e.scrollWidth > e.clientWidth + 1)"
+        ".map(e => e.textContent)", selector)
+
+
+def test_compare_table_and_charts_fit_at_1280_and_on_a_phone(compare_app_url, browser):
+    from fake_compare_app import METHOD_S
+
+    browser.set_window_size(1280, 800)
+    _open(browser, compare_app_url)
+    _pick_humaneval0(browser)
+    _click(browser, "#bass-compare")
+    status = _wait(browser, _compare_finished, 3 * METHOD_S + 60, "the comparison")
+    assert "Comparison done." in status.text, status.text
+    sentence = browser.find_element("css selector", "#bass-compare-sentence").text
+    assert sentence.startswith("BASS wrote") and "regular decoding" in sentence, sentence
+    # the columns that matter are inside the window without scrolling the table sideways
+    right = browser.execute_script("return window.innerWidth")
+    headers = browser.find_elements("css selector", "#bass-compare-table thead th")
+    edges = {h.text.strip(): h.rect["x"] + h.rect["width"] for h in headers if h.text.strip()}
+    for column in ("method", "status", "tokens", "wall", "× regular (wall)", "first pass", "passing"):
+        assert column in edges and edges[column] <= right, (column, edges, right)
+    assert _overflowing(browser, ".bass-cmp-chart figcaption, .bass-cmp-bar") == []
+    assert "What these numbers mean" in browser.find_element("css selector", "#bass-compare-note").text
+    _full_page_screenshot(browser, SHOTS / "app_compare_1280.png", width=1280)
+    browser.set_window_size(390, 844)
+    time.sleep(1.0)
+    assert _overflowing(browser, ".bass-cmp-chart figcaption, .bass-cmp-bar") == []
+    charts = browser.find_elements("css selector", ".bass-cmp-chart")
+    assert len({round(c.rect["x"]) for c in charts}) == 1  # stacked on a phone

@@ -10,7 +10,7 @@ import time
 import pandas as pd
 import pytest
 
-from app.compare import MethodRun, comparison_table, display_table, latency_bars, per_sequence_table, wall_bars
+from app.compare import MethodRun, display_table, numbers_table, per_sequence_table
 from app.export import generation_payload, write_comparison, write_generation
 from app.ranking import PassSummary, RankedCandidate, TestReport
 from bass.events import BatchStats, Candidate, GenerationResult, SequenceStats
@@ -33,24 +33,23 @@ def runs():
 
 
 def test_table_speed_ups_against_regular():
-    table = comparison_table(runs())
-    by = {r["method"]: r for r in table.to_dict("records")}
-    assert list(table["method"]) == ["BASS", "regular batched", "single-seq speculative"]
-    assert by["BASS"]["mean ms/token"] == 60.0
-    assert by["BASS"]["speed-up (ms/token)"] == pytest.approx(2.0)
-    assert by["BASS"]["speed-up (wall)"] == pytest.approx(2.0)
-    assert by["single-seq speculative"]["speed-up (wall)"] == pytest.approx(0.67)
-    assert by["regular batched"]["speed-up (ms/token)"] == 1.0
-    assert by["BASS"]["min ms/token"] == 50.0 and by["BASS"]["max ms/token"] == 70.0
-    assert by["BASS"]["acceptance"] == 0.75 and pd.isna(by["regular batched"]["acceptance"])
-    shown = display_table(table)
-    assert shown.loc[1, "acceptance"] == "—" and shown.loc[0, "acceptance"] == 0.75
+    by = {r["method"]: r for r in numbers_table(runs()).to_dict("records")}
+    assert list(by) == ["BASS", "regular", "single-seq"]
+    assert by["BASS"]["ms_per_token"] == 60.0
+    assert by["BASS"]["token_speed_up"] == pytest.approx(2.0)
+    assert by["BASS"]["wall_speed_up"] == pytest.approx(2.0)  # equal tokens: 6 s / 3 s
+    assert by["single-seq"]["wall_speed_up"] == pytest.approx(6 / 9)
+    assert by["regular"]["token_speed_up"] == 1.0
+    assert by["BASS"]["acceptance"] == 0.75 and pd.isna(by["regular"]["acceptance"])
+    shown = display_table(runs())
+    assert shown.loc[1, "acceptance"] == "—" and shown.loc[0, "acceptance"] == "75%"
+    assert shown.loc[0, "× regular (wall)"] == "2.00x" and shown.loc[0, "wall"] == "3.0 s"
 
 
 def test_a_sequence_stopped_before_its_first_round_has_no_rate():
     """Single-sequence decoding stopped at the first pass never starts the candidates after it: each holds its
-    prefill's one token at the time of the stop. They are left out of the method's mean, min and max; a candidate
-    cancelled mid-decoding (it ran rounds) and one that ended on its first token by itself are not."""
+    prefill's one token at the time of the stop. They are left out of the method's mean; the run reads stopped
+    and gets no speed-up, as a partial run is no comparison."""
     ran = Candidate(0, 0, "t", (), "stop", SequenceStats(40, 20, 30, 20, 18.0))  # 450 ms/token
     waited = [Candidate(0, i, "", (), "cancelled", SequenceStats(1, 0, 0, 0, 18.0)) for i in (1, 2)]  # 18,000
     cut = Candidate(0, 3, "t", (), "cancelled", SequenceStats(10, 4, 8, 5, 18.0))  # 1,800, cut mid-way
@@ -58,25 +57,17 @@ def test_a_sequence_stopped_before_its_first_round_has_no_rate():
                                                               candidates_ms_per_token((ran, *waited, cut))))
     eos = Candidate(0, 0, "", (), "eos", SequenceStats(1, 0, 0, 0, 0.5))  # 500 ms/token: ended by itself
     base = GenerationResult((eos,), BatchStats("regular", None, "torch", 1, 0.3, 0.5, 1, 0, 0, 0, 500.0))
-    table = comparison_table({"regular": MethodRun("regular", base, 1.0), "single": MethodRun("single", single, 20.0)})
+    table = numbers_table({"regular": MethodRun("regular", base, 1.0), "single": MethodRun("single", single, 20.0)})
     by = {r["method"]: r for r in table.to_dict("records")}
-    assert by["single-seq speculative"]["mean ms/token"] == pytest.approx((450 + 1800) / 2)
-    assert (by["single-seq speculative"]["min ms/token"], by["single-seq speculative"]["max ms/token"]) == (450, 1800)
-    assert by["single-seq speculative"]["speed-up (ms/token)"] == pytest.approx(500 / 1125, abs=0.01)
-    assert by["regular batched"]["mean ms/token"] == 500.0
+    assert by["single-seq"]["ms_per_token"] == pytest.approx((450 + 1800) / 2)
+    assert by["single-seq"]["status"] == "stopped at 20.0 s" and pd.isna(by["single-seq"]["token_speed_up"])
+    assert by["regular"]["ms_per_token"] == 500.0
 
 
 def test_no_regular_run_means_no_speed_up():
     r = runs()
     del r["regular"]
-    table = comparison_table(r)
-    assert table["speed-up (ms/token)"].isna().all()
-
-
-def test_bar_data():
-    table = comparison_table(runs())
-    assert list(latency_bars(table).columns) == ["method", "mean ms/token"]
-    assert list(wall_bars(table)["wall (s)"]) == [3.0, 6.0, 9.0]
+    assert numbers_table(r)["wall_speed_up"].isna().all()
 
 
 def test_per_sequence_rows():
@@ -87,15 +78,17 @@ def test_per_sequence_rows():
 
 def test_write_comparison_csv_and_json(tmp_path):
     r = runs()
-    table = comparison_table(r)
-    csv_path, json_path = write_comparison(r, table, per_sequence_table(r), {"k": 2, "seed": 0}, out_dir=tmp_path)
+    csv_path, json_path = write_comparison(r, numbers_table(r), per_sequence_table(r), {"k": 2, "seed": 0},
+                                           "BASS wrote it.", out_dir=tmp_path)
     lines = list(csv.reader(csv_path.open()))
-    assert lines[0][0] == "method" and lines[1][0] == "BASS"
-    assert any(row and row[0] == "method" and "seq" in row for row in lines[1:])  # per-sequence section
+    assert lines[:2] == [["comparison"], ["BASS wrote it."]]
+    assert lines[3][0] == "method" and lines[4][0] == "BASS"
+    assert any(row and row[0] == "method" and "seq" in row for row in lines[5:])  # per-sequence section
     data = json.loads(json_path.read_text())
-    assert data["settings"] == {"k": 2, "seed": 0}
-    assert data["summary"][0]["speed-up (ms/token)"] == pytest.approx(2.0)
+    assert data["settings"] == {"k": 2, "seed": 0} and data["sentence"] == "BASS wrote it."
+    assert data["summary"][0]["token_speed_up"] == pytest.approx(2.0)
     assert data["runs"]["BASS"]["wall_s"] == 3.0 and len(data["runs"]["BASS"]["candidates"]) == 2
+    assert data["runs"]["BASS"]["state"] == "complete"
 
 
 def test_generation_payload_round_trips(tmp_path):
@@ -108,14 +101,6 @@ def test_generation_payload_round_trips(tmp_path):
                             "time_to_first_pass_s": None}
     assert data["candidates"][0]["tests"] == {"passed": 2, "total": 2, "first_failure": "", "run_time_s": 0.1}
     assert data["candidates"][1]["tests"] is None and data["candidates"][1]["status"] == "untested"
-
-
-def test_bar_frames_are_numeric_even_when_empty():
-    from app.compare import TABLE_COLUMNS
-
-    empty = pd.DataFrame(columns=TABLE_COLUMNS)
-    for frame in (latency_bars(empty), wall_bars(empty), latency_bars(comparison_table(runs()))):
-        assert pd.api.types.is_numeric_dtype(frame[frame.columns[1]])
 
 
 def test_exports_share_one_process_folder_and_old_ones_are_pruned():

@@ -1,109 +1,146 @@
-"""The Compare flow: three methods in turn, a table, bar data and files; a failing method is reported."""
+"""The Compare flow: every method does the same work; cut, stopped and failed methods are marked and never a
+baseline; the sentence leads; files are written; a Stop while waiting in line runs nothing."""
 
 from __future__ import annotations
 
 import csv
+import json
 import re
 import threading
 from html import unescape
 
 import pytest
-from app_fakes import FakeEngine, fake_session
+from app_fakes import BAD, GOOD, FakeEngine
+from compare_fakes import CompareFakeEngine
 
-from app.compare_run import compare_views
+from app.compare_run import compare_budget, compare_views
 from app.problems import load_problems
-from app.settings import METHOD_LABELS, parse_settings
+from app.session import EngineSession
+from app.settings import METHOD_LABELS, UserError, parse_settings
+from bass.compare import SEEDED_DRAFT_LENGTH
 
 
-def settings(k=2):
+def settings(k=2, tests=True, budget=0, stop_first=False):
     p = load_problems()[0]
-    return parse_settings(p.prompt, p.editable_tests(), "auto", k, 0.0, 1.0, 32, 0, METHOD_LABELS["bass"], "ngram",
-                          "torch", None, 3)
+    return parse_settings(p.prompt, p.editable_tests() if tests else "", "auto", k, 0.8, 1.0, 32, budget,
+                          METHOD_LABELS["bass"], "ngram", "torch", None, 3, stop_first)
 
 
-def test_three_methods_table_bars_and_files():
-    session = fake_session()
-    views = list(compare_views(session, settings(), threading.Event()))
+def session_of(engine_cls=CompareFakeEngine, **kwargs) -> EngineSession:
+    session = EngineSession(env={}, factory=lambda config, progress: engine_cls(config, **kwargs))
+    session.ensure()
+    return session
+
+
+def sentence_of(view) -> str:
+    return unescape(re.sub(r"<[^>]+>", "", view.sentence))
+
+
+def run(session, s, cancel=None, **kw):
+    return list(compare_views(session, s, cancel or threading.Event(), **kw))
+
+
+def test_same_work_for_every_method_whatever_the_generate_tab_says():
+    session = session_of()
+    views = run(session, settings(budget=5, stop_first=True))  # Generate's budget and first-pass stop
     final = views[-1]
     assert final.error is None, final.status
-    assert list(final.table["method"]) == ["BASS", "regular batched", "single-seq speculative"]
-    assert list(final.latency["method"]) == list(final.table["method"]) and len(final.wall) == 3
-    assert [c["method"] for c in session.engine.calls] == ["bass", "regular", "single"]
-    assert all(c["params"].seed == 3 and c["k"] == 2 for c in session.engine.calls)
+    calls = session.engine.calls
+    assert [c["method"] for c in calls] == ["bass", "regular", "single"]
+    assert all(c["params"] == calls[0]["params"] and c["k"] == 2 for c in calls)
+    assert calls[0]["params"].time_budget_s is None and calls[0]["params"].seed == 3
+    assert session.engine.exclusive == [True] * 3
+    assert list(final.table["method"]) == ["BASS", "regular", "single-seq"]
+    assert list(final.table["status"]) == ["complete"] * 3 and "bass-ok" in final.status
+    assert all(p.endswith("2 untested") is False for p in final.table["passing"])  # all were tested
+    assert any(len(v.table) == 1 for v in views) and any(len(v.table) == 2 for v in views)  # it grew
+
+
+def test_a_seed_uses_the_fixed_draft_length():
+    session = session_of()
+    run(session, settings())
+    assert session.engine.draft_lengths == [SEEDED_DRAFT_LENGTH] * 3
+
+
+def test_sentence_leads_and_files_hold_it():
+    final = run(session_of(texts=[BAD, GOOD]), settings())[-1]
+    text = sentence_of(final)
+    # the fake writes more tokens a round with drafts: the methods' token counts differ, and the sentence says so
+    assert re.match(r"BASS wrote its 2 candidates [\d.]+x faster than regular decoding", text), text
+    assert "in tokens per second of wall time (stop strings ended them at different lengths" in text
+    assert "first passing candidate at" in text
     with open(final.csv_path) as f:
         rows = list(csv.reader(f))
-    assert rows[0][0] == "method" and len(rows) > 4
-    assert final.json_path.endswith(".json")
-    # the table grew as methods finished
-    assert any(len(v.table) == 1 for v in views) and any(len(v.table) == 2 for v in views)
+    assert rows[0] == ["comparison"] and rows[1] == [text]
+    with open(final.json_path) as f:
+        data = json.load(f)
+    assert data["sentence"] == text and [r["state"] for r in data["runs"].values()] == ["complete"] * 3
+    assert "bass-cmp-charts" in final.charts and final.charts.count("bass-cmp-bar") >= 9
 
 
-def test_a_failing_method_does_not_stop_the_others():
+def test_methods_cut_by_the_compare_budget_are_marked_and_untested_not_failed():
+    # rounds of 50 ms and ~30 rounds for the long texts: a 0.3 s budget cuts every method
+    session = session_of(texts=[GOOD * 4, BAD * 12], round_s=0.05)
+    final = run(session, settings(), budget_s=0.3)[-1]
+    assert list(final.table["status"]) == ["cut at 0.3 s"] * 3, final.table
+    assert list(final.table["passing"]) == ["2 untested"] * 3 and list(final.table["first pass"]) == ["none"] * 3
+    assert set(final.table["× regular (wall)"]) == {"—"}
+    assert sentence_of(final).startswith("No speed-up is claimed: BASS was cut at 0.3 s")
+    assert "bass-ok" not in final.status and "cut by the time budget" in final.status
+    assert "none tested (cut before the end)" in final.charts and "bass-cmp-partial" in final.charts
+
+
+def test_stop_during_regular_is_marked_and_never_the_baseline():
+    session = session_of(texts=[GOOD * 3, BAD * 10], round_s=0.02)
+    cancel = threading.Event()
+    views = []
+    for view in compare_views(session, settings(), cancel):
+        views.append(view)
+        if "Running regular" in view.status and len(session.engine.calls) == 2:
+            cancel.set()
+    final = views[-1]
+    assert [c["method"] for c in session.engine.calls] == ["bass", "regular"]
+    assert "Stopped: partial comparison." in final.status and "bass-ok" not in final.status
+    by = {r["method"]: r for r in final.table.to_dict("records")}
+    assert by["regular"]["status"].startswith("stopped at") and by["BASS"]["status"] == "complete"
+    assert by["BASS"]["× regular (wall)"] == "—" and by["BASS"]["× regular (ms/token)"] == "—"
+    text = sentence_of(final)
+    assert "faster" not in text and "regular decoding was stopped at" in text, text
+
+
+def test_stop_while_waiting_in_line_runs_nothing():
+    session = session_of(queued_s=30.0)
+    cancel = threading.Event()
+    views = []
+    for view in compare_views(session, settings(), cancel):
+        views.append(view)
+        if "waiting in line" in view.status:
+            cancel.set()
+    assert "Stopped before any method ran." in views[-1].status and views[-1].table.empty
+    assert [c["method"] for c in session.engine.calls] == ["bass"]
+
+
+def test_a_failing_method_is_named_and_the_others_compared():
     class NoSingle(FakeEngine):
         def stream(self, prompts, **kw):
             if kw.get("method") == "single":
                 raise ValueError("drafter 'model' is not available here")
             yield from super().stream(prompts, **kw)
 
-    from app.session import EngineSession
-    session = EngineSession(env={}, factory=lambda config, progress: NoSingle(config))
-    final = list(compare_views(session, settings(), threading.Event()))[-1]
-    assert list(final.table["method"]) == ["BASS", "regular batched"]
-    assert "bass-error" in final.status and "single-seq speculative" in final.status
+    final = run(session_of(NoSingle), settings())[-1]
+    assert list(final.table["method"]) == ["BASS", "regular"]
+    assert "bass-error" in final.status and "single-seq" in final.status
+    assert "not compared: single-sequence speculative decoding failed" in sentence_of(final)
 
 
-def test_stop_between_methods_keeps_what_finished():
-    session = fake_session(round_s=0.01)
-    cancel = threading.Event()
-    views = []
-    for view in compare_views(session, settings(), cancel):
-        views.append(view)
-        if len(view.table) == 1:
-            cancel.set()
-    assert "Stopped" in views[-1].status and len(views[-1].table) >= 1
+def test_no_tests_reads_no_tests_and_no_first_pass():
+    final = run(session_of(), settings(tests=False))[-1]
+    assert set(final.table["passing"]) == {"no tests"} and set(final.table["first pass"]) == {"—"}
+    assert "first pass" not in sentence_of(final) and "no tests given" in final.charts
 
 
-def test_time_to_first_pass_for_every_method_in_table_bars_headline_and_files():
-    import json
-
-    from app_fakes import BAD, GOOD
-
-    from app.compare import TTFP_COLUMN
-
-    # seq 0 fails and finishes first; seq 1 passes after len(GOOD) / 8 rounds of 1 ms (fake clock)
-    session = fake_session(texts=[BAD, GOOD])
-    final = list(compare_views(session, settings(), threading.Event()))[-1]
-    assert final.error is None, final.status
-    rounds = -(-len(GOOD) // 8)  # the fake engine's rounds until seq 1 is done, 1 ms each, after 0.01 s prefill
-    expected = round(0.01 + rounds * 0.001, 2)
-    assert list(final.table[TTFP_COLUMN]) == [expected] * 3 and list(final.table["passing"]) == ["1/2"] * 3
-    assert list(final.first_pass[TTFP_COLUMN]) == [expected] * 3
-    # the headline names every method with its acceptance (none for regular: it drafts nothing),
-    # tokens/round and time to first pass, as the table has them
-    detail = unescape(re.search(r'bass-status-detail">([^<]*)<', final.status).group(1))
-    parts = dict(part.split(": ", 1) for part in detail.split(" · "))
-    assert list(parts) == ["BASS", "regular batched", "single-seq speculative"], detail
-    for _, row in final.table.iterrows():
-        text = parts[row["method"]]
-        assert f"{row['tokens/round']:.2f} tokens/round" in text and f"first pass {expected:.1f} s" in text, text
-        acc = row["acceptance"]
-        assert (f"acceptance {acc:.0%}" in text) if acc != "—" else ("no drafts" in text), text
-    with open(final.json_path) as f:
-        data = json.load(f)
-    assert [r["time_to_first_pass_s"] for r in data["runs"].values()] == [pytest.approx(0.01 + rounds * 0.001)] * 3
-    with open(final.csv_path) as f:
-        assert TTFP_COLUMN in f.readline()
-
-
-def test_no_pass_reads_none_and_no_tests_leaves_it_blank():
-    from app_fakes import BAD
-
-    from app.compare import TTFP_COLUMN
-
-    final = list(compare_views(fake_session(texts=[BAD, BAD]), settings(), threading.Event()))[-1]
-    assert list(final.table[TTFP_COLUMN]) == ["none"] * 3 and final.first_pass[TTFP_COLUMN].isna().all()
-    p = load_problems()[0]
-    untested = parse_settings(p.prompt, "", "auto", 2, 0.0, 1.0, 32, 0, METHOD_LABELS["bass"], "ngram", "torch",
-                              None, 3)
-    final = list(compare_views(fake_session(), untested, threading.Event()))[-1]
-    assert list(final.table[TTFP_COLUMN]) == ["—"] * 3 and "first pass" not in final.status
+def test_compare_budget_names_its_field():
+    assert compare_budget(0) is None and compare_budget("") is None and compare_budget(2.5) == 2.5
+    for bad in (-5, "abc", 1e9):
+        with pytest.raises(UserError, match="Time budget per method must be between 0 and 3600 seconds"):
+            compare_budget(bad)

@@ -6,20 +6,19 @@ import threading
 import time
 
 import gradio as gr
-import pandas as pd
 import pytest
 from app_fakes import FakeEngine, fake_session
 
-from app.compare import TABLE_COLUMNS, comparison_table, latency_bars
 from app.generate import GenerateView, error_view, generate_views
 from app.problems import load_problems
 from app.session import EngineSession
 from app.settings import ENGINE_DEFAULT, METHOD_LABELS, parse_settings
-from app.ui import _bars, _live, _model_banner, build_demo
+from app.ui import _live, _model_banner, build_demo
 
 ELEM_IDS = {"bass-problem", "bass-prompt", "bass-tests", "bass-generate", "bass-compare", "bass-stop", "bass-k",
             "bass-status", "bass-speed-plot", "bass-accept-plot", "bass-candidates", "bass-summary",
-            "bass-best-code", "bass-compare-table", "bass-latency-plot", "bass-wall-plot", "bass-compare-status"}
+            "bass-best-code", "bass-compare-table", "bass-compare-charts", "bass-compare-sentence",
+            "bass-compare-status", "bass-compare-budget", "bass-compare-note"}
 
 
 def test_layout_builds_with_every_component(session):
@@ -102,10 +101,3 @@ def test_live_view_hides_best_code_until_there_is_one():
     assert out[5].visible is False
     out = _live(GenerateView(status="s", best_code="def f(): pass"))
     assert out[5].visible is True and out[5].value == "def f(): pass"
-
-
-def test_bars_start_at_zero():
-    frame = latency_bars(pd.DataFrame([["BASS", 400.0], ["regular batched", 800.0]],
-                                      columns=["method", "mean ms/token"]).reindex(columns=TABLE_COLUMNS))
-    assert _bars(frame).y_lim[0] == 0 and _bars(frame).y_lim[1] > 800
-    assert _bars(latency_bars(comparison_table({}))).y_lim == [0, 1.0]

@@ -151,6 +151,8 @@ def test_time_to_first_pass_summary_and_report():
     text = format_report(report)
     assert "time to first pass: mean 3.5 s" in text and "66.7% of problems" in text
     assert "none" in format_report({**report, "summary": summarize(rows[2:])})
+    gpu = summarize([{**r, TTFP: t} for r, t in zip(rows, (0.030, 0.054, None), strict=True)])
+    assert "time to first pass: mean 42 ms" in format_report({**report, "summary": gpu})
 
 
 def test_humaneval_with_the_real_sandbox_stops_at_the_first_pass(monkeypatch):

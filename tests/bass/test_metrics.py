@@ -72,6 +72,14 @@ def test_time_to_first_pass_counts_prefill_and_ignores_unfinished_and_untested()
     assert format_seconds_or_none(None) == "none" and format_seconds_or_none(2.345) == "2.3 s"
 
 
+def test_seconds_under_one_read_in_milliseconds():
+    """A GPU's first pass in 0.05 s budgets read "mean 0.0 s" before: under a second the unit is ms."""
+    from bass.metrics import format_seconds, format_seconds_or_none
+
+    assert format_seconds_or_none(0.0512) == "51 ms" and format_seconds(0.00437) == "4.4 ms"
+    assert format_seconds(0.9994) == "999 ms" and format_seconds(1.0) == "1.0 s" and format_seconds(0.0) == "0 ms"
+
+
 def _timeline(ends: list[float], waits: list[float]) -> BatchStats:
     return BatchStats("bass", "model", "ragged", 8, 0.02, ends[-1], 0, len(ends), 0, 0, 0.0,
                       round_ends_s=tuple(ends), round_waits_s=tuple(waits))
