@@ -1,7 +1,7 @@
 """Real weights: regular decoding vs BASS with every drafter vs single-sequence speculative decoding.
 
-    PYTHONPATH=. python bench/real_bench.py --target embedded --prompts 8 --ks 1,8,32 --out bench/results/
-    PYTHONPATH=. python bench/real_bench.py --target tiny-folder --ks 2 --max-new-tokens 8 --prompts 1  (CPU)
+    python -m bench.real_bench --target embedded --prompts 8 --ks 1,8,32 --out bench/results/
+    python -m bench.real_bench --target tiny-folder --ks 2 --max-new-tokens 8 --prompts 1  (CPU)
 
 One model load (the target, and the trained draft by default: EngineConfig(draft="auto")); HumanEval
 prompts, each a batch of k samples of one prompt (the paper's setting). Rows, largest k first:
@@ -59,7 +59,7 @@ by more than these shares say the machine, not the method.
 
 Writes real_bench.json (rows, device line, dates, arguments), real_bench.png (`bench/plot_real.py`),
 real_bench.txt, and with --profile profile_<label>.txt (torch.profiler tables of a few regular steps and
-a few BASS rounds at --policy-k) plus a per-round split (drafter / verify / host; `profile_round.py`).
+a few BASS rounds at --policy-k) plus a per-round split (drafter / verify / host; `bench.profile.rounds`).
 """
 
 from __future__ import annotations
@@ -69,31 +69,27 @@ import contextlib
 import dataclasses
 import datetime
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from plot_real import add_ratios, format_table, plot, row_label  # noqa: E402
-from profile_round import round_breakdown  # noqa: E402
-from real_passes import Runner, measure  # noqa: E402
-from round_trace import format_summary  # noqa: E402
-
-from bass.config import (  # noqa: E402
+from bass.config import (
     HUMANEVAL_STOPS,
     DraftLengthConfig,
     EngineConfig,
     SamplingParams,
     check_draft_confidence,
 )
-from bass.device import device_line  # noqa: E402
-from bass.engine import Engine  # noqa: E402
-from bass.events import GenerationResult  # noqa: E402
-from bass.models import linear  # noqa: E402
+from bass.device import device_line
+from bass.engine import Engine
+from bass.events import GenerationResult
+from bass.models import linear
+from bench.plot_real import add_ratios, format_table, plot, row_label
+from bench.profile.rounds import round_breakdown
+from bench.profile.trace import format_summary
+from bench.real_passes import Runner, measure
 
 
 class Bench:
@@ -120,7 +116,7 @@ class Bench:
     def runner(self, method: str, k: int, drafter: str | None = None,
                draft_length: DraftLengthConfig | None = None, look_ahead: bool | None = None) -> Runner:
         """`look_ahead`: the engine's look-ahead for this runner's generations (None: the engine's own)."""
-        if self.a.trace and method != "regular":  # the same clock for every policy (`round_trace.py`)
+        if self.a.trace and method != "regular":  # the same clock for every policy (`bench.profile.trace`)
             draft_length = dataclasses.replace(draft_length or DraftLengthConfig(), trace=True)
         kw = dict(k=k, method=method, draft_length=draft_length, look_ahead=look_ahead)
         if drafter is not None:
@@ -383,7 +379,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "own (the heuristic, --fixed-l, the look-ahead pair and the A/B pairs): a CPU run in minutes")
     p.add_argument("--profile", action="store_true", help="also profile regular steps and BASS rounds at --policy-k")
     p.add_argument("--trace", action="store_true", help="time every round of every BASS row with the cost "
-                   "policy's clock; per (L, batch) a table of what each row paid (round_trace.py)")
+                   "policy's clock; per (L, batch) a table of what each row paid (bench.profile.trace)")
     p.add_argument("--out", default="bench/results/")
     a = p.parse_args(argv)
     a.ks = sorted({int(k) for k in a.ks.split(",")}, reverse=True)  # largest first: the arenas never regrow

@@ -1,6 +1,6 @@
 """Which candidate Pass@First sees, and how often it passes, from a budget run's JSON.
 
-    python bench/first_finishers.py bench/results/budget_2026-11-24_h100_riders.json
+    python -m bench.budget finishers bench/results/budget_2026-11-24_h100_riders.json
 
 Pass@First tests the first candidate to finish. In a batch that is mostly the shortest one, and on
 HumanEval the shortest completion is the one most often wrong (a `pass` stub, a missing import, a helper
@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bass.events import FINISHED_IN_TIME  # noqa: E402
-from bass.metrics import first_finished  # noqa: E402
+from bass.events import FINISHED_IN_TIME
+from bass.metrics import first_finished
 
 
 def _share(flags: list[bool]) -> float | None:

@@ -1,6 +1,6 @@
 """Two checkouts' real-weights runs side by side: the code before a change ("old") and after it ("new").
 
-    PYTHONPATH=. python bench/commit_ab.py --old old1.json old2.json --new new1.json new2.json [--out ab.json]
+    python -m bench.profile ab --old old1.json old2.json --new new1.json new2.json [--out ab.json]
 
 `scripts/gpu_draft.sh ab` runs `bench/real_bench.py` in both checkouts alternately on one machine in one call (old,
 new, old, new), so that what the machine does from minute to minute (host stalls, clocks) falls on both; this reads
@@ -25,13 +25,10 @@ import argparse
 import json
 import math
 import statistics
-import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from plot_real import add_ratios, row_label  # noqa: E402
+from bench.plot_real import add_ratios, row_label
 
 
 def keyed(rows: list[dict]) -> dict[tuple[int, str], dict]:

@@ -1,9 +1,9 @@
 """What the host spends on a round, and what launching a captured CUDA graph costs it.
 
-    PYTHONPATH=. python bench/host_costs.py --target embedded --k 8 --out bench/results/
-    PYTHONPATH=. python bench/host_costs.py --target tiny-folder --k 2 --max-new-tokens 8 (CPU plumbing)
+    python -m bench.profile host --target embedded --k 8 --out bench/results/
+    python -m bench.profile host --target tiny-folder --k 2 --max-new-tokens 8 (CPU plumbing)
 
-`bench/step_costs.py`'s pipelined view found BASS rounds host-bound on the H100 (the GPU idle a third of a
+`bench.profile.steps`'s pipelined view found BASS rounds host-bound on the H100 (the GPU idle a third of a
 round) with `cudaGraphLaunch` the largest host op. Two views say why, one model load:
 
   launches   every graph the engine captured for one BASS generation (the model drafter, fixed L) and one
@@ -23,26 +23,22 @@ On the CPU there are no graphs: the launch table is empty and the python view ru
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import json
 import pstats
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from profile_round import is_device_work, sync  # noqa: E402
-
-from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
-from bass.device import device_line  # noqa: E402
-from bass.engine import Engine  # noqa: E402
-from bass.graphs import ChainKey  # noqa: E402
+from bass.config import DraftLengthConfig, EngineConfig, SamplingParams
+from bass.device import device_line
+from bass.engine import Engine
+from bass.graphs import ChainKey
+from bench.common import engine_parser, sync
+from bench.profile.rounds import is_device_work
 
 CHAIN_NODES = 256
 
@@ -195,11 +191,7 @@ def _python_lines(label: str, p: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--target", default="embedded")
-    p.add_argument("--draft", default="auto")
-    p.add_argument("--backend", default="auto", help="auto: ragged on CUDA, torch on the CPU (Engine.backend)")
-    p.add_argument("--k", type=int, default=8)
+    p = engine_parser(__doc__)
     p.add_argument("--l0", type=int, default=1, help="the fixed draft length of the BASS rows")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--out", default="bench/results/")

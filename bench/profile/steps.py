@@ -1,7 +1,7 @@
 """What a decode step and a BASS round cost on this device, piece by piece (real weights).
 
-    PYTHONPATH=. python bench/step_costs.py --target embedded --k 8 --out bench/results/
-    PYTHONPATH=. python bench/step_costs.py --target tiny-folder --k 2 --max-new-tokens 8 (CPU plumbing)
+    python -m bench.profile steps --target embedded --k 8 --out bench/results/
+    python -m bench.profile steps --target tiny-folder --k 2 --max-new-tokens 8 (CPU plumbing)
 
 Four views of the same engine, one model load:
 
@@ -31,37 +31,21 @@ The profiler's own per-op cost lands in idle too: the "plain" column is the unpr
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from profile_round import graphed, pipelined_round, profiler_tables, round_breakdown, sync  # noqa: E402
-
-from bass.attention import get_backend  # noqa: E402
-from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
-from bass.device import device_line  # noqa: E402
-from bass.engine import Engine  # noqa: E402
-from bass.rules import run_then, verify_rule  # noqa: E402
-from bass.sampling import process_logits_deferred  # noqa: E402
-from bass.streams import SequenceRNG  # noqa: E402
-from bass.verify import verify_sampled  # noqa: E402
-
-
-def timed_ms(fn, reps: int) -> float:
-    """Mean ms per call of `fn` issued back to back (device time on CUDA: one sync at the end)."""
-    fn()
-    sync()
-    t = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    sync()
-    return 1e3 * (time.perf_counter() - t) / reps
+from bass.attention import get_backend
+from bass.config import DraftLengthConfig, EngineConfig, SamplingParams
+from bass.device import device_line
+from bass.engine import Engine
+from bass.rules import run_then, verify_rule
+from bass.sampling import process_logits_deferred
+from bass.streams import SequenceRNG
+from bass.verify import verify_sampled
+from bench.common import engine_parser, graphed, profiler_tables, timed_ms
+from bench.profile.rounds import pipelined_round, round_breakdown
 
 
 def dense_rule(params: SamplingParams):
@@ -151,11 +135,7 @@ def pipelined_table(rows: list[dict]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--target", default="embedded")
-    p.add_argument("--draft", default="auto")
-    p.add_argument("--backend", default="auto", help="auto: ragged on CUDA, torch on the CPU (Engine.backend)")
-    p.add_argument("--k", type=int, default=8)
+    p = engine_parser(__doc__)
     p.add_argument("--widths", default="1,2,3,4,6")
     p.add_argument("--reps", type=int, default=50)
     p.add_argument("--max-new-tokens", type=int, default=48, help="tokens of each profiled generation")

@@ -1,7 +1,7 @@
 """Pass@First and Pass@All against the time budget, per method, from `python -m bass eval humaneval
 --budgets ... --methods ... --out F.json`, beside the paper's figures (7.8B model on an A100).
 
-    python bench/plot_budget.py F.json [G.json ...] [OUT.png]
+    python -m bench.budget plot F.json [G.json ...] [OUT.png]
 
 Several files (e.g. one run per method, to keep each within a device call's time limit) are merged:
 their methods side by side, which needs the same budgets in each.
@@ -13,8 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
-from bass.budgets import budget_key, format_budget_table  # noqa: E402
+from bass.budgets import budget_key, format_budget_table
 
 # BASS, Qian et al. 2024: HumanEval within a time budget, 7.8B target on an A100
 PAPER = {"pass_at_first": 0.43, "pass_at_all": 0.61}

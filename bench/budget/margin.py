@@ -1,6 +1,6 @@
 """One method's margin over another at every budget, pooled over budget runs (seeds), with its standard error.
 
-    python bench/budget_margin.py RUN.json [RUN.json ...] [--method bass] [--against regular] [--out F.json]
+    python -m bench.budget margin RUN.json [RUN.json ...] [--method bass] [--against regular] [--out F.json]
 
 Each RUN is the JSON of `python -m bass eval humaneval --budgets ... --methods bass,regular ... --seed S --out`.
 One run draws one set of candidates per problem, so on 164 problems a Pass@First moves by several points from
@@ -23,11 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
-from bass.budgets import budget_key  # noqa: E402
+from bass.budgets import budget_key
 
 METRICS = {"pass_at_first": "Pass@First", "pass_at_all": "Pass@All"}
 

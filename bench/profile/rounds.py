@@ -10,7 +10,7 @@ The syncs cost a little themselves: the split is for profiling runs only, never 
 leave nothing for look-ahead (`bass.speculative`) to overlap, so `round_breakdown` turns it off: the split
 is of rounds run one after another, and on CUDA "verify" holds the rule captured with the forward.
 
-`pipelined_round` (`bench/step_costs.py`): rounds as the engine runs them, look-ahead on where the engine
+`pipelined_round` (`bench.profile.steps`): rounds as the engine runs them, look-ahead on where the engine
 has it (each round launched before the previous one is read), no syncs inside. Then only the device's
 occupancy says where time goes: over the decode window of one profiled generation,
 
@@ -35,7 +35,7 @@ from torch.autograd import DeviceType
 
 from bass.config import SamplingParams
 from bass.drafters import Drafter
-from bass.graphs import capture
+from bench.common import profiler_tables, sync
 
 if TYPE_CHECKING:
     from torch.autograd.profiler_util import FunctionEvent
@@ -107,33 +107,6 @@ def profile_round(engine, prompt: list[int], k: int, params: SamplingParams, n: 
           f"{summary['verify_ms'] / r:.2f} (GPU) + draft {summary['draft_ms'] / r:.2f} (GPU, "
           f"{summary['draft_steps'] / r:.1f} steps) + other {summary['other_ms'] / r:.2f} (sampling, cache, "
           f"syncs, Python{chained})", flush=True)
-
-
-def profiler_tables(prof, rows: int = 20) -> str:
-    """torch.profiler's top operators by self CPU time, and by self device time where a GPU ran."""
-    ka = prof.key_averages()
-    tables = ["top ops by self CPU time\n" + ka.table(sort_by="self_cpu_time_total", row_limit=rows)]
-    if torch.cuda.is_available():
-        for key in ("self_device_time_total", "self_cuda_time_total"):
-            try:
-                tables.append("top ops by self CUDA time\n" + ka.table(sort_by=key, row_limit=rows))
-                break
-            except (AttributeError, KeyError, ValueError):
-                continue
-    return "\n\n".join(tables)
-
-
-def sync() -> None:
-    """Wait for the device (a no-op on the CPU): the clocks around it then time finished work."""
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
-def graphed(fn):
-    """fn as a replayed CUDA graph (its own inputs captured: call it without arguments), or fn on the CPU."""
-    if not torch.cuda.is_available():
-        return fn
-    return capture(fn)[0].replay
 
 
 class _SyncTimed:

@@ -1,7 +1,7 @@
 """What each round cost, by the round clock, per benchmark row: the cost policy's samples beside what a fixed
 length pays (`DraftLengthConfig.trace`, written by `real_bench.py --trace`).
 
-    python bench/round_trace.py bench/results/real_bench.json
+    python -m bench.profile trace bench/results/real_bench.json
 
 The clock (`bass.round_costs.RoundClock`) times a pipelined round from the previous round's end, so over a run
 of rounds its times add up to the run's wall time. A row's trace is one list per generation of
@@ -31,8 +31,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bass.round_costs import B_BUCKETS, bucket  # noqa: E402
+from bass.round_costs import B_BUCKETS, bucket
 
 Trace = list[list]  # one generation's rounds: [L, B, ms, sample, overlapped, accepted, predicted]
 
