@@ -20,6 +20,16 @@ import pytest  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent / "bass"))  # the `tiny` model factory
 from tiny import make_model  # noqa: E402
 
+SLOW_MARKERS = ("embedded", "browser")  # the 1.5B model (seconds to load, GBs held) and a headless browser
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every embedded and browser test is slow too, so that `-m "not slow"` (make test-fast) leaves them out
+    without each carrying both markers."""
+    for item in items:
+        if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory):
