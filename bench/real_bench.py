@@ -40,8 +40,8 @@ and the row is the median pass by ms/token/seq (of an even number, the faster mi
 the faster). Pass p samples with seed + p (pass 0 the warm-up), every row of a pass with the same seed: a
 row whose choices do not follow the clock (regular decoding, a fixed length) draws the same texts for the
 same seed, while the cost policy's lengths follow the clock, and with them which uniform draws which token.
-With one seed for every pass, fixed L = 3 decoded the same texts in every pass (5,543 tokens in both of its
-rows of `real_bench_2026-11-27_h100aq_margin.json`, the policy's rows 5,289-5,813), so its median was one draw of
+With one seed for every pass, fixed L = 3 decoded the same texts in every pass (the same 5,543 tokens in
+both of its rows, where the policy's rows drew 5,289-5,813), so its median was one draw of
 the samples against the middle of five for the policy; --same-seeds keeps that way (each row's pass-to-pass
 spread is then the machine's alone).
 Columns (DESIGN.md §2, over all sequences of all prompts of that pass):
@@ -194,8 +194,8 @@ class Bench:
 
 
 # --policy-ab's "before": every probe beside L* (plain decoding too, however far behind), and the batch's
-# acceptance leaning on memory with the guess's 4 pseudo-trials: the policy of the twenty-sixth pass, near enough
-# (its memory held no profile; `bass.draft_length`)
+# acceptance leaning on memory with the guess's 4 pseudo-trials: the policy before the screen of probes and the
+# acceptance profile (`bass.draft_length`)
 POLICY_BEFORE = DraftLengthConfig(probe_margin=1.0, memory_strength=DraftLengthConfig().prior_strength)
 
 
@@ -351,8 +351,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--stops", action="store_true", help="stop at HumanEval's stop strings (default: every "
                    "sequence runs to --max-new-tokens or EOS, so the methods do comparable work)")
     p.add_argument("--seed", type=int, default=0, help="pass p (0: the warm-up) samples with seed + p")
-    p.add_argument("--same-seeds", action="store_true", help="every pass samples with --seed (the runs before "
-                   "2026-11-27's thirty-ninth pass): a row that does not follow the clock repeats its texts")
+    p.add_argument("--same-seeds", action="store_true", help="every pass samples with --seed: "
+                   "a row that does not follow the clock repeats its texts")
     p.add_argument("--cublas-pair", action="store_true", help="at --policy-k, regular and BASS with the tuned "
                    "projections against cuBLAS throughout (bass.models.linear), interleaved")
     p.add_argument("--chain-pair", action="store_true", help="at --policy-k, regular and BASS with each proposal "

@@ -1,6 +1,6 @@
 """Which candidate Pass@First sees, and how often it passes, from a budget run's JSON.
 
-    python -m bench.budget finishers bench/results/budget_2026-11-24_h100_riders.json
+    python -m bench.budget finishers bench/results/budget_2026-12-03_h200_small_single_seed23.json
 
 Pass@First tests the first candidate to finish. In a batch that is mostly the shortest one, and on
 HumanEval the shortest completion is the one most often wrong (a `pass` stub, a missing import, a helper

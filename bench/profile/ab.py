@@ -14,9 +14,9 @@ sides were given different drafts (`ab-draft`: the accept test then draws on oth
 `info.args.draft` tells. Then x regular per side (each BASS row's median over the regular row's of the same side and
 k) and each side's prefill (ms, the mean of its runs' `prefill_ms`); a row of a pair (look-ahead off ...) is divided
 by the regular row of its own pair, as `real_bench.py` divides it. ms/token/seq starts a sequence's clock after the
-prefill, so a change that moves work across that line moves it between these columns: read them together (the
-fiftieth pass launched a request's first round before the host read the first tokens: fixed L = 3 read 3.5 % better
-in ms/token/seq with the prefill 0.8-1.2 ms longer, nothing gained end to end; README, Real weights).
+prefill, so a change that moves work across that line moves it between these columns: read them together (launching a
+request's first round before the host read the first tokens once read 3.5 % better in ms/token/seq at fixed L = 3
+with the prefill 0.8-1.2 ms longer: nothing gained end to end).
 """
 
 from __future__ import annotations

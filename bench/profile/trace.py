@@ -5,8 +5,8 @@ length pays (`DraftLengthConfig.trace`, written by `real_bench.py --trace`).
 
 The clock (`bass.round_costs.RoundClock`) times a pipelined round from the previous round's end, so over a run
 of rounds its times add up to the run's wall time. A row's trace is one list per generation of
-(L, B, ms, sample, overlapped, accepted, predicted); traces of the twenty-sixth pass and before lack the accepted
-drafts, and those before the thirty-first the prediction. Per row and (L, batch bucket) the table gives:
+(L, B, ms, sample, overlapped, accepted, predicted); older traces may lack the last two. Per row and
+(L, batch bucket) the table gives:
 
   n         rounds;  mean / median ms  all of them
   sample    median of the rounds the cost policy took as cost samples (a fixed length: all but captures)
@@ -20,7 +20,7 @@ drafts, and those before the thirty-first the prediction. Per row and (L, batch 
 Below the table, per row of the cost policy: its calibration over every drafting round, Σ accepted / Σ predicted.
 
 A cost policy whose "sample" for L sits above a fixed-L row's "mean" misjudges drafting: the question this
-table was written to answer (the k = 32 runs of 2026-11-24, `bench/results/HISTORY.md`).
+table answers.
 """
 
 from __future__ import annotations
