@@ -38,8 +38,7 @@ SLOW_TESTS = (
 
 def pytest_collection_modifyitems(config, items):
     """Every embedded and browser test is slow too, and so is each of SLOW_TESTS, so that `-m "not slow"`
-    (make test-fast) leaves them out
-    without each carrying both markers."""
+    (make test-fast) leaves them out without each carrying the marker."""
     for item in items:
         if any(item.get_closest_marker(name) for name in SLOW_MARKERS) or item.nodeid.startswith(SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
