@@ -1,6 +1,6 @@
 """Ragged vs BASS-PAD vs BASS-SPLIT vs torch SDPA on decode/verify shapes, one GPU run.
 
-    PYTHONPATH=. python bench/attention_bench.py --out DIR      (DIR gets the full log and JSON)
+    python -m bench.attention_bench --out DIR      (DIR gets the full log and JSON)
 
 Grid (the issue's): batch {1, 8, 32} x suffix length {256, 1024, 4096} x query length {1, 5, 9},
 with a 512-token prompt prefix shared by the whole batch. Model shape: Llama-7B attention
@@ -36,14 +36,11 @@ import torch
 import triton
 from triton.testing import do_bench
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from profile_round import graphed  # noqa: E402
-
-from kernels.pad_attention import pad_attention, pad_attention_padded, pad_kv  # noqa: E402
-from kernels.ragged_attention import ragged_attention, ragged_attention_tuned  # noqa: E402
-from kernels.reference import ragged_attention_ref  # noqa: E402
-from kernels.split_attention import split_attention, split_attention_one, split_kv  # noqa: E402
+from bench.common import graphed
+from kernels.pad_attention import pad_attention, pad_attention_padded, pad_kv
+from kernels.ragged_attention import ragged_attention, ragged_attention_tuned
+from kernels.reference import ragged_attention_ref
+from kernels.split_attention import split_attention, split_attention_one, split_kv
 
 PREFIX = 512
 DTYPE = torch.bfloat16

@@ -21,28 +21,25 @@ does at each step of its chain. `--draft-length 1,2,3,4,5` measures several fixe
 row then proposes at most L tokens, fewer where the draft is unsure; its position s is tested only in rounds
 that proposed it). One model load, all rows from one run; prints a table last and writes JSON.
 
-    python bench/draft_acceptance.py --drafts trained=auto plain=runs/draft/draft-next-token.safetensors
-    python bench/draft_acceptance.py --baselines "" --drafts full=FILE_WITHOUT_VOCAB shipped=auto  # two drafts
-    python bench/draft_acceptance.py --baselines "" --draft-length 1,2,3,4,5  # the shipped draft along L
-    python bench/draft_acceptance.py --baselines "" --draft-length 4,6 --confidence 0,0.3  # and its confidence stop
+    python -m bench.draft_acceptance --drafts trained=auto plain=runs/draft/draft-next-token.safetensors
+    python -m bench.draft_acceptance --baselines "" --drafts full=FILE_WITHOUT_VOCAB shipped=auto  # two drafts
+    python -m bench.draft_acceptance --baselines "" --draft-length 1,2,3,4,5  # the shipped draft along L
+    python -m bench.draft_acceptance --baselines "" --draft-length 4,6 --confidence 0,0.3  # and its confidence stop
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bass import DraftLengthConfig, Engine, EngineConfig, SamplingParams  # noqa: E402
-from bass.config import HUMANEVAL_STOPS, check_draft_confidence  # noqa: E402
-from bass.device import device_line  # noqa: E402
-from bass.drafters import build_drafter  # noqa: E402
-from bass.models.loader import LoadedModel  # noqa: E402
-from sandbox.humaneval import load_humaneval  # noqa: E402
+from bass import DraftLengthConfig, Engine, EngineConfig, SamplingParams
+from bass.config import HUMANEVAL_STOPS, check_draft_confidence
+from bass.device import device_line
+from bass.drafters import build_drafter
+from bass.models.loader import LoadedModel
+from sandbox.humaneval import load_humaneval
 
 HELDOUT_PROMPTS = Path(__file__).parent / "data" / "heldout_prompts.jsonl"
 

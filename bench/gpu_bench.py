@@ -1,8 +1,8 @@
 """BASS vs regular decoding vs transformers on one GPU, at 7B shapes with synthetic acceptance.
 
-    PYTHONPATH=. python bench/gpu_bench.py --out DIR        (one table printed last; JSON, PNG, profile in DIR)
+    python -m bench.gpu_bench --out DIR        (one table printed last; JSON, PNG, profile in DIR)
 
-Workload (DESIGN.md §6, `bass.synthetic`): a target with Llama-7B shapes and a 2-block draft of the same
+Workload (DESIGN.md §6, `bench.synthetic`): a target with Llama-7B shapes and a 2-block draft of the same
 width sharing its embedding and LM head (~0.5B-class bytes per step), random bf16 weights whose
 block-output scale is calibrated on this GPU to per-token acceptance alpha ~ 0.6 / 0.8 / 0.9. One
 128-token random prompt shared by the k sequences, 256 new tokens each, no EOS, so every method does
@@ -17,7 +17,7 @@ timed on --hf-assisted-seqs of them and extrapolated). Every configuration is ru
 graph capture, Triton and inductor compilation) before the timed run, with the same seed.
 
 Columns (DESIGN §2): per-sequence ms/token (mean over sequences of finish time / tokens, prefill
-excluded), alpha (per-token acceptance, `bass.synthetic.per_token_acceptance`), acc (accepted /
+excluded), alpha (per-token acceptance, `bench.synthetic.per_token_acceptance`), acc (accepted /
 proposed), tokens per round, throughput, GPU utilisation (target FLOPs/token x tok/s / measured bf16
 peak), speed-ups over our regular and over HF regular decoding at the same k, and `floor`: the
 memory-bandwidth limit of the same passes (bytes of weights and KV each pass must read, over the
@@ -31,15 +31,17 @@ import dataclasses
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from plot_gpu import (  # noqa: E402
+from bass.attention import resolve_backend
+from bass.config import DraftLengthConfig, EngineConfig, SamplingParams
+from bass.device import device_line as engine_device_line
+from bass.graphs import decoding_captures
+from bass.metrics import decoder_flops_per_token
+from bench.plot_gpu import (
     add_derived,
     floor_ms_per_token,
     format_table,
@@ -49,15 +51,9 @@ from plot_gpu import (  # noqa: E402
     plot,
     sequential_ms_per_token,
 )
-from profile_round import profile_round  # noqa: E402
-from round_trace import format_summary, split_trace  # noqa: E402
-
-from bass.attention import resolve_backend  # noqa: E402
-from bass.config import DraftLengthConfig, EngineConfig, SamplingParams  # noqa: E402
-from bass.device import device_line as engine_device_line  # noqa: E402
-from bass.graphs import decoding_captures  # noqa: E402
-from bass.metrics import decoder_flops_per_token  # noqa: E402
-from bass.synthetic import (  # noqa: E402
+from bench.profile.rounds import profile_round
+from bench.profile.trace import format_summary, split_trace
+from bench.synthetic import (
     TARGETS,
     Calibration,
     build_pair,
@@ -153,7 +149,7 @@ class Bench:
         backend = self.fast if backend == "ragged" else backend
         eng = self.eager if eager or backend != self.fast else self.graphed
         cost_policy = method == "bass" and (draft_length is None or draft_length.policy == "cost")
-        if self.args.trace and method != "regular":  # the same clock for every policy (`round_trace.py`)
+        if self.args.trace and method != "regular":  # the same clock for every policy (`bench.profile.trace`)
             draft_length = dataclasses.replace(draft_length or DraftLengthConfig(), trace=True)
         kw = dict(k=k, params=self.params, method=method, backend=backend, draft_length=draft_length)
         if cost_policy:  # every length's graphs first, as a fixed length's own warm-up captures them
@@ -263,7 +259,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--budget-s", type=float, default=500.0, help="skip what would not finish within this")
     p.add_argument("--quick", action="store_true", help="k=8 only, 64 tokens: a smoke test")
     p.add_argument("--trace", action="store_true", help="time every round of every BASS row with the cost "
-                   "policy's clock; per (L, batch) a table of what each row paid (round_trace.py)")
+                   "policy's clock; per (L, batch) a table of what each row paid (bench.profile.trace)")
     args = p.parse_args(argv)
     if args.quick:
         args.ks, args.side_ks, args.new_tokens, args.calib_grid = "8", "8", 64, "1e-4,5e-4,2e-3"

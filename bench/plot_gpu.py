@@ -1,6 +1,6 @@
 """The report of `bench/gpu_bench.py`: derived columns, table and plot, from the rows it measured.
 
-    python bench/plot_gpu.py RESULTS.json [OUT.png]     (re-renders the table and the plot from the JSON)
+    python -m bench.plot_gpu RESULTS.json [OUT.png]     (re-renders the table and the plot from the JSON)
 
 Left panel: per-sequence ms/token against k at the main acceptance, one line per method, the
 bandwidth floors of BASS-ragged and of regular decoding dashed. Right panel: BASS-ragged at k=8
@@ -14,8 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
-from bass.metrics import gpu_utilization  # noqa: E402
+from bass.metrics import gpu_utilization
 
 
 # ---- arithmetic (pure; tests/bench checks it against hand-computed values) ----------------------------

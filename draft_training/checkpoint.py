@@ -1,10 +1,10 @@
 """A training run longer than one command: the run's state where a segment stops, and the run continued from it.
 
-A command on the device runs at most 10 minutes. Until the fifty-fifth pass a longer training was a chain of
-cycles, each started from the file before with its own warm-up and cosine (`--init`); the thirteenth cycle's
-agreement at the first draft step fell from 0.7705 to 0.7631 in its first 100 steps, the warm-up's peak
-undoing some of what the cycle before had settled. Now one run lays its schedule over all of `minutes`, trains
-for `segment_minutes` in a call, and keeps beside its output what continuing needs:
+A command on the device runs at most 10 minutes. A chain of cycles, each started from the file before with its
+own warm-up and cosine (`--init`), loses at every restart: the warm-up's peak undoes some of what the cycle before
+had settled (agreement at the first draft step fell from 0.7705 to 0.7631 in one cycle's first 100 steps). So one
+run lays its schedule over all of `minutes`, trains for `segment_minutes` in a call, and keeps beside its
+output what continuing needs:
 
     the student's float32 weights    AdamW's moments and step counts    the step reached, the schedule's length
     the windows' random generator    the evaluations so far             the training time spent

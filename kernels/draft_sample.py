@@ -33,8 +33,7 @@ sort), a copy of u into a contiguous buffer, then the keep-and-draw kernel (`sam
 here: it samples from candidates already sorted). Those launches are too short to be anything but their
 launch gaps: a draft step of the shipped draft ran 38 launches in about 107 µs on an H100, sampling about 26 µs
 of it, and a round pays L draft steps. On the H100 the rule alone went from 19.5 to 10.0 µs at 8 rows in a CUDA
-graph (`bench/vocab_ops_bench.py`), and a draft step's graph from 0.100 to 0.090 ms
-(bench/results/ENGINEERING.md, "A draft step's sample in two launches"). q stays sparse because every other
+graph, and a draft step's graph from 0.100 to 0.090 ms. q stays sparse because every other
 token has q = 0 and the verify needs q only at the draft token and at the target's own candidates
 (`kernels.verify_sample`). No host synchronisation (CUDA-graph safe); the kernels compile without FMA contraction.
 """

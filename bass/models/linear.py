@@ -22,7 +22,7 @@ On the CPU, bfloat16: fixed-size calls. oneDNN multiplies bf16 on the CPU's matr
 on a Sapphire Rapids Xeon: the 1.5B's gate/up projection [17920 x 1536] at 4 rows in 1.8 ms against 4.0 in float32,
 at 16 rows 1.9 against 5.7), but it picks its kernel by the number of rows, and kernels round differently: the same
 row came out of a 4-row and a 40-row call up to 2 bf16 steps apart, and 1 of 8 greedy HumanEval sequences of the
-embedded target parted from regular decoding after 40 tokens (ad hoc, the fifty-ninth pass). So every bf16 (or
+embedded target parted from regular decoding after 40 tokens. So every bf16 (or
 float16) projection on the CPU multiplies its rows in calls of exactly CPU_ROWS rows, the last one padded with
 zeros: one kernel serves every call, and a row's result depends on that row alone, bit for bit, whatever the batch
 or the verify's width (as the skinny GEMM's rows do on the GPU). On that Xeon a layer's four projections took 3.1 ms
@@ -32,7 +32,7 @@ two calls, each reading the weights again, and 64 would cost every plain step ne
 go in as many calls as they fill. Whether bf16 pays on this CPU at all is measured (`cpu_dtype`): without matrix units
 it can be slower than float32.
 
-Where a CPU has no such kernels the padding may buy nothing: on the 2-core AMD EPYC of the sixty-eighth pass (AVX2,
+Where a CPU has no such kernels the padding may buy nothing: on a 2-core AMD EPYC (AVX2,
 no bf16 instructions) each row came out the same bits from calls of 1 to 64 rows, and the [17920 x 1536] projection
 took 4.1 ms at 1 row and 96 at 32, so a plain step paid 20 times its cost for it. Whether this CPU's kernels need
 the fixed calls is measured, not assumed (`rows_independent`): a few calls of several row counts against the same

@@ -5,7 +5,7 @@ import bass.graphs
 from bass.config import EngineConfig, SamplingParams
 from bass.engine import Engine
 from bass.models.loader import load_model
-from bass.synthetic import random_feature_draft
+from bench.synthetic import random_feature_draft
 
 
 @pytest.fixture(scope="session")

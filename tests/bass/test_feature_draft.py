@@ -158,7 +158,7 @@ def test_a_folded_head_gives_the_two_gemm_logits_and_the_same_features(tiny_dir,
     """`fold_head` reads n through W_head W_out [V', d] instead of f̂ through W_head [V', H]: in float32 the
     logits agree to rounding, f̂ (what the next step feeds) is the same, and the table is d / H the size."""
     from bass.models.loader import load_model
-    from bass.synthetic import random_feature_draft
+    from bench.synthetic import random_feature_draft
 
     loaded = load_model(str(tiny_dir("llama", 0)), device="cpu")
     folded = random_feature_draft(loaded, seed=5, vocab=vocab).model

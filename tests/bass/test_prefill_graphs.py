@@ -96,7 +96,7 @@ def test_a_feature_drafts_prefill_through_its_graphs_computes_the_eager_one(tiny
     """A feature draft's prefill (`bass.prefill_graphs.prefill` with `features`): its second input is a static
     buffer too, and its width's graph, captured between requests, replays what the eager forward computes."""
     from bass.prefill_graphs import prefill
-    from bass.synthetic import random_feature_draft
+    from bench.synthetic import random_feature_draft
 
     with torch.inference_mode():
         target = load_model(str(tiny_dir("llama")))

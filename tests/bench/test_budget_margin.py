@@ -3,8 +3,9 @@
 import json
 import math
 
-import budget_margin as bm
 import pytest
+
+import bench.budget.margin as bm
 
 
 def _report(budgets, firsts: dict[str, dict[float, list[bool]]]) -> dict:

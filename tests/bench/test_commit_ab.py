@@ -3,8 +3,9 @@
 import json
 import math
 
-import commit_ab as ab
 import pytest
+
+import bench.profile.ab as ab
 
 
 def _row(method, passes, policy=None, prefill_ms=4.0, **extra):

@@ -6,11 +6,12 @@ import pytest
 from tiny import make_model
 
 
+@pytest.mark.slow
 def test_a_copy_of_the_target_accepts_every_greedy_draft(tmp_path, capsys):
     """A draft with the target's own weights proposes the target's argmax, so greedy acceptance is exactly 1
     and a round emits L + 1 tokens until the token limit cuts it; a second draft temperature adds a sampled
     row of its own; every row's acceptance is its accepted over proposed counts."""
-    import draft_acceptance as da
+    import bench.draft_acceptance as da
 
     target = make_model(tmp_path / "target", seed=0)
     copy = make_model(tmp_path / "copy", seed=0)
@@ -48,7 +49,7 @@ def test_a_copy_of_the_target_accepts_every_greedy_draft(tmp_path, capsys):
 def test_positions_are_tallied_from_proposed_and_accepted_counts():
     """Position s is tested by a round that proposed at least s drafts and accepted the s - 1 before it, and
     passed when it accepted s or more; positions past the table's length are not counted."""
-    import draft_acceptance as da
+    import bench.draft_acceptance as da
 
     reached, passed = [0] * 3, [0] * 3
     # (proposed, accepted): all three accepted; the first rejected; the second rejected; two of two (a round cut
@@ -57,10 +58,11 @@ def test_positions_are_tallied_from_proposed_and_accepted_counts():
     assert reached == [5, 4, 2] and passed == [4, 3, 2]
 
 
+@pytest.mark.slow
 def test_several_draft_lengths_in_one_run(tmp_path):
     """--draft-length 1,3 measures both lengths on the same load, a row each; at L = 1 the acceptance at the
     one position is the ratio over all proposals."""
-    import draft_acceptance as da
+    import bench.draft_acceptance as da
 
     target = make_model(tmp_path / "target", seed=0)
     other = make_model(tmp_path / "other", seed=3)
@@ -79,7 +81,7 @@ def test_several_draft_lengths_in_one_run(tmp_path):
 
 
 def test_a_draft_length_below_one_is_refused(tmp_path, capsys):
-    import draft_acceptance as da
+    import bench.draft_acceptance as da
 
     for bad in ("0,2", "3,x"):
         with pytest.raises(SystemExit):
@@ -87,11 +89,12 @@ def test_a_draft_length_below_one_is_refused(tmp_path, capsys):
         assert f"--draft-length takes lengths of at least 1, e.g. 5 or 1,2,3; got {bad!r}" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_confidence_stops_in_one_run(tmp_path, capsys):
     """--confidence 0,C measures each model draft with and without a confidence stop, a row each: the stopped rows
     propose fewer tokens a round, and fewer of them are rejected; a value outside [0, 1) is refused with what to
     write."""
-    import draft_acceptance as da
+    import bench.draft_acceptance as da
 
     target = make_model(tmp_path / "target", seed=0)
     other = make_model(tmp_path / "other", seed=3)

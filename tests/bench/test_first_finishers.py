@@ -2,8 +2,9 @@
 
 import json
 
-import first_finishers as ff
 import pytest
+
+import bench.budget.finishers as ff
 
 
 def _cand(finish_s, tokens, passed, reason="stop"):

@@ -2,13 +2,13 @@
 
 import json
 
-import gpu_bench as gb
-import plot_gpu as pg
 import pytest
 import torch
-from plot_gpu import format_table
 
-from bass.synthetic import TINY, build_pair
+import bench.gpu_bench as gb
+import bench.plot_gpu as pg
+from bench.plot_gpu import format_table
+from bench.synthetic import TINY, build_pair
 
 
 def test_kv_and_pass_bytes():
@@ -56,6 +56,7 @@ def test_derived_columns_by_hand():
     assert table.splitlines()[4].split()[-1] == "-"
 
 
+@pytest.mark.slow
 def test_cpu_dry_run(tmp_path, monkeypatch):
     """The whole script on a tiny model: calibration, engine rows, floors, JSON, table."""
     monkeypatch.setattr("sys.argv", ["gpu_bench.py", "--device", "cpu", "--target", "tiny", "--out", str(tmp_path),
@@ -73,6 +74,7 @@ def test_cpu_dry_run(tmp_path, monkeypatch):
     assert "synthetic acceptance" in (tmp_path / "gpu_bench.txt").read_text()
 
 
+@pytest.mark.slow
 def test_cpu_dry_run_trace(tmp_path, monkeypatch):
     """--trace: every BASS row carries one trace with a round per target pass, lengths as the row drafted,
     and the round table is printed; regular decoding has no rounds to trace."""

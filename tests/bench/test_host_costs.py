@@ -8,7 +8,7 @@ from tiny import make_model
 
 
 def test_host_costs_dry_run(tmp_path):
-    import host_costs
+    import bench.profile.host as host_costs
 
     target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)
     out = tmp_path / "out"
@@ -31,9 +31,8 @@ def test_engine_graphs_names_forwards_and_chains():
     proposal) by batch, first step's width, L and pool; graphs not captured (the CPU twin's) are left out."""
     from types import SimpleNamespace
 
-    from host_costs import engine_graphs
-
     from bass.graphs import ChainKey, GraphKey
+    from bench.profile.host import engine_graphs
 
     captured = SimpleNamespace(graph=SimpleNamespace(replay=lambda: None))
     class VerifyRule:  # a rule is named by its type

@@ -2,14 +2,15 @@
 
 import json
 
-import plot_budget as pb
 import pytest
 from tiny import make_model
 
+import bench.budget.plot as pb
 from bass.budgets import budget_key
 from bass.cli import main
 
 
+@pytest.mark.slow
 def test_eval_with_budgets_and_methods_then_plot(tmp_path, capsys):
     target = make_model(tmp_path / "tiny", seed=0)
     out = tmp_path / "budgets.json"

@@ -1,14 +1,16 @@
 """bench/profile_round.py on tiny CPU models: its drafter wrapper must pass every hook through."""
 
-from profile_round import launches_counted, round_breakdown
+import pytest
 from tiny import make_model
 
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams
 from bass.engine import Engine
 from bass.models.loader import load_model
-from bass.synthetic import random_feature_draft
+from bench.profile.rounds import launches_counted, round_breakdown
+from bench.synthetic import random_feature_draft
 
 
+@pytest.mark.slow
 def test_round_breakdown_of_a_feature_draft(tmp_path):
     """The feature draft takes each verify's features when the verify is launched (`Drafter.verified`);
     a wrapper that drops that hook leaves it nothing to commit."""

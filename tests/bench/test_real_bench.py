@@ -3,9 +3,10 @@ tiny CPU models."""
 
 import json
 
-import plot_real as pr
 import pytest
 from tiny import make_model
+
+import bench.plot_real as pr
 
 
 def test_ratios_and_table_by_hand():
@@ -25,8 +26,7 @@ def test_ratios_and_table_by_hand():
 
 
 def test_aggregate_over_prompts_by_hand():
-    import real_passes as rb
-
+    import bench.real_passes as rb
     from bass.events import BatchStats, Candidate, GenerationResult, SequenceStats
 
     def result(seq_stats, decode_s, lengths):
@@ -48,8 +48,7 @@ def test_aggregate_over_prompts_by_hand():
 def test_each_pass_counts_the_graphs_captured_inside_it(monkeypatch):
     """Captures made in the warm-up pass are not counted; each timed pass counts its own, per runner: those
     inside decoding apart from those the engine captured after a generation's "done" (deferred)."""
-    import real_passes as rb
-
+    import bench.real_passes as rb
     from bass.events import BatchStats, Candidate, GenerationResult, SequenceStats
 
     made = {"n": 0, "deferred": 0}  # as in `bass.graphs`: every capture counts in n, a deferred one in both
@@ -84,7 +83,7 @@ def test_each_pass_counts_the_graphs_captured_inside_it(monkeypatch):
 
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory):
-    import real_bench as rb
+    import bench.real_bench as rb
 
     root = tmp_path_factory.mktemp("real")
     target, draft = make_model(root / "target", seed=0), make_model(root / "draft", seed=1)
@@ -96,6 +95,7 @@ def dry_run(tmp_path_factory):
     return out, json.loads((out / "real_bench.json").read_text())
 
 
+@pytest.mark.slow
 def test_dry_run_rows_and_ratios(dry_run):
     out, res = dry_run
     info, rows = res["info"], res["rows"]
@@ -157,7 +157,7 @@ def test_dry_run_rows_and_ratios(dry_run):
 def test_each_pass_samples_with_its_own_seed_unless_told_otherwise(tmp_path):
     """Pass p samples with seed + p, so regular decoding and fixed lengths draw new texts in every pass as the
     cost policy does (module docstring); --same-seeds gives every pass the run's seed."""
-    import real_bench as rb
+    import bench.real_bench as rb
 
     target = make_model(tmp_path / "target", seed=0)
     args = ["--target", str(target), "--draft", "none", "--device", "cpu", "--prompts", "1", "--max-new-tokens", "6",
@@ -173,6 +173,7 @@ def test_each_pass_samples_with_its_own_seed_unless_told_otherwise(tmp_path):
     assert texts[0] != texts[2]  # and the next pass draws others
 
 
+@pytest.mark.slow
 def test_dry_run_files_and_profile(dry_run):
     out, res = dry_run
     assert (out / "real_bench.png").stat().st_size > 1000 and "plot_error" not in res["info"]
@@ -186,8 +187,9 @@ def test_dry_run_files_and_profile(dry_run):
         assert "top ops by self CPU time" in (out / f"profile_{p['label']}.txt").read_text()
 
 
+@pytest.mark.slow
 def test_no_policy_rows_keeps_regular_and_each_drafter(tmp_path):
-    import real_bench as rb
+    import bench.real_bench as rb
 
     target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)
     res = rb.main(["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "1",
@@ -197,9 +199,10 @@ def test_no_policy_rows_keeps_regular_and_each_drafter(tmp_path):
         ("regular", None, None, None), ("bass", "ngram", "cost", None), ("bass", "model", "cost", None)]
 
 
+@pytest.mark.slow
 def test_no_look_ahead_pair_keeps_the_policy_rows(tmp_path):
     """--no-look-ahead-pair drops only the pair's four rows: regular, the drafter's, the heuristic and fixed L stay."""
-    import real_bench as rb
+    import bench.real_bench as rb
 
     target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)
     res = rb.main(["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "1",
@@ -212,7 +215,7 @@ def test_no_look_ahead_pair_keeps_the_policy_rows(tmp_path):
 @pytest.fixture
 def measured(monkeypatch) -> list[list[str]]:
     """The runners' names of each `measure` call real_bench makes (the calls still run)."""
-    import real_bench as rb
+    import bench.real_bench as rb
 
     calls: list[list[str]] = []
     measure = rb.measure
@@ -225,10 +228,11 @@ def measured(monkeypatch) -> list[list[str]]:
     return calls
 
 
+@pytest.mark.slow
 def test_interleave_measures_regular_and_the_drafters_together(tmp_path, measured):
     """--interleave: regular and every drafter's row at a k come from one `measure`, prompt by prompt (a shared CPU
     drifts between rows run one after another); the rows and their ratios are those of the default order."""
-    import real_bench as rb
+    import bench.real_bench as rb
 
     calls = measured
     target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)
@@ -248,10 +252,11 @@ def test_interleave_measures_regular_and_the_drafters_together(tmp_path, measure
     assert calls == [["r"], ["r"], ["r"]]  # by default, each row on its own
 
 
+@pytest.mark.slow
 def test_confidence_ab_measures_regular_and_each_stop_together(tmp_path, measured):
     """--confidence-ab: regular and BASS at the engine's confidence stop and at each other one, under the cost policy
     and at the first --fixed-l length, from one `measure`; each BASS row divided by the regular row beside it."""
-    import real_bench as rb
+    import bench.real_bench as rb
 
     calls = measured
     target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)

@@ -3,8 +3,9 @@
 import json
 
 import pytest
-import round_trace as rt
 from tiny import make_model
+
+import bench.profile.trace as rt
 
 
 def test_summary_by_hand():
@@ -48,8 +49,9 @@ def test_calibration_columns_by_hand():
     assert table.splitlines()[-1].split()[-6:] == ["rounds", "1.500", "/", "1.860", "=", "0.806"]
 
 
+@pytest.mark.slow
 def test_real_bench_trace_dry_run(tmp_path):
-    import real_bench as rb
+    import bench.real_bench as rb
 
     target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)
     out = tmp_path / "out"

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from tiny import make_model
 
 
+@pytest.mark.slow
 def test_step_costs_dry_run(tmp_path):
-    import step_costs
+    import bench.profile.steps as step_costs
 
     target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)
     out = tmp_path / "out"
@@ -47,7 +49,7 @@ def test_step_costs_dry_run(tmp_path):
 
 
 def test_interval_union():
-    from profile_round import interval_union
+    from bench.profile.rounds import interval_union
 
     assert interval_union([]) == 0
     assert interval_union([(0, 2), (5, 6)]) == 3  # disjoint: the sum
@@ -61,8 +63,9 @@ def test_device_busy_counts_kernels_in_the_decode_window_once():
     clipped off, the device-side span of a record_function (it covers gaps) and host ops are not device work."""
     from types import SimpleNamespace
 
-    from profile_round import DECODE_MARK, device_busy
     from torch.autograd import DeviceType
+
+    from bench.profile.rounds import DECODE_MARK, device_busy
 
     def ev(name, start, end, device=DeviceType.CUDA, kind="kernel", annotation=False):
         return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start, end=end), device_type=device,

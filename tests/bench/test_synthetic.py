@@ -7,7 +7,7 @@ import torch
 
 from bass.config import EngineConfig, SamplingParams
 from bass.engine import Engine
-from bass.synthetic import (
+from bench.synthetic import (
     TINY,
     SyntheticTokenizer,
     build_pair,
@@ -74,6 +74,7 @@ def test_knob_round_trip_and_refuses_zero(pair):
         pair.knob.set(0.0)
 
 
+@pytest.mark.slow
 def test_engine_acceptance_rises_as_scale_falls(pair, engine):
     prompt = random_prompt(TINY.vocab_size, 16, seed=1)
     params = SamplingParams(temperature=1.0, seed=2)

@@ -8,7 +8,7 @@ import itertools
 import pytest
 import torch
 
-from bass.synthetic import TINY
+from bench.synthetic import TINY
 from kernels.reference import ragged_attention_ref
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

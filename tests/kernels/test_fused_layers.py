@@ -11,7 +11,7 @@ import kernels.rmsnorm
 import kernels.rope
 from bass.models import layers
 from bass.models.loader import build_random
-from bass.synthetic import TINY
+from bench.synthetic import TINY
 
 
 def test_cpu_model_never_calls_the_kernels(monkeypatch) -> None:

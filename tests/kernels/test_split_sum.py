@@ -10,7 +10,7 @@ from fused_cases import DEVICE, fresh_gen, needs_cuda, randn, tiny_logits
 import kernels.skinny_gemm as skinny
 from bass.models import layers, linear
 from bass.models.loader import build_random
-from bass.synthetic import TINY
+from bench.synthetic import TINY
 from kernels.rmsnorm import rms_norm_fused
 from kernels.skinny_gemm import SkinnyConfig, skinny_gemm
 from kernels.split_sum import SplitSum, materialize

@@ -9,7 +9,7 @@ from fused_cases import DEVICE, needs_cuda, tiny_logits
 import kernels.skinny_gemm as skinny
 from bass.models import linear
 from bass.models.loader import build_random
-from bass.synthetic import TINY
+from bench.synthetic import TINY
 from kernels.skinny_gemm import SkinnyConfig
 
 FAST, SLIGHT = SkinnyConfig(16, 64, 1, 2), SkinnyConfig(32, 64, 2, 2)

@@ -9,7 +9,7 @@ from bass.attention import get_backend
 from bass.models.layers import last_rows
 from bass.models.llama import run_blocks
 from bass.models.loader import build_random
-from bass.synthetic import TINY
+from bench.synthetic import TINY
 
 
 def test_last_rows_gathers_each_sequences_last_row_and_passes_width_one_through():
