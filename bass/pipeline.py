@@ -237,7 +237,7 @@ def _may_look_ahead(state: DecodeState, drafter: Drafter, policy: DraftLengthPol
     if joiner is not None and joiner.pending():
         return False
     now = time.perf_counter()
-    if any(s.ctx.halt(now) for s in live if not s.finished):
+    if any(ctx.halt(now) for ctx in {id(s.ctx): s.ctx for s in live if not s.finished}.values()):
         return False
     if not drafter.proposes:
         return True

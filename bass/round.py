@@ -38,7 +38,7 @@ from bass.events import SequenceUpdate
 from bass.rules import VerifyRule, run_then
 from bass.sequences import Sequence, StopRule
 from bass.streams import SequenceRNG
-from bass.transfer import HostRead, ints_to_device
+from bass.transfer import HostRead
 
 
 @dataclass
@@ -140,20 +140,23 @@ def draw_uniforms(live: list[Sequence], lengths: list[int], device: torch.device
     """[B, 2L+1] uniforms of a round: row b's 2 l_b + 1 draws of its own stream at columns [0, l_b),
     [L, L + l_b) and 2L (module docstring, random numbers); unused columns hold 0.5."""
     L = max(lengths, default=0)
-    groups: dict[tuple[int, int], list[int]] = {}  # (request, l_b) -> rows, drawn together
-    for b, (s, n) in enumerate(zip(live, lengths, strict=True)):
-        groups.setdefault((id(s.ctx), n), []).append(b)
-    if len(groups) == 1:  # one request, one length: its block as it is (the common case, no copy)
-        (_, n), rows = next(iter(groups.items()))
-        if n == L:
-            return live[0].ctx.rng.uniforms([s.key for s in live], 2 * L + 1, device)
+    runs: list[tuple[int, int]] = []  # (first row, end) of consecutive rows of one request and one length
+    for b in range(len(live)):
+        if runs and live[b].ctx is live[b - 1].ctx and lengths[b] == lengths[b - 1]:
+            runs[-1] = (runs[-1][0], b + 1)
+        else:
+            runs.append((b, b + 1))
+
+    def block(a: int, z: int) -> torch.Tensor:  # [z - a, 2 l + 1] from their request's streams
+        return live[a].ctx.rng.uniforms([s.key for s in live[a:z]], 2 * lengths[a] + 1, device)
+
+    if all(lengths[a] == L for a, _ in runs):  # every row at the batch's width: the blocks as they are
+        blocks = [block(a, z) for a, z in runs]
+        return blocks[0] if len(blocks) == 1 else torch.cat(blocks)
     u = torch.full((len(live), 2 * L + 1), 0.5, device=device)
-    for (_, n), rows in groups.items():
-        d = live[rows[0]].ctx.rng.uniforms([live[b].key for b in rows], 2 * n + 1, device)  # [g, 2n+1]
-        idx = ints_to_device(rows, device)
-        u[idx, :n] = d[:, :n]
-        u[idx, L:L + n] = d[:, n:2 * n]
-        u[idx, 2 * L] = d[:, 2 * n]
+    for a, z in runs:
+        n, d = lengths[a], block(a, z)
+        u[a:z, :n], u[a:z, L:L + n], u[a:z, 2 * L] = d[:, :n], d[:, n:2 * n], d[:, 2 * n]
     return u
 
 

@@ -13,7 +13,7 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                best drafter without and with the streaming verdict tester (`bass.verdicts`: each candidate
                goes to the sandbox the moment it finishes), the sandbox in its own process (as the app and
                the eval run it) and in the engine's process, the three interleaved prompt by prompt;
-               and regular and BASS with the best drafter with the engine's look-ahead (`bass.speculative`:
+               and regular and BASS with the best drafter with the engine's look-ahead (`bass.pipeline`:
                on CUDA, a round launched before the round before it is read) and without it,
                the four interleaved; with --cublas-pair, regular and BASS with the best drafter with the
                projections the engine tuned at load (`bass.models.linear`) and with cuBLAS throughout (a

@@ -7,7 +7,7 @@ synchronised around the drafter's proposal and the target's verify, so wall time
             sampling and acceptance, the round's host copy, stop strings, cache rollback, Python)
 
 The syncs cost a little themselves: the split is for profiling runs only, never for timed rows. They also
-leave nothing for look-ahead (`bass.speculative`) to overlap, so `round_breakdown` turns it off: the split
+leave nothing for look-ahead (`bass.pipeline`) to overlap, so `round_breakdown` turns it off: the split
 is of rounds run one after another, and on CUDA "verify" holds the rule captured with the forward.
 
 `pipelined_round` (`bench.profile.steps`): rounds as the engine runs them, look-ahead on where the engine
@@ -300,23 +300,23 @@ def _generation(engine: Engine, prompt: str, mark: str | None, **kw) -> tuple[Ge
 
 @contextlib.contextmanager
 def launches_counted() -> Iterator[dict[str, int]]:
-    """Count the rounds `bass.speculative` launches before the round before them is read ("ahead": its
-    `_launch` gets no histories; a relaunch after a full-sort redo counts too) and after it ("in_order"),
+    """Count the rounds `bass.pipeline` launches before the round before them is read ("ahead": its
+    `launch` gets no histories; a relaunch after a full-sort redo counts too) and after it ("in_order"),
     while the block runs."""
-    import bass.speculative as spec
+    import bass.round as spec
 
-    counts, launch = {"ahead": 0, "in_order": 0}, spec._launch
+    counts, launch = {"ahead": 0, "in_order": 0}, spec.launch
 
     def counted(*args, **kwargs):
         histories = args[7] if len(args) > 7 else kwargs["histories"]
         counts["ahead" if histories is None else "in_order"] += 1
         return launch(*args, **kwargs)
 
-    spec._launch = counted
+    spec.launch = counted
     try:
         yield counts
     finally:
-        spec._launch = launch
+        spec.launch = launch
 
 
 def pipelined_round(engine: Engine, prompt: str, k: int, params: SamplingParams, method: str, drafter: str | None,

@@ -40,9 +40,9 @@ from bass.attention import get_backend
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams
 from bass.device import device_line
 from bass.engine import Engine
+from bass.prefill_graphs import prefill
 from bass.rules import run_then, verify_rule
 from bass.sampling import process_logits_deferred
-from bass.streams import SequenceRNG
 from bass.verify import verify_sampled
 from bench.common import engine_parser, graphed, profiler_tables, timed_ms
 from bench.profile.rounds import pipelined_round, round_breakdown
@@ -67,11 +67,12 @@ def forward_and_sampling(engine: Engine, prompt: str, k: int, params: SamplingPa
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     attn = get_backend(engine.backend, engine.device)
-    rng = SequenceRNG(0, [(0, s) for s in range(k)])
     rule, dense, dev = verify_rule(params), dense_rule(params), engine.device
     rows = []
     with torch.inference_mode():
-        _, cache, _, _ = engine._prefill(engine.encode(prompt), k, params, rng, 64, attn)
+        ids = engine.encode(prompt)
+        _, prefilled, _ = prefill(engine.target.model, engine.prefill_graphs, ids, attn)
+        cache = engine.arena.fork(prefilled, k, 64, width=len(ids[0]))
         start = cache.suffix_len.clone()
         fwd = engine.target_forward
         for T in widths:
