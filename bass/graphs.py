@@ -115,7 +115,8 @@ def capture(fn: Callable[[], object], pool: object | None = None, device: torch.
         fn(), fn()
     torch.cuda.current_stream(device).wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool):
+    # thread_local: the device thread captures while callers' threads may touch CUDA (a load, a memory reading)
+    with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
         out = fn()
     return graph, out
 
@@ -332,10 +333,11 @@ class GraphedModel:
                 return wider
         return None
 
-    def capture_queued(self) -> int:
+    def capture_queued(self, stop: Callable[[], bool] | None = None) -> int:
         """Capture the graph of every shape that ran in a wider one's since the last call (module docstring),
         unless it got its own meanwhile; drop them all if the arena's storage moved (their cache views would
-        hold stale pointers). Call it while no request decodes: each capture costs tens of rounds. Returns
+        hold stale pointers). Call it while no request decodes: each capture costs tens of rounds. `stop`:
+        asked before each capture; once it says True the rest stay queued (a request is waiting). Returns
         how many shapes it built (CUDA graphs; with `use_graphs=False`, their static buffers)."""
         global _deferred
         queued, self._queue = self._queue, {}
@@ -343,7 +345,10 @@ class GraphedModel:
             return 0
         built = 0
         with torch.inference_mode():  # as a request's captures run: the arena was made in inference mode
-            for key, build in queued.items():
+            for i, (key, build) in enumerate(queued.items()):
+                if stop is not None and stop():
+                    self._queue.update(dict(list(queued.items())[i:]))
+                    break
                 if key not in self._graphs:
                     self._graphs[key] = build()
                     built += 1

@@ -108,7 +108,7 @@ def decode(target: Callable, attn: Callable, drafter: Drafter, policy: DraftLeng
         if ahead is not None:
             rnd, ahead = ahead, None
         else:
-            if joiner is not None and joiner.pending():
+            if joiner is not None and planned is None and joiner.pending():  # (planned: for the rows it knows)
                 joiner.admit(state)
             halted = _halt(state, drafter)
             if halted:
@@ -182,7 +182,9 @@ def _leave(state: DecodeState, drafter: Drafter, idle: bool, look_ahead: bool, n
     """Finished rows leave the batch (once no round launched ahead still covers them: `idle`), or ride along."""
     rows = [i for i, s in enumerate(state.live) if not s.finished]
     if not rows:
-        if idle and state.cache is not None and state.cache.batch:  # so that a request joining later starts at row 0
+        if not idle:  # a round launched ahead still covers them: they ride along until it is read
+            return
+        if state.cache is not None and state.cache.batch:  # empty, so that a request joining later starts at row 0
             state.cache = state.cache.compact([])
             drafter.select([])
         state.live, state.alive, state.last = [], None, None

@@ -121,12 +121,15 @@ class PrefillGraphs:
                 self._buffers(G, Tb, attn)
         return self.capture_queued()
 
-    def capture_queued(self) -> int:
-        """Capture the graphs of the widths met since the last call; call it while no request runs. Returns how
-        many it captured."""
+    def capture_queued(self, stop: Callable[[], bool] | None = None) -> int:
+        """Capture the graphs of the widths met since the last call; call it while no request runs. `stop`: asked
+        before each capture; once it says True the rest stay queued. Returns how many it captured."""
         queued, self._queue = self._queue, []
         with torch.inference_mode():  # as requests run: the static cache was made in inference mode
-            for key in queued:
+            for i, key in enumerate(queued):
+                if stop is not None and stop():
+                    self._queue = queued[i:] + self._queue
+                    return i
                 p, attn = self._prefills[key], key[2]
                 if self._pool is None:
                     self._pool = torch.cuda.graph_pool_handle()

@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bass import HUMANEVAL_STOPS, Engine, EngineConfig, GenerationResult, SamplingParams
+from bass import HUMANEVAL_STOPS, Engine, EngineConfig, GenerationResult, SamplingParams, graphs
 from bass.config import check_k
 from bass.device import device_line
 from bass.verdicts import VerdictWorker, submit_finished
@@ -351,15 +351,19 @@ def measure(engine: Engine, a: argparse.Namespace, pool: list, log) -> list[dict
             if cuda:
                 torch.cuda.synchronize(engine.device)
                 torch.cuda.reset_peak_memory_stats(engine.device)
+            engine.scheduler.settle()  # the captures the last mode queued happen before this one, untimed
+            captured = graphs.decoding_captures()
             served = run_mode(engine, requests, mode, alone_method=a.alone_method, test=not a.no_tests,
                               timeout_s=a.timeout_s)
             peak = torch.cuda.max_memory_allocated(engine.device) if cuda else None
             row = summarize(sc, mode, requests, served, peak)
+            row["decoding_captures"] = graphs.decoding_captures() - captured  # CUDA graphs a request waited for
             if a.check_greedy and mode in BATCHED_METHODS:
                 row["greedy"] = greedy_identity(engine, requests, mode, a.timeout_s)
             runs.append(row)
             log(f"  {sc.label} {mode}: {row['done']} done, {row['lost']} lost, last arrival "
-                f"{row['last_arrival_s']:.3f} s, wall {fmt(row['wall_s'])} s, p95 to done {fmt(row['p95_done_s'])} s")
+                f"{row['last_arrival_s']:.3f} s, wall {fmt(row['wall_s'])} s, p95 to done {fmt(row['p95_done_s'])} s, "
+                f"{row['decoding_captures']} graphs captured while decoding")
     return runs
 
 

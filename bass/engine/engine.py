@@ -242,13 +242,13 @@ class Engine:
                              draft_prefills=self._draft_prefill_graphs,
                              temperature_scale=scale, stop_below=c.draft_confidence, chained=c.proposal_graphs)
 
-    def capture_queued(self) -> None:
+    def capture_queued(self, stop: Callable[[], bool] | None = None) -> None:
         """Capture the CUDA graphs of the shapes that ran in wider graphs (`bass.graphs`): between batches,
-        where they cost no request's latency."""
+        where they cost no request's latency; `stop` (a request is waiting) leaves the rest for later."""
         for fwd in (self._target_fwd, self._draft_fwd, self._prefill_graphs, self._draft_prefill_graphs):
             capture = getattr(fwd, "capture_queued", None)  # by attribute: a wrapper of a GraphedModel passes it on
             if capture is not None:
-                capture()
+                capture() if stop is None else capture(stop)
 
     @property
     def captures_graphs(self) -> bool:

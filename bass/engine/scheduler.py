@@ -235,8 +235,8 @@ class Scheduler:
             try:
                 with self.engine.device_lock:
                     Batch(self.engine, self, head).run()
-                    if not self._queue:  # idle: a capture costs no request's latency (`bass.graphs`)
-                        self.engine.capture_queued()
+                    if not self._queue:  # idle: a capture costs no request's latency (`bass.graphs`), and
+                        self.engine.capture_queued(stop=lambda: bool(self._queue))  # one arriving waits for one
             except BaseException as exc:  # every request the batch held gets the error; the thread goes on
                 log.exception("a batch failed")
                 with self._cv:

@@ -222,7 +222,8 @@ def _graphed(tiny_dir, monkeypatch):
 
     built: list[int] = []
     capture_queued = GraphedModel.capture_queued
-    monkeypatch.setattr(GraphedModel, "capture_queued", lambda self: built.append(capture_queued(self)) or built[-1])
+    monkeypatch.setattr(GraphedModel, "capture_queued",
+                        lambda self, stop=None: built.append(capture_queued(self, stop)) or built[-1])
     cfg = EngineConfig(target=str(tiny_dir("llama")), draft=str(tiny_dir("llama", 1)), proposal_graphs=False)
     eager, static = Engine(cfg), Engine(cfg)
     static.use_static_shapes(capture=False)
@@ -278,7 +279,7 @@ def test_the_queue_is_dropped_when_the_arena_moves(tiny_dir, monkeypatch):
     eager, static, kw, built = _graphed(tiny_dir, monkeypatch)
     static.generate(PROMPTS[0], k=8, **kw)
     assert static.scheduler.settle()
-    monkeypatch.setattr(static, "capture_queued", lambda: None)  # the queue waits, as while requests keep coming
+    monkeypatch.setattr(static, "capture_queued", lambda stop=None: None)  # the queue waits, as while requests keep coming
     static.generate(PROMPTS[0], k=2, **kw)
     assert static.scheduler.settle()
     target, draft = static._target_fwd, static._draft_fwd
@@ -422,10 +423,11 @@ def test_warming_the_draft_lengths_leaves_no_width_to_build_inside_a_request(tin
     assert not static._policy_memory
     assert {key.width for _, key in _keys(static, 8)} >= {2, 3, 4}
     kw["draft_length"] = DraftLengthConfig("fixed", l0=3)
-    for event in static.stream(PROMPTS[0], k=2, **kw):
-        if event.kind == "done":
-            at_once = {key.width for _, key in _keys(static, 2)}
-            lengths = event.result.stats.draft_lengths
+    assert static.scheduler.settle()
+    monkeypatch.setattr(static, "capture_queued", lambda stop=None: None)  # what is built now, a request built
+    lengths = static.generate(PROMPTS[0], k=2, **kw).stats.draft_lengths
+    assert static.scheduler.settle()
+    at_once = {key.width for _, key in _keys(static, 2)}
     assert set(lengths) == {3, 2, 1, 0}  # L = 3, capped to 2, 1, 0 by the token limit
     assert at_once == {1}  # only the plain step's (no length drafts it): every draft width ran in a batch-8 shape
 

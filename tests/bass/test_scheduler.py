@@ -37,9 +37,9 @@ def joins(monkeypatch):
     return seen
 
 
-def _held_after(monkeypatch, round_index: int, waiting: int = 1) -> threading.Event:
-    """Hold every batch after its round `round_index` until `waiting` more requests are in line; the Event
-    returned is set once they are."""
+def _held_after(monkeypatch, round_index: int, waiting: int | None = 1) -> threading.Event:
+    """Hold every batch after its round `round_index` until `waiting` more requests are in line (None: until
+    the caller sets the Event returned); the Event is set once they are."""
     queued = threading.Event()
     submit, route = Scheduler.submit, Batch._route
     count = [0]
@@ -47,7 +47,7 @@ def _held_after(monkeypatch, round_index: int, waiting: int = 1) -> threading.Ev
     def counted(self, request):
         submit(self, request)
         count[0] += 1
-        if count[0] > 1 and count[0] - 1 >= waiting:
+        if waiting is not None and count[0] > 1 and count[0] - 1 >= waiting:
             queued.set()
 
     def held(self, report):
@@ -169,7 +169,7 @@ def test_requests_in_line_see_their_place(tiny_engine, monkeypatch):
     """Exclusive requests run one at a time: the ones behind see places 2 then 1."""
     engine = tiny_engine("llama", draft_seed=1)
     params = SamplingParams(max_new_tokens=8, **GREEDY)
-    _held_after(monkeypatch, 1, waiting=2)
+    release = _held_after(monkeypatch, 1, waiting=None)
     places: dict[int, list[int]] = {1: [], 2: []}
 
     def run(i: int):
@@ -183,6 +183,10 @@ def test_requests_in_line_see_their_place(tiny_engine, monkeypatch):
         t.start()
         while len(engine.scheduler._queue) < i:
             time.sleep(0.001)
+    deadline = time.monotonic() + 30
+    while not (places[1] and places[2]) and time.monotonic() < deadline:  # both told while the batch is held
+        time.sleep(0.01)
+    release.set()
     for t in threads:
         t.join(60)
     assert places[1] and places[1][-1] == 1
