@@ -279,7 +279,7 @@ def test_the_queue_is_dropped_when_the_arena_moves(tiny_dir, monkeypatch):
     eager, static, kw, built = _graphed(tiny_dir, monkeypatch)
     static.generate(PROMPTS[0], k=8, **kw)
     assert static.scheduler.settle()
-    monkeypatch.setattr(static, "capture_queued", lambda stop=None: None)  # the queue waits, as while requests keep coming
+    monkeypatch.setattr(static, "capture_queued", lambda stop=None: None)  # the queue waits (requests keep coming)
     static.generate(PROMPTS[0], k=2, **kw)
     assert static.scheduler.settle()
     target, draft = static._target_fwd, static._draft_fwd
