@@ -210,19 +210,22 @@ def run_comparison(engine, req: CompareRequest, check: Checker | None = None,
     return Comparison(runs, failures)
 
 
-def warm_up(engine, req: CompareRequest, tokens: int = 4) -> None:
-    """A short untimed run of each method, so that one-time costs (CUDA graph capture, the first kernel
-    launches) fall on no method's clock."""
+def warm_up(engine, req: CompareRequest) -> None:
+    """An untimed run of each method, then the engine left to capture the CUDA graphs they queued
+    (`Scheduler.settle`), so that one-time costs (graph capture, the first kernel launches) fall on no
+    method's clock: the methods run back to back, where the engine never idles to capture them."""
     from dataclasses import replace
 
-    short = replace(req, params=replace(req.params, max_new_tokens=min(tokens, req.params.max_new_tokens),
-                                        time_budget_s=None))
+    untimed = replace(req, params=replace(req.params, time_budget_s=None))
     for method in req.methods:
         try:
-            for _ in stream_method(engine, short, method):
+            for _ in stream_method(engine, untimed, method):
                 pass
         except ValueError:
             continue  # the timed run reports the method's failure
+    settle = getattr(getattr(engine, "scheduler", None), "settle", None)
+    if settle is not None:
+        settle()
 
 
 def complete(runs: Mapping[str, MethodRun]) -> dict[str, MethodRun]:

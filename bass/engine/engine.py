@@ -43,6 +43,9 @@ from bass.round_costs import CostModel
 WARM_LENGTHS = tuple(sorted(set(range(1, 9)) | {w - 1 for w in WIDTH_BUCKETS if 10 < w <= 16}))
 
 
+_CUDA_LOCK = threading.RLock()
+
+
 def _load(role: str, spec: str, kwargs: dict) -> LoadedModel:
     try:
         return load_model(spec, **kwargs)
@@ -58,6 +61,17 @@ class Engine:
         self.config = config or EngineConfig()
         self.device = resolve_device(self.config.device)
         self.dtype = resolve_dtype(self.config.dtype, self.device)
+        # held by whoever runs the models (the device thread, a warm-up, a load): on CUDA one for the process, since
+        # a graph capture fails if another thread launches work meanwhile, another engine's included
+        self.device_lock = _CUDA_LOCK if self.device.type == "cuda" else threading.RLock()
+        with self.device_lock:
+            self._setup(target, draft, progress)
+        self.scheduler = Scheduler(self, validate.memory_budget(self))
+        self._policy_memory: dict[tuple, PolicyMemory] = {}  # the cost policy's, per kind of request
+        self.look_ahead = self.device.type == "cuda" if self.config.look_ahead is None else self.config.look_ahead
+
+    def _setup(self, target: LoadedModel | None, draft: LoadedModel | None,
+               progress: Callable[[str, float], None] | None) -> None:
         load = dict(device=self.device, dtype=self.dtype, progress=progress)
         if draft is None:
             check_draft_file(self.config.draft)
@@ -80,10 +94,6 @@ class Engine:
             self.tune_projections()
         if self.device.type == "cuda" and self.config.cuda_graphs:
             self.use_static_shapes(capture=True)
-        self.device_lock = threading.RLock()  # held by whoever runs the models: the device thread, a warm-up
-        self.scheduler = Scheduler(self, validate.memory_budget(self))
-        self._policy_memory: dict[tuple, PolicyMemory] = {}  # the cost policy's, per kind of request
-        self.look_ahead = self.device.type == "cuda" if self.config.look_ahead is None else self.config.look_ahead
 
     def load_draft(self, spec: str | None, load: dict) -> LoadedModel | None:
         """The draft of `spec`: None, "auto" (what ships for the target), a trained draft file, or a model."""
