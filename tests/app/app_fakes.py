@@ -25,6 +25,8 @@ class FakeEngine:
     counts as `accepted[i][j]` accepted draft tokens out of `proposed`, plus one, so the numbers are known in
     advance for the tests.
 
+    A time budget counts the scripted time (`round_s` a round): the rows still decoding past it end "budget".
+
     `pause_after_first_finish_s`: the round after the one in which a sequence first finishes lasts that
     long, or until the cancel event is set (a slow CPU round). `paused` is True meanwhile, so a test can
     check that a verdict reached the page in the middle of that round.
@@ -91,10 +93,12 @@ class FakeEngine:
             for i in range(k):
                 if done[i]:
                     continue
-                if cancel is not None and cancel.is_set():
-                    done[i], reasons[i] = True, "cancelled"
+                cut = "cancelled" if cancel is not None and cancel.is_set() else \
+                    "budget" if params.time_budget_s and t > params.time_budget_s else None
+                if cut:
+                    done[i], reasons[i] = True, cut
                     stats[i][4] = t
-                    updates.append(SequenceUpdate(i, (), "", 0, 0, True, "cancelled"))
+                    updates.append(SequenceUpdate(i, (), "", 0, 0, True, cut))
                     continue
                 piece = texts[i][pos[i]:pos[i] + self.chunk]
                 pos[i] += len(piece)
