@@ -1,12 +1,14 @@
 """A scripted engine that serves many callers at once, as the engine's scheduler does (the engine contract):
 every `stream` call is one request; one scheduler thread advances all running requests a round at a time
-(they join at round boundaries and leave when they finish); requests beyond `slots` wait in line and get
+(they join at round boundaries and leave when they finish); a request joins while the running requests' k
+sum to at most `seats` with it (admission by memory, in sequences); the others wait in line and get
 "queued" events with their 1-based place and a wait estimate, again whenever the place changes and at least
 every second. A cancel set while queued ends the stream at once with a "done" whose candidates are all
 empty and "cancelled"; set while running, that request's rows stop after the round, the others go on.
 
 Each request's rounds are `FakeEngine`'s (texts chosen per prompt), so every caller gets its own result.
-`batches` records which requests ran in each round, so a test can see two visitors decode together.
+`batches` records which requests ran in each round, so a test can see two visitors decode together; with
+`record`, the most requests that ran in one round is also written to that file (for a browser test's server).
 """
 
 from __future__ import annotations
@@ -62,11 +64,12 @@ class _Request:
 
 
 class BatchingFakeEngine(FakeEngine):
-    """`slots` requests decode together, one round every `round_s`; the rest wait in line."""
+    """Requests of up to `seats` sequences in all decode together, one round every `round_s`; the rest wait."""
 
-    def __init__(self, config=None, progress=None, slots: int = 2, round_s: float = 0.05, **kwargs):
+    def __init__(self, config=None, progress=None, seats: int = 4, round_s: float = 0.05, record: str | None = None,
+                 **kwargs):
         super().__init__(config, progress, **kwargs)
-        self.slots, self.tick_s = slots, round_s
+        self.seats, self.tick_s, self.record = seats, round_s, record
         self.batches: list[tuple[int, ...]] = []  # request ids of each round
         self._lock = threading.Lock()
         self._waiting: list[_Request] = []
@@ -102,6 +105,9 @@ class BatchingFakeEngine(FakeEngine):
                 self._step(req)
             if running:
                 self.batches.append(tuple(r.rid for r in running))
+                if self.record and len(running) > max(map(len, self.batches[:-1]), default=0):
+                    with open(self.record, "w") as f:
+                        f.write(str(len(running)))
             time.sleep(self.tick_s)
 
     def _admit(self) -> None:
@@ -110,7 +116,7 @@ class BatchingFakeEngine(FakeEngine):
             self._waiting.remove(req)
             req.events.put(GenerationEvent("done", 0, 0.0, 0, (), (), cancelled_result(req.kwargs["k"],
                                                                                          req.kwargs.get("method"))))
-        while self._waiting and len(self._running) < self.slots:
+        while self._waiting and sum(r.kwargs["k"] for r in self._running) + self._waiting[0].kwargs["k"] <= self.seats:
             req = self._waiting.pop(0)
             inner = dict(req.kwargs, cancel=either(req.cancel, req.gone))
             req.rounds = FakeEngine.stream(self, inner.pop("prompts"), **inner)

@@ -7,6 +7,7 @@ drawn chart, saving a screenshot; the other submits an empty prompt and expects 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -80,8 +81,8 @@ def app_url(tmp_path_factory) -> Iterator[str]:
             proc.wait()
 
 
-@pytest.fixture
-def browser(tmp_path):
+def new_driver(tmp_path: Path):
+    """A headless Chromium with its own profile (a visitor of its own: its own Gradio session)."""
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
     if missing:
         pytest.fail(f"{', '.join(missing)} not found: {INSTALL_HINT}")
@@ -96,7 +97,12 @@ def browser(tmp_path):
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={tempfile.mkdtemp(dir=tmp_path)}")
     # An explicit driver path: Selenium Manager would otherwise try to download a driver.
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    driver = new_driver(tmp_path)
     yield driver
     driver.quit()
 
@@ -183,7 +189,8 @@ def test_humaneval0_k4_ranked_candidates_and_charts(app_url, browser):
     picker.send_keys(Keys.ENTER)
     _wait(browser, lambda d: "def has_close_elements" in
           d.find_element("css selector", "#bass-prompt textarea").get_attribute("value"), 20, "the prompt")
-    assert "check(has_close_elements)" in browser.find_element("css selector", "#bass-tests").text
+    assert "check(has_close_elements)" in browser.find_element("css selector", "#bass-tests textarea").get_attribute(
+        "value")
     _set_number(browser, "#bass-k input[type=number]", "4")
     # 24 tokens (not 48): about 20 BASS rounds a sequence on Gemma 3 270M, every card still decoded, tested in the
     # sandbox, ranked and drawn as a line in both charts (the README's screenshot sets BASS_E2E_MAX_NEW_TOKENS)
@@ -247,21 +254,20 @@ def test_compare_methods_table_and_bars(app_url, browser):
     _full_page_screenshot(browser, SHOTS / "app_compare.png")
 
 
-@pytest.fixture(scope="module")
-def fake_app_url(tmp_path_factory) -> Iterator[str]:
-    """The app around a scripted engine (tests/app/fake_app.py): decoding is timed, the sandbox is real."""
+@contextlib.contextmanager
+def serving(args: list[str], log_path: Path, start_s: float = 60, **env: str) -> Iterator[str]:
+    """`python ARGS PORT` (a test server) on a free port until the block ends; its log if it does not come up."""
     port = _free_port()
-    log_path = tmp_path_factory.mktemp("fake_app") / "app.log"
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
     with log_path.open("w") as log:
-        proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("fake_app.py")), str(port)], cwd=REPO,
-                                env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([sys.executable, *args[:1], str(port), *args[1:]], cwd=REPO, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + start_s
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"the fake app exited with code {proc.returncode}:\n{log_path.read_text()[-4000:]}")
+                pytest.fail(f"the test server exited with code {proc.returncode}:\n{log_path.read_text()[-4000:]}")
             try:
                 with urllib.request.urlopen(url, timeout=2) as resp:
                     if resp.status == 200:
@@ -269,12 +275,20 @@ def fake_app_url(tmp_path_factory) -> Iterator[str]:
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"the fake app did not answer within 60 s:\n{log_path.read_text()[-4000:]}")
+                pytest.fail(f"the test server did not answer within {start_s} s:\n{log_path.read_text()[-4000:]}")
             time.sleep(0.3)
         yield url
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def fake_app_url(tmp_path_factory) -> Iterator[str]:
+    """The app around a scripted engine (tests/app/fake_app.py): decoding is timed, the sandbox is real."""
+    with serving([str(Path(__file__).with_name("fake_app.py"))],
+                 tmp_path_factory.mktemp("fake_app") / "app.log") as url:
+        yield url
 
 
 def test_pass_badge_appears_while_another_card_is_decoding(fake_app_url, browser):
@@ -309,7 +323,7 @@ def test_pass_badge_appears_while_another_card_is_decoding(fake_app_url, browser
         d.find_elements("css selector", "#bass-candidates .bass-ranked")), HELD_ROUND_S + 120, "the ranking")
     ranked = [c.find_element("css selector", ".bass-badge").text for c in cards]
     assert ranked == ["PASS"] + ["STOPPED · UNTESTED"] * 3, ranked
-    assert "Stopped." in browser.find_element("css selector", "#bass-status").text
+    assert "Stopped. (Your run only" in browser.find_element("css selector", "#bass-status").text
     summary = browser.find_element("css selector", "#bass-summary").text
     assert "time to first pass" in summary and "none" not in summary.split("time to first pass")[1][:8]
 

@@ -68,7 +68,7 @@ def test_queued_view_says_the_place_the_wait_and_the_way_out():
 
 
 def test_two_visitors_decode_in_one_batch_and_each_gets_their_own_result():
-    session = fake_session(BatchingFakeEngine, texts=by_prompt(long=3), chunk=8, slots=2, round_s=0.02)
+    session = fake_session(BatchingFakeEngine, texts=by_prompt(long=3), chunk=8, seats=4, round_s=0.02)
     a, views_a = run_in_thread(session, he0(), threading.Event())
     b, views_b = run_in_thread(session, add(), threading.Event())
     a.join(60)
@@ -82,7 +82,7 @@ def test_two_visitors_decode_in_one_batch_and_each_gets_their_own_result():
 
 
 def test_a_visitor_in_line_sees_their_place_and_stop_takes_them_out_of_it():
-    session = fake_session(BatchingFakeEngine, texts=by_prompt(long=12), chunk=4, slots=1, round_s=0.03)
+    session = fake_session(BatchingFakeEngine, texts=by_prompt(long=12), chunk=4, seats=2, round_s=0.03)
     first, views_first = run_in_thread(session, he0(), threading.Event())
     while not session.engine.batches:
         time.sleep(0.01)
@@ -103,7 +103,7 @@ def test_a_visitor_in_line_sees_their_place_and_stop_takes_them_out_of_it():
 
 
 def test_stop_while_running_ends_only_that_visitors_run():
-    session = fake_session(BatchingFakeEngine, texts=by_prompt(long=10), chunk=4, slots=2, round_s=0.02)
+    session = fake_session(BatchingFakeEngine, texts=by_prompt(long=10), chunk=4, seats=4, round_s=0.02)
     cancel_a = threading.Event()
     a, views_a = run_in_thread(session, he0(), cancel_a)
     b, views_b = run_in_thread(session, add(), threading.Event())
@@ -119,7 +119,7 @@ def test_stop_while_running_ends_only_that_visitors_run():
 
 
 def test_a_stop_before_the_run_left_the_pages_queue_generates_nothing():
-    session = fake_session(BatchingFakeEngine, texts=by_prompt(), slots=2, round_s=0.01)
+    session = fake_session(BatchingFakeEngine, texts=by_prompt(), seats=4, round_s=0.01)
     cancel = threading.Event()
     cancel.set()
     views = list(generate_views(session, he0(), cancel))
