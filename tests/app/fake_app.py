@@ -30,7 +30,7 @@ ROUNDS_TO_FIRST_FINISH = -(-len(GOOD) // CHUNK)
 HELD_ROUND_S = 45.0
 
 
-SEATS = 8
+SEATS = 16
 ADD_PROMPT = 'def add(a: int, b: int) -> int:\n    """Return a + b."""\n'
 ADD_TESTS = "assert add(2, 3) == 5\nassert add(-1, 1) == 0\n"
 ADD_GOOD, ADD_BAD = "    return a + b\n", "    return a - b\n"

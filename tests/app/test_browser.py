@@ -165,6 +165,20 @@ def _click(browser, selector: str) -> None:
     _wait(browser, attempt, 60, f"{selector} to be clickable")
 
 
+def pick_humaneval0(driver) -> None:
+    """Choose HumanEval/0 in the problem picker, as a visitor types it, and wait for its prompt."""
+    from selenium.webdriver.common.keys import Keys
+
+    picker = driver.find_element("css selector", "#bass-problem input")
+    picker.click()
+    picker.send_keys("HumanEval/0 ")
+    _wait(driver, lambda d: [o for o in d.find_elements("css selector", "#bass-problem li")
+                             if o.text.startswith("HumanEval/0 ")], 20, "the HumanEval/0 option")
+    picker.send_keys(Keys.ENTER)
+    _wait(driver, lambda d: "def has_close_elements" in
+          d.find_element("css selector", "#bass-prompt textarea").get_attribute("value"), 20, "the prompt")
+
+
 def test_empty_prompt_shows_readable_error(app_url, browser):
     _open(browser, app_url)
     prompt = browser.find_element("css selector", "#bass-prompt textarea")
@@ -178,17 +192,9 @@ def test_empty_prompt_shows_readable_error(app_url, browser):
 
 
 def test_humaneval0_k4_ranked_candidates_and_charts(app_url, browser):
-    from selenium.webdriver.common.keys import Keys
 
     _open(browser, app_url)
-    picker = browser.find_element("css selector", "#bass-problem input")
-    picker.click()
-    picker.send_keys("HumanEval/0 ")
-    _wait(browser, lambda d: [o for o in d.find_elements("css selector", "#bass-problem li")
-                              if o.text.startswith("HumanEval/0 ")], 20, "the HumanEval/0 option")
-    picker.send_keys(Keys.ENTER)
-    _wait(browser, lambda d: "def has_close_elements" in
-          d.find_element("css selector", "#bass-prompt textarea").get_attribute("value"), 20, "the prompt")
+    pick_humaneval0(browser)
     assert "check(has_close_elements)" in browser.find_element("css selector", "#bass-tests textarea").get_attribute(
         "value")
     _set_number(browser, "#bass-k input[type=number]", "4")
@@ -294,17 +300,9 @@ def fake_app_url(tmp_path_factory) -> Iterator[str]:
 def test_pass_badge_appears_while_another_card_is_decoding(fake_app_url, browser):
     """Sequence 0's PASS shows during the held round after it finished, not when that round ends."""
     from fake_app import HELD_ROUND_S, ROUNDS_TO_FIRST_FINISH
-    from selenium.webdriver.common.keys import Keys
 
     _open(browser, fake_app_url)
-    picker = browser.find_element("css selector", "#bass-problem input")
-    picker.click()
-    picker.send_keys("HumanEval/0 ")
-    _wait(browser, lambda d: [o for o in d.find_elements("css selector", "#bass-problem li")
-                              if o.text.startswith("HumanEval/0 ")], 20, "the HumanEval/0 option")
-    picker.send_keys(Keys.ENTER)
-    _wait(browser, lambda d: "def has_close_elements" in
-          d.find_element("css selector", "#bass-prompt textarea").get_attribute("value"), 20, "the prompt")
+    pick_humaneval0(browser)
     _click(browser, "#bass-generate")
 
     def badges(d) -> list[str]:
