@@ -23,6 +23,47 @@ ACCEPT_COLUMNS = ("round", "accepted tokens", "sequence")
 DRAFT_LENGTH_SERIES = "draft length L"
 
 
+# One colour per sequence for the whole run, the same in both charts and on the cards' swatches: the plot's own
+# palette assigned colours by the order series appeared, so "seq 03" changed colour as others joined. Greys are
+# kept out of it: grey is the draft length's, which is a setting of the round, not a sequence.
+SEQ_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
+               "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2")
+DRAFT_LENGTH_COLOUR = "#6b7280"
+CHART_HEIGHT, LEGEND_ROW_PX = 260, 19  # a legend entry's height in the plot's default font
+MIN_ROUND_SPAN = 24  # rounds an axis spans at least: below that the plot picks fractional ticks (0.5, 1.5 …)
+
+
+def seq_colour(seq: int) -> str:
+    return SEQ_COLOURS[seq % len(SEQ_COLOURS)]
+
+
+@dataclass(frozen=True)
+class ChartLook:
+    """How one live chart is drawn: fixed colours, axes from 0, a height whose legend holds every series."""
+
+    color_map: dict[str, str]
+    legend: list[str]
+    y_lim: list[float]
+    x_lim: list[float] | None
+    height: int
+
+
+def chart_look(frame: pd.DataFrame, k: int, x_is_round: bool = False, y_column: int = 1) -> ChartLook:
+    """`frame`'s series get their sequence's colour (the draft length its grey); y spans [0, 1.1 max]; a round
+    axis spans at least `MIN_ROUND_SPAN` rounds so its ticks are whole rounds; the height grows with k so that
+    the legend (k sequences and the draft length, one entry a row) is never cut."""
+    colours = {seq_label(s): seq_colour(s) for s in range(k)}
+    colours[DRAFT_LENGTH_SERIES] = DRAFT_LENGTH_COLOUR
+    top = float(frame.iloc[:, y_column].max()) if len(frame) else 0.0
+    x_lim = None
+    if x_is_round:
+        last = float(frame.iloc[:, 0].max()) if len(frame) else 0.0
+        x_lim = [0.0, max(float(MIN_ROUND_SPAN), last)]
+    height = max(CHART_HEIGHT, 90 + LEGEND_ROW_PX * (k + 1))
+    return ChartLook(color_map=colours, legend=series_of(frame), y_lim=[0.0, top * 1.1 if top > 0 else 1.0],
+                     x_lim=x_lim, height=height)
+
+
 def seq_label(seq: int) -> str:
     """Chart/legend name of a sequence; zero-padded so that legends sort 01, 02, ... 10, not 1, 10, 2."""
     return f"seq {seq:02d}"
@@ -63,6 +104,9 @@ class LiveRun:
 
     def add(self, event: GenerationEvent) -> None:
         """Fold one event into the state (events must arrive in stream order)."""
+        if event.kind == "queued":  # waiting in the engine's line: nothing decoded yet
+            self.phase = "queued"
+            return
         if event.kind == "prefill":
             self.phase, self.prefill_s = "decoding", event.time_s
             self.draft_length = event.draft_length
@@ -119,10 +163,11 @@ class LiveRun:
     def finished(self) -> list[bool]:
         return [r is not None for r in self.finish_reasons]
 
-    def rate(self, seq: int) -> float:
-        """Average tokens/s of one sequence so far (up to its finish if it finished)."""
+    def rate(self, seq: int) -> float | None:
+        """Average tokens/s of one sequence so far (up to its finish if it finished); None before the first
+        round, when the only token is the prefill's, stamped microseconds after decoding began."""
         t = self.finish_times[seq] if self.finish_times[seq] is not None else self.time_s
-        return self.tokens[seq] / t if t and t > 0 else 0.0
+        return self.tokens[seq] / t if self.round > 0 and t and t > 0 else None
 
     def acceptance(self, seq: int) -> float | None:
         """Accepted / proposed draft tokens of one sequence, None while nothing was proposed."""

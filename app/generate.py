@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -27,6 +27,7 @@ from app.charts import LiveRun, empty_accept_frame, empty_speed_frame
 from app.checks import run_tests
 from app.export import generation_payload, write_generation
 from app.feed import Feed
+from app.generate_status import best_label, decoding_status, final_note, queued_status, queued_then_stopped
 from app.live_tests import TestRunner, engine_cancel, reports_by_seq, start_tests
 from app.programs import build_program
 from app.ranking import TestReport, pass_summary, rank_candidates
@@ -52,6 +53,8 @@ class GenerateView:
     best_code: str = ""
     download: str | None = None
     error: str | None = None  # the plain message, for a toast
+    best_label: str = "Best candidate"
+    k: int = 0  # the run's k (0 before it starts): the charts' colours and heights follow it
 
 
 def error_view(message: str, hint: str = "") -> GenerateView:
@@ -85,6 +88,10 @@ def wait_for_engine(session: EngineSession, pair_label: str | None, cancel: thre
 def generate_views(session: EngineSession, settings: RunSettings, cancel: threading.Event,
                    tester: TestRunner = run_tests) -> Iterator[GenerateView]:
     """The whole Generate flow as a stream of views."""
+    if cancel.is_set():  # Stop came while the request waited for a free slot of the page's queue
+        yield GenerateView(status=render.status_html("Stopped before it started: nothing was generated.",
+                                                     "press Generate to run it", kind="ok"))
+        return
     try:
         yield from wait_for_engine(session, settings.pair_label, cancel, lambda s: GenerateView(status=s))
         yield from _generate(session, settings, cancel, tester)
@@ -101,22 +108,27 @@ def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
     engine = session.engine
     run = LiveRun(s.k)
     method = METHOD_LABELS[s.method]
-    yield GenerateView(status=render.status_html(f"Prefill: encoding the prompt for {s.k} sequences…",
+    yield GenerateView(status=render.status_html(f"Prefill: encoding the prompt for {render.plural(s.k, 'sequence')}…",
                                                  f"{method} on {engine.device}"),
-                       candidates=render.live_cards_html(run))
+                       candidates=render.live_cards_html(run), k=s.k)
     t0 = time.perf_counter()
     feed = Feed()  # the engine runs on the feed's thread; this generator wakes on its events and on verdicts
     worker = start_tests(s, tester, on_verdicts=feed.wake)
-    feed.start(_readable_errors(engine.stream(s.prompt, k=s.k, params=s.params, method=s.method,
+    # `cancel` is this visitor's alone: the engine stops their request, queued or running, and no other
+    feed.start(_readable_errors(engine.stream(s.engine_prompt, k=s.k, params=s.params, method=s.method,
                                               drafter=s.drafter, backend=s.backend, chat=s.chat,
+                                              draft_length=s.draft_length,
                                               cancel=engine_cancel(cancel, worker, feed.abandon))))
     result = None
     last_sent, unsent = 0.0, False
     try:
         while result is None:
             got = feed.next(timeout_s=UPDATE_INTERVAL_S)
-            urgent = False
+            urgent, queued = False, None
             for event in got.events:
+                if event.kind == "queued":
+                    queued, urgent = event, True
+                    continue
                 run.add(event)
                 submit_finished(worker, event)  # returns at once: the tests run on the worker's thread
                 urgent = urgent or event.kind == "prefill"
@@ -129,11 +141,15 @@ def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
             new = worker.poll()
             unsent = unsent or bool(got.events)
             now = time.perf_counter()
-            if result is None and (urgent or new or (unsent and now - last_sent >= UPDATE_INTERVAL_S)):
+            if result is None and queued is not None and run.phase in ("waiting", "queued"):
                 last_sent, unsent = now, False
-                yield GenerateView(status=_decoding_status(run, s, method, worker),
+                yield GenerateView(status=queued_status(queued, cancel.is_set()),
+                                   candidates=render.live_cards_html(run), k=s.k)
+            elif result is None and (urgent or new or (unsent and now - last_sent >= UPDATE_INTERVAL_S)):
+                last_sent, unsent = now, False
+                yield GenerateView(status=decoding_status(run, s, method, worker.verdicts, cancel.is_set()),
                                    candidates=render.live_cards_html(run, worker.verdicts),
-                                   speed=run.speed_frame(), accept=run.accept_frame())
+                                   speed=run.speed_frame(), accept=run.accept_frame(), k=s.k)
     finally:
         if result is None:
             feed.close()  # the engine stops after its round if the browser went away; it is free on return
@@ -143,6 +159,11 @@ def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
         # request back until they are done)
     programs = [build_program(s.prompt, c.text, s.style) for c in result.candidates]
     worker.close(timeout_s=0)  # no more submissions; the worker finishes what is queued
+    if queued_then_stopped(run, cancel.is_set()):
+        yield GenerateView(status=render.status_html("Stopped while waiting in line: nothing was generated.",
+                                                     "other visitors' runs go on; press Generate to queue again",
+                                                     kind="ok"), k=s.k)
+        return
     yield from _wait_for_verdicts(run, worker, s, cancel)
     cancelled = cancel.is_set()  # Stop, while decoding or testing (a stop at the first pass is not the user's)
     wall_s = time.perf_counter() - t0
@@ -157,11 +178,12 @@ def _wait_for_verdicts(run: LiveRun, worker, s: RunSettings, cancel: threading.E
     """Decoding is over: show the cards (live verdicts included) while the last tests run, until they are
     done or the Stop button is pressed (then the candidates still in the sandbox stay untested)."""
     for pending, waited in worker.drain(cancel, POLL_S):
-        what = (f"Testing the last {pending} candidate(s) in the sandbox…" if s.tests.strip() else
-                f"Running the last {pending} candidate(s) in the sandbox (no tests given)…")
+        last = f"the last {render.plural(pending, 'candidate')}"
+        what = (f"Testing {last} in the sandbox…" if s.tests.strip() else
+                f"Running {last} in the sandbox (no tests given)…")
         yield GenerateView(status=render.status_html(what, f"{waited:.1f} s"),
                            candidates=render.live_cards_html(run, worker.verdicts), speed=run.speed_frame(),
-                           accept=run.accept_frame())
+                           accept=run.accept_frame(), k=s.k)
 
 
 def _readable_errors(stream: Iterator) -> Iterator:
@@ -172,54 +194,26 @@ def _readable_errors(stream: Iterator) -> Iterator:
         raise UserError(str(exc), "change the setting it names and press Generate again") from None
 
 
-def _decoding_status(run: LiveRun, s: RunSettings, method: str, worker) -> str:
-    done = sum(run.finished)
-    fraction = max(run.tokens) / s.params.max_new_tokens if run.tokens else 0.0
-    if s.params.time_budget_s:
-        fraction = max(fraction, run.time_s / s.params.time_budget_s)
-    acc = [run.acceptance(i) for i in range(run.k)]
-    acc = [a for a in acc if a is not None]
-    detail = f"{method} · round {run.round}"
-    if s.method != "regular":
-        detail += f" · draft length L = {run.draft_length}"
-        if acc:
-            detail += f" · acceptance {sum(acc) / len(acc):.0%}"
-    detail += f" · {done}/{run.k} finished"
-    passed = sum(v.passed for v in worker.verdicts.values())
-    if worker.verdicts:
-        detail += f" · {len(worker.verdicts)} tested, {passed} pass"
-    detail += f" · {run.time_s:.1f} s"
-    return render.status_html("Generating…", detail, min(1.0, fraction))
-
-
 def _final_view(run: LiveRun, result, programs: list[str], reports: list[TestReport | None], s: RunSettings,
                 wall_s: float, cancelled: bool, stopped_at_pass: bool, pass_known_s: float | None) -> GenerateView:
     shown = [c.text for c in result.candidates] if s.style == "completion" else programs
-    rows = rank_candidates(result, programs, reports, shown)
-    summary = pass_summary(result, reports)
-    if not s.tests.strip():
-        summary = replace(summary, tested=False)
+    tests_given = bool(s.tests.strip())
+    rows = rank_candidates(result, programs, reports, shown, tests_given=tests_given)
+    summary = pass_summary(result, reports, tests_given=tests_given)
     stats = result.stats
     acceptance = stats.acceptance_rate if stats.proposed else None
     headline = render.summary_html(summary, stats.mean_ms_per_token, acceptance, stats.tokens_per_round,
                                    wall_s, METHOD_LABELS[s.method], pass_known_s)
-    note = ("Stopped: the candidates as far as they got; those still decoding were not tested." if cancelled else
-            "Ranked: passing candidates first, then by tests passed, then by who finished first.")
-    if stopped_at_pass and not cancelled:
-        note += " Stopped at the first pass: the others keep what they had generated, untested."
-    if s.style == "completion":
-        note += " Cards show the generated body; the best candidate above is the whole function."
-    if s.params.greedy and s.k > 1:
-        note += (f" Temperature 0 decodes greedily, so the {s.k} candidates are one text: raise the temperature for "
-                 "different ones.")
     try:
         path = str(write_generation(generation_payload(rows, summary, stats.to_dict(), s.describe())))
     except OSError:
         log.exception("could not write the results file")
         path = None
-    title = "Stopped." if cancelled else "Done: stopped at the first pass." if stopped_at_pass else "Done."
-    detail = f"{stats.tokens} tokens in {wall_s:.1f} s · prefill {stats.prefill_s:.2f} s"
-    return GenerateView(status=render.status_html(title, detail, kind="ok"),
-                        candidates=render.ranked_cards_html(rows, note), speed=run.speed_frame(),
-                        accept=run.accept_frame(), summary=headline, best_code=rows[0].code if rows else "",
-                        download=path)
+    title = ("Stopped. (Your run only: other visitors' runs go on.)" if cancelled else
+             "Done: stopped at the first pass." if stopped_at_pass else "Done.")
+    detail = f"{render.plural(stats.tokens, 'token')} in {wall_s:.1f} s · prefill {stats.prefill_s:.2f} s"
+    cards = render.ranked_cards_html(rows, final_note(s, cancelled, stopped_at_pass), run.per_round)
+    return GenerateView(status=render.status_html(title, detail, kind="ok"), candidates=cards,
+                        speed=run.speed_frame(), accept=run.accept_frame(), summary=headline,
+                        best_code=rows[0].code if rows else "", download=path,
+                        best_label=best_label(rows[0] if rows else None, summary), k=s.k)

@@ -2,7 +2,8 @@
 
 Environment: BASS_TARGET / BASS_DRAFT (model specs or hub ids; default the embedded model), BASS_DRAFTER,
 BASS_BACKEND, PORT (default 7860), GRADIO_SERVER_NAME (default 127.0.0.1, 0.0.0.0 on a Space),
-BASS_QUEUE_SIZE (visitors that may wait in line, default 32), BASS_LAZY=1 to load the model only on
+BASS_QUEUE_SIZE (visitors that may wait in line, default 32), BASS_CONCURRENCY (Generate requests served at
+once, batched by the engine, default 8; Compare runs one at a time), BASS_LAZY=1 to load the model only on
 the first request instead of at start.
 """
 
@@ -16,7 +17,7 @@ import gradio as gr
 
 from app.session import EngineSession
 from app.styles import app_css
-from app.ui import build_demo
+from app.ui import DEFAULT_CONCURRENCY, build_demo
 
 
 def launch_kwargs(env: os._Environ | dict) -> dict:
@@ -39,13 +40,26 @@ def serve(demo: gr.Blocks, **kwargs) -> None:
         demo.close()
 
 
+def concurrency_from_env(env: os._Environ | dict) -> int:
+    """BASS_CONCURRENCY: how many Generate requests reach the engine at once (a whole number >= 1)."""
+    raw = (env.get("BASS_CONCURRENCY") or "").strip()
+    if not raw:
+        return DEFAULT_CONCURRENCY
+    if not raw.isdigit() or int(raw) < 1:
+        raise SystemExit(f"BASS_CONCURRENCY must be a whole number >= 1 (Generate requests served at once), "
+                         f"got {raw!r}")
+    return int(raw)
+
+
 def create_app(env: os._Environ | dict | None = None) -> tuple[gr.Blocks, EngineSession]:
-    """The app with its queue: one generation at a time on the one engine; others wait in line."""
+    """The app with its queue: up to BASS_CONCURRENCY generations at once into the one engine, which batches
+    them; others wait in line."""
     env = os.environ if env is None else env
+    concurrency = concurrency_from_env(env)
     session = EngineSession(env)
     if env.get("BASS_LAZY", "") in ("", "0"):
         session.ensure()  # prepare the model now, in the background; the page shows its progress
-    demo = build_demo(session)
+    demo = build_demo(session, concurrency)
     demo.queue(default_concurrency_limit=1, max_size=int(env.get("BASS_QUEUE_SIZE") or 32))
     return demo, session
 

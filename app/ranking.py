@@ -47,6 +47,7 @@ class RankedCandidate:
     acceptance_rate: float | None  # None when nothing was drafted (regular decoding)
     finish_reason: str
     finish_time_s: float
+    tests_given: bool = False  # an untested candidate was then cut or stopped, not short of tests
 
     @property
     def status(self) -> str:
@@ -65,7 +66,7 @@ def finish_times(result: GenerationResult) -> list[float | None]:
 
 
 def rank_candidates(result: GenerationResult, programs: Sequence[str], reports: Sequence[TestReport | None],
-                    shown: Sequence[str] | None = None) -> list[RankedCandidate]:
+                    shown: Sequence[str] | None = None, tests_given: bool = False) -> list[RankedCandidate]:
     """Join candidates, their programs and their test reports, best first.
 
     `programs[i]`, `reports[i]` (and `shown[i]`, default the program) belong to `result.candidates[i]`.
@@ -80,7 +81,7 @@ def rank_candidates(result: GenerationResult, programs: Sequence[str], reports: 
         rows.append(RankedCandidate(
             rank=0, seq=i, code=code, shown=shown[i], report=report, tokens=stats.tokens,
             ms_per_token=stats.ms_per_token, acceptance_rate=stats.acceptance_rate if stats.proposed else None,
-            finish_reason=cand.finish_reason, finish_time_s=stats.finish_time_s))
+            finish_reason=cand.finish_reason, finish_time_s=stats.finish_time_s, tests_given=tests_given))
     rows.sort(key=_sort_key)
     return [RankedCandidate(**{**row.__dict__, "rank": r}) for r, row in enumerate(rows, start=1)]
 
@@ -101,16 +102,27 @@ class PassSummary:
     passed: int
     total: int
     first_pass_s: float | None = None  # time to first pass (bass.metrics), None when nothing passed
+    checked: int | None = None  # candidates with a verdict (None: all); the others were cut or stopped first
+
+    @property
+    def best_failed(self) -> bool:
+        """Tests were given and no candidate passed them."""
+        return self.tested and self.passed == 0
 
 
-def pass_summary(result: GenerationResult, reports: Sequence[TestReport | None]) -> PassSummary:
-    """Pass@First / Pass@All of this prompt (DESIGN.md §2), over the candidates in engine order."""
-    tested = any(r is not None for r in reports)
+def pass_summary(result: GenerationResult, reports: Sequence[TestReport | None],
+                 tests_given: bool | None = None) -> PassSummary:
+    """Pass@First / Pass@All of this prompt (DESIGN.md §2), over the candidates in engine order.
+
+    `tests_given`: whether the visitor gave tests (default: whether any candidate has a report); with tests
+    and no report at all the summary still counts as tested: nothing was checked, and nothing passed."""
+    checked = sum(r is not None for r in reports)
+    tested = checked > 0 if tests_given is None else tests_given
     passed = [r is not None and r.passed for r in reports]
     times = finish_times(result)
     return PassSummary(tested=tested, pass_first=pass_at_first(times, passed), pass_all=pass_at_all(times, passed),
                        passed=sum(passed), total=len(passed),
-                       first_pass_s=time_to_first_pass(result.stats.prefill_s, times, passed))
+                       first_pass_s=time_to_first_pass(result.stats.prefill_s, times, passed), checked=checked)
 
 
 def table_rows(rows: Sequence[RankedCandidate]) -> list[list]:

@@ -6,6 +6,7 @@ Pure string functions. Code is highlighted with pygments into `.bass-hl` classes
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from html import escape
 
@@ -13,12 +14,14 @@ from pygments import highlight as _pyg_highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from app.charts import LiveRun, seq_label
+from app.charts import LiveRun, seq_colour, seq_label
 from app.ranking import PassSummary, RankedCandidate, TestReport
 from bass.metrics import format_seconds_or_none
 from bass.verdicts import Verdict
 
-_FORMATTER = HtmlFormatter(cssclass="bass-hl", nowrap=False)
+# Each source line in its own span (`linespans`), so that a wrapped line can hang at its own indentation
+_FORMATTER = HtmlFormatter(cssclass="bass-hl", nowrap=False, linespans="bass-line")
+_LINE_SPAN = re.compile(r'<span id="bass-line-(\d+)">')
 _LEXER = PythonLexer(stripnl=False, ensurenl=False)
 
 BADGES = {
@@ -30,11 +33,35 @@ FINISH_NAMES = {"eos": "end of text", "stop": "stop string", "length": "token li
                 "cancelled": "cancelled"}
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 token', '2 tokens' ("sequence" → "sequences"; `many` for irregular words)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
 def highlight(code: str) -> str:
-    """Python source → highlighted HTML (escaped by pygments)."""
+    """Python source → highlighted HTML (escaped by pygments), one block per line whose wrapped continuation
+    lines start at the line's own indentation plus two columns, not at column 0 (a hanging indent)."""
     if not code:
         return '<div class="bass-hl"><pre><span class="bass-empty">…</span></pre></div>'
-    return _pyg_highlight(code, _LEXER, _FORMATTER)
+    lines = code.split("\n")
+
+    def hang(match: re.Match) -> str:
+        line = lines[int(match.group(1)) - 1] if int(match.group(1)) <= len(lines) else ""
+        indent = len(line) - len(line.lstrip(" \t")) + 2
+        return f'<span class="bass-line" style="--hang:{indent}ch">'
+
+    return _LINE_SPAN.sub(hang, _pyg_highlight(code, _LEXER, _FORMATTER))
+
+
+def copy_button(code: str, what: str) -> str:
+    """A button that copies `code` (kept in a hidden textarea beside it) and says so where it was pressed."""
+    script = ("const t=this.parentElement.querySelector('textarea');const b=this;"
+              "(navigator.clipboard?navigator.clipboard.writeText(t.value):Promise.reject())"
+              ".catch(()=>{t.hidden=false;t.select();document.execCommand('copy');t.hidden=true;})"
+              ".finally(()=>{b.textContent='Copied';setTimeout(()=>{b.textContent='Copy'},1500);});")
+    return (f'<span class="bass-copy-wrap"><button type="button" class="bass-copy" aria-label="Copy {escape(what)}" '
+            f'onclick="{escape(script)}">Copy</button>'
+            f'<textarea hidden aria-hidden="true" tabindex="-1">{escape(code)}</textarea></span>')
 
 
 def status_html(title: str, detail: str = "", fraction: float | None = None, kind: str = "info") -> str:
@@ -59,9 +86,15 @@ def error_html(message: str, hint: str = "") -> str:
     return status_html(f"⚠ {message}", hint, kind="error")
 
 
-def _card(header: str, badge: str, body_code: str, extra: str = "", classes: str = "") -> str:
-    return (f'<div class="bass-card {classes}"><div class="bass-card-head">{header}{badge}</div>'
-            f'{extra}{highlight(body_code)}</div>')
+def _card(header: str, badge: str, body_code: str, extra: str = "", classes: str = "", tools: str = "") -> str:
+    return (f'<div class="bass-card {classes}"><div class="bass-card-head">{header}'
+            f'<span class="bass-card-tools">{badge}{tools}</span></div>{extra}{highlight(body_code)}</div>')
+
+
+def _seq_name(seq: int) -> str:
+    """The sequence's name with its colour in the charts (a swatch), so a card and its line can be matched."""
+    return (f'<span class="bass-seq"><i class="bass-swatch" style="background:{seq_colour(seq)}" aria-hidden="true">'
+            f'</i>{seq_label(seq)}</span>')
 
 
 def _badge(label: str, tone: str) -> str:
@@ -113,43 +146,55 @@ def live_cards_html(run: LiveRun, verdicts: Mapping[int, Verdict[TestReport]] | 
         text = run.texts[s]
         if len(text) > limit_chars:  # keep each update small; the full text is in the final ranking
             text = "…" + text[-limit_chars:]
-        acc = run.acceptance(s)
-        facts = f"{run.tokens[s]} tok · {run.rate(s):.1f} tok/s"
+        acc, rate = run.acceptance(s), run.rate(s)
+        facts = plural(run.tokens[s], "token") + ("" if rate is None else f" · {rate:.1f} tok/s")
         if acc is not None:
             facts += f" · acc {acc:.0%}"
         reason, verdict = run.finish_reasons[s], verdicts.get(s)
         if verdict is not None:
             facts += f" · tests {verdict.value.tests_passed}/{verdict.value.tests_total}"
-        header = f'<span class="bass-seq">{seq_label(s)}</span><span class="bass-facts">{escape(facts)}</span>'
+        header = f'{_seq_name(s)}<span class="bass-facts">{escape(facts)}</span>'
         state = "bass-live-running" if reason is None else "bass-live-finished"
         cards.append(_card(header, _live_badge(reason, verdict), text, acceptance_strip_html(run.per_round[s]),
                            classes=f"bass-live {state}"))
     return f'<div class="bass-grid" data-k="{run.k}">{"".join(cards)}</div>'
 
 
-def ranked_cards_html(rows: Sequence[RankedCandidate], note: str = "") -> str:
-    """Candidates after testing, best first: badge, tests x/y, first failing assertion, run time, speed."""
+def ranked_badge(row: RankedCandidate) -> tuple[str, str]:
+    """A card's badge: the verdict; for a candidate without one, why (no tests, or cut before it finished)."""
+    if row.status == "untested" and row.tests_given:
+        cut = {"budget": "CUT AT TIME BUDGET · UNTESTED", "length": "TOKEN LIMIT · UNTESTED"}
+        return cut.get(row.finish_reason, "UNTESTED"), "muted"
+    return BADGES.get(row.status, (row.status.upper(), "bad"))
+
+
+def ranked_cards_html(rows: Sequence[RankedCandidate], note: str = "",
+                      per_round: Sequence[Sequence[tuple[int, int]]] | None = None) -> str:
+    """Candidates after testing, best first: badge, tests x/y, first failing assertion, run time, speed, the
+    acceptance strip (`per_round[seq]`, as on the live card) and a copy button for the program it ran.
+    Only a passing best candidate is outlined in green."""
     cards = []
     for row in rows:
-        label, tone = BADGES.get(row.status, (row.status.upper(), "bad"))
+        label, tone = ranked_badge(row)
         rep = row.report
-        facts = [f"#{row.rank}", seq_label(row.seq)]
+        facts = [f"#{row.rank}"]
         if rep is not None:
             facts.append(f"tests {rep.tests_passed}/{rep.tests_total}")
             facts.append(f"ran {rep.run_time_s:.2f} s")
-        facts.append(f"{row.tokens} tok · {row.ms_per_token:.0f} ms/tok")
+        facts.append(f"{plural(row.tokens, 'token')} · {row.ms_per_token:.0f} ms/tok")
         if row.acceptance_rate is not None:
             facts.append(f"acc {row.acceptance_rate:.0%}")
         facts.append(FINISH_NAMES.get(row.finish_reason, row.finish_reason))
-        header = f'<span class="bass-facts">{escape(" · ".join(facts))}</span>'
-        extra = ""
+        header = f'{_seq_name(row.seq)}<span class="bass-facts">{escape(" · ".join(facts))}</span>'
+        extra = acceptance_strip_html(per_round[row.seq]) if per_round and row.seq < len(per_round) else ""
         if rep is not None and not rep.passed:
             why = rep.first_failure or rep.detail
             if why:
-                extra = f'<div class="bass-failure">{escape(_clip(why, 400))}</div>'
-        best = " bass-best" if row.rank == 1 else ""
+                extra += f'<div class="bass-failure">{escape(_clip(why, 400))}</div>'
+        best = " bass-best" if row.rank == 1 and row.passed else ""
         cards.append(_card(header, _badge(label, tone), row.shown, extra,
-                           classes=f"bass-ranked bass-status-{escape(row.status)}{best}"))
+                           classes=f"bass-ranked bass-status-{escape(row.status)}{best}",
+                           tools=copy_button(row.code, f"{seq_label(row.seq)}'s program")))
     note_html = f'<div class="bass-note">{escape(note)}</div>' if note else ""
     return f'{note_html}<div class="bass-grid bass-ranking" data-count="{len(rows)}">{"".join(cards)}</div>'
 
@@ -159,13 +204,19 @@ def summary_html(summary: PassSummary, mean_ms_per_token: float, acceptance: flo
     """The headline numbers of this prompt: time to first pass, Pass@First / Pass@All badges, latency,
     acceptance. `pass_known_s`: when the first PASS verdict came back, seconds since generation began."""
     parts = []
-    if summary.tested:
+    checked = summary.total if summary.checked is None else summary.checked
+    if summary.tested and checked == 0:
+        parts.append(f"tests given, but none of the {plural(summary.total, 'candidate')} finished to be tested "
+                     "(stopped, or cut by the time budget)")
+    elif summary.tested:
         first = format_seconds_or_none(summary.first_pass_s)
         known = f" (PASS shown at {pass_known_s:.1f} s)" if pass_known_s is not None else ""
         parts.append(f'<span class="bass-ttfp">time to first pass <b>{first}</b>{escape(known)}</span>')
         for name, ok in (("Pass@First", summary.pass_first), ("Pass@All", summary.pass_all)):
             parts.append(f'{name} {_badge("PASS" if ok else "FAIL", "ok" if ok else "bad")}')
-        parts.append(f"<b>{summary.passed}/{summary.total}</b> candidates pass")
+        untested = summary.total - checked
+        parts.append(f"<b>{summary.passed}/{summary.total}</b> candidates pass"
+                     + (f" ({untested} untested: cut or stopped before they finished)" if untested else ""))
     else:
         parts.append("no tests given: candidates ranked by whether they run, then by finish time")
     parts.append(f"<b>{mean_ms_per_token:.0f} ms/token</b> per sequence ({escape(method)})")

@@ -2,7 +2,8 @@
 
 Loading runs in a thread so the page stays responsive: callbacks poll `EngineSession.state()` and show
 its progress. Switching the model pair replaces the engine (the old one is dropped first, so two model
-pairs never sit in memory together). Requests are serialized by the Gradio queue, not here.
+pairs never sit in memory together). Visitors' Generate requests reach the engine together (its scheduler
+batches them); each browser session has its own cancel event, so a Stop ends that visitor's run only.
 """
 
 from __future__ import annotations
@@ -209,8 +210,18 @@ class EngineSession:
             self._cancels[key] = event
         return event
 
+    def claim_cancel(self, key: str) -> threading.Event:
+        """The cancel event registered for this browser session's run (`new_cancel`, made when Generate was
+        clicked, before the run waited for a free slot), or a fresh one. A Stop pressed while the run waited
+        has set it already: the run then ends before it starts."""
+        with self._lock:
+            event = self._cancels.get(key)
+            if event is None:
+                event = self._cancels[key] = threading.Event()
+            return event
+
     def cancel(self, key: str) -> bool:
-        """Signal the running generation of one browser session; False when none was running."""
+        """Signal the waiting or running generation of one browser session; False when none was."""
         with self._lock:
             event = self._cancels.get(key)
         if event is None or event.is_set():

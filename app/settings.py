@@ -7,10 +7,11 @@ with a message and a hint, which the UI shows in its status box instead of a tra
 from __future__ import annotations
 
 import math
+import secrets
 from dataclasses import dataclass
 
 from app.programs import resolve_style
-from bass.config import CANDIDATE_TEMPERATURE, CANDIDATE_TOP_P, HUMANEVAL_STOPS, SamplingParams
+from bass.config import CANDIDATE_TEMPERATURE, CANDIDATE_TOP_P, HUMANEVAL_STOPS, DraftLengthConfig, SamplingParams
 
 MAX_K = 16
 # The Drafter and Attention backend choices before the model has loaded: the engine's own defaults (the trained draft
@@ -18,6 +19,17 @@ MAX_K = 16
 # clicked while the model loaded ran with: the forty-first pass's screenshot run drafted with n-grams so.
 ENGINE_DEFAULT = "auto"
 DEFAULT_K, DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 4, CANDIDATE_TEMPERATURE, CANDIDATE_TOP_P  # what the controls start at
+# No time budget by default: a budget cuts candidates before they finish, and a cut candidate is never tested. On a
+# 2-core CPU a chat answer of 160 tokens at k = 4 takes minutes; Stop is there for a visitor who will not wait.
+DEFAULT_MAX_NEW_TOKENS, DEFAULT_BUDGET_S = 160, 0
+MAX_TEMPERATURE, MIN_TOP_P, MAX_NEW_TOKENS, MAX_BUDGET_S, MAX_SEED = 2.0, 0.01, 1024, 3600, 2**31 - 1
+# With a seed, the draft length is fixed: the cost policy picks lengths from measured timings, which vary run to
+# run, and a different length consumes the seed's random stream differently, so the sampled text would too.
+SEEDED_DRAFT_LENGTH = DraftLengthConfig("fixed", l0=4)
+# A chat answer is asked for code alone: prose and example-usage prints cost tokens (minutes on a CPU) and the
+# prints would run with the tests.
+CHAT_INSTRUCTION = ("\n\nAnswer with one Python code block that defines the solution, with no explanation, tests or "
+                    "example usage.")
 METHOD_LABELS = {
     "bass": "BASS (batched speculative)",
     "regular": "Regular batched decoding",
@@ -45,10 +57,21 @@ class RunSettings:
     backend: str | None
     pair_label: str | None
     stop_at_first_pass: bool = False  # cancel the other sequences once one passes every test
+    seed_given: bool = True  # False: `params.seed` was drawn at random for this run
 
     @property
     def chat(self) -> bool:
         return self.style == "chat"
+
+    @property
+    def engine_prompt(self) -> str:
+        """What the model is given: the prompt, and for chat the request for code alone (`CHAT_INSTRUCTION`)."""
+        return self.prompt + CHAT_INSTRUCTION if self.chat else self.prompt
+
+    @property
+    def draft_length(self) -> DraftLengthConfig | None:
+        """The fixed policy when the visitor set a seed (reproducible text), else the engine's own (fastest)."""
+        return SEEDED_DRAFT_LENGTH if self.seed_given else None
 
     def describe(self) -> dict:
         """The settings as exported next to results."""
@@ -56,7 +79,8 @@ class RunSettings:
         return {"prompt": self.prompt, "tests": self.tests, "style": self.style, "k": self.k, "method": self.method,
                 "drafter": self.drafter, "backend": self.backend, "model": self.pair_label,
                 "temperature": p.temperature, "top_p": p.top_p, "max_new_tokens": p.max_new_tokens,
-                "time_budget_s": p.time_budget_s, "seed": p.seed, "stop_at_first_pass": self.stop_at_first_pass}
+                "time_budget_s": p.time_budget_s, "seed": p.seed, "seed_given": self.seed_given,
+                "stop_at_first_pass": self.stop_at_first_pass}
 
 
 def method_from_label(label: str) -> str:
@@ -68,17 +92,41 @@ def method_from_label(label: str) -> str:
 
 
 def _number(value, name: str, lo: float, hi: float, integer: bool = False) -> float | int:
+    """`value` as a number in [lo, hi], or a UserError naming the field: never clamped in silence."""
+    span = f"{'a whole number' if integer else 'a number'} from {_plain(lo)} to {_plain(hi)}"
     try:
+        if isinstance(value, bool):
+            raise TypeError
         x = float(value)
     except (TypeError, ValueError):
-        raise UserError(f"{name} must be a number, got {value!r}", f"set {name} between {lo:g} and {hi:g}") from None
+        raise UserError(f"{name} must be {span}, got {value!r}", f"type {span} into {name}") from None
     if not math.isfinite(x) or not lo <= x <= hi:
-        raise UserError(f"{name} must be between {lo:g} and {hi:g}, got {value!r}", f"move the {name} slider")
+        raise UserError(f"{name} must be {span}, got {value!r}", f"type {span} into {name}")
     if integer:
         if x != int(x):
-            raise UserError(f"{name} must be a whole number, got {value!r}", f"set {name} to an integer")
+            raise UserError(f"{name} must be {span}, got {value!r}", f"type {span} into {name}")
         return int(x)
     return x
+
+
+def _plain(x: float) -> str:
+    return str(int(x)) if x == int(x) else f"{x:g}"
+
+
+def _blank(value) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def check_tests(tests: str) -> None:
+    """Refuse unit tests that are not Python, before anything is generated (they would fail every candidate)."""
+    if not tests.strip():
+        return
+    try:
+        compile(tests, "<unit tests>", "exec")
+    except SyntaxError as exc:
+        where = f"line {exc.lineno}: " if exc.lineno else ""
+        raise UserError(f"The unit tests do not parse ({where}{exc.msg}); nothing was generated.",
+                        "fix that line of the unit tests, or clear them to only run the candidates") from None
 
 
 def _chosen(value: str | None) -> str | None:
@@ -89,19 +137,24 @@ def _chosen(value: str | None) -> str | None:
 def parse_settings(prompt: str | None, tests: str | None, style: str, k, temperature, top_p, max_new_tokens,
                    time_budget_s, method: str, drafter: str | None, backend: str | None, pair_label: str | None,
                    seed, stop_at_first_pass: bool = False) -> RunSettings:
-    """Validate the widgets' values. Raises UserError with a readable message."""
+    """Validate the widgets' values, each against the range its label states. Raises UserError naming the field.
+
+    A blank seed draws a fresh one (the run's candidates are new samples); a seed that is set reproduces them."""
     prompt = prompt or ""
     if not prompt.strip():
         raise UserError("The prompt is empty.",
                         "Type a coding task (e.g. 'Write a function that reverses a string') or pick a "
                         "HumanEval problem from the list.")
+    tests = tests or ""
+    check_tests(tests)
     method_id = method_from_label(method)
-    k_val = _number(k, "k", 1, MAX_K, integer=True)
-    temp = _number(temperature, "temperature", 0.0, 2.0)
-    top_p_val = _number(top_p, "top-p", 0.01, 1.0)
-    max_new = _number(max_new_tokens, "max new tokens", 1, 4096, integer=True)
-    budget = _number(time_budget_s, "time budget (s)", 0, 3600) if time_budget_s not in (None, "") else 0
-    seed_val = _number(seed if seed not in (None, "") else 0, "seed", 0, 2**31 - 1, integer=True)
+    k_val = _number(k, "k · candidates", 1, MAX_K, integer=True)
+    temp = _number(temperature, "Temperature", 0.0, MAX_TEMPERATURE)
+    top_p_val = _number(top_p, "Top-p", MIN_TOP_P, 1.0)
+    max_new = _number(max_new_tokens, "Max new tokens", 1, MAX_NEW_TOKENS, integer=True)
+    budget = 0 if _blank(time_budget_s) else _number(time_budget_s, "Time budget (s)", 0, MAX_BUDGET_S)
+    seed_given = not _blank(seed)
+    seed_val = _number(seed, "Seed", 0, MAX_SEED, integer=True) if seed_given else secrets.randbelow(MAX_SEED + 1)
     try:
         resolved = resolve_style(style or "auto", prompt)
     except ValueError as exc:
@@ -109,6 +162,6 @@ def parse_settings(prompt: str | None, tests: str | None, style: str, k, tempera
     params = SamplingParams(temperature=temp, top_p=top_p_val, max_new_tokens=max_new,
                             stop=HUMANEVAL_STOPS if resolved == "completion" else (), seed=seed_val,
                             time_budget_s=budget or None)
-    return RunSettings(prompt=prompt, tests=tests or "", style=resolved, k=k_val, params=params, method=method_id,
+    return RunSettings(prompt=prompt, tests=tests, style=resolved, k=k_val, params=params, method=method_id,
                        drafter=_chosen(drafter), backend=_chosen(backend), pair_label=pair_label,
-                       stop_at_first_pass=bool(stop_at_first_pass))
+                       stop_at_first_pass=bool(stop_at_first_pass), seed_given=seed_given)

@@ -53,6 +53,17 @@ _LAYOUT = """
 /* The slider's number box is sized for 3 digits by default: "1024" was cut to "102" with a scroll bar. */
 #bass-max-new input[type=number] { min-width: 9ch !important; width: 9ch !important; box-sizing: content-box; }
 #bass-max-new .head, #bass-max-new .tab-like-container { overflow: visible; }
+/* A wrapped line hangs at its own indentation (`render.highlight` sets --hang per line), not at column 0. */
+.bass-card .bass-hl .bass-line { display: block; padding-left: var(--hang, 2ch);
+                                 text-indent: calc(-1 * var(--hang, 2ch)); }
+.bass-swatch { display: inline-block; width: 0.75em; height: 0.75em; border-radius: 2px; margin-right: 5px;
+               vertical-align: -0.05em; }
+.bass-card-tools { display: flex; align-items: center; gap: 6px; }
+.bass-copy { font-size: 0.78em; padding: 1px 8px; border-radius: 6px; border: 1px solid var(--border-color-primary);
+             background: var(--button-secondary-background-fill); cursor: pointer; }
+.bass-copy:focus-visible { outline: 2px solid var(--color-accent); }
+#bass-compare, #bass-generate, #bass-stop { white-space: nowrap; min-width: max-content; }
+#bass-tests textarea { font-family: var(--font-mono); font-size: 0.85em; }
 """
 
 

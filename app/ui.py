@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import gradio as gr
 
 from app import render
-from app.charts import ACCEPT_COLUMNS, SPEED_COLUMNS, series_of
+from app.charts import ACCEPT_COLUMNS, SPEED_COLUMNS, chart_look
 from app.compare_html import note_html
 from app.compare_run import CompareView, compare_budget, compare_views
 from app.export import KEEP_S
@@ -18,12 +18,18 @@ from app.problems import Problem, find_problem, load_problems
 from app.programs import STYLES
 from app.session import EngineSession, hub_reachable, model_pairs
 from app.settings import (
+    DEFAULT_BUDGET_S,
     DEFAULT_K,
+    DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
     ENGINE_DEFAULT,
+    MAX_BUDGET_S,
     MAX_K,
+    MAX_NEW_TOKENS,
+    MAX_TEMPERATURE,
     METHOD_LABELS,
+    MIN_TOP_P,
     UserError,
     parse_settings,
 )
@@ -35,7 +41,12 @@ Batched speculative decoding writes **k** solutions side by side; a sandbox runs
 ranks them. Pick a HumanEval problem or type your own task, choose k, press **Generate**."""
 
 
-_WAITING = render.status_html("Queued…", "starts as soon as the model is free (one generation runs at a time)")
+_WAITING = render.status_html("Queued…", "waiting for a free slot on the server · Stop leaves the line")
+_COMPARE_WAITING = render.status_html("Queued…", "starts as soon as the model is free (one comparison at a time)")
+DEFAULT_CONCURRENCY = 8  # Generate requests handled at once; the engine batches them (BASS_CONCURRENCY)
+# Bring the status (on Generate) and then the results (when the run ends) into view: at 1280 x 800 both sat below
+# the fold, and nothing on screen changed when the button was pressed.
+_SCROLL_TO = "() => {{ document.querySelector('{}')?.scrollIntoView({{behavior: 'smooth', block: 'start'}}); }}"
 
 
 def _problems() -> tuple[tuple[Problem, ...], str]:
@@ -59,8 +70,8 @@ def _session_key(request: gr.Request | None) -> str:
     return getattr(request, "session_hash", None) or "local"
 
 
-def build_demo(session: EngineSession) -> gr.Blocks:
-    """The whole app around one engine session."""
+def build_demo(session: EngineSession, concurrency: int = DEFAULT_CONCURRENCY) -> gr.Blocks:
+    """The whole app around one engine session; `concurrency` Generate requests run at once (Compare: one)."""
     problems, problems_note = _problems()
     gpu = _gpu()
     pairs = model_pairs(session.default_pair, gpu, online=gpu and hub_reachable())
@@ -78,25 +89,35 @@ def build_demo(session: EngineSession) -> gr.Blocks:
                                       info=problems_note or "fills in the prompt and its unit tests")
                 prompt = gr.Textbox(label="Prompt", lines=8, max_lines=24, elem_id="bass-prompt",
                                     placeholder="Write a Python function that … — or pick a HumanEval problem")
-                tests = gr.Code(language="python", interactive=True, lines=6, max_lines=20, elem_id="bass-tests",
-                                label="Unit tests (editable, optional: check(candidate) or plain asserts)")
+                # A plain text box, not a code editor: the editor kept Tab for indenting, with no announced way out,
+                # and read as "Code input container" to a screen reader.
+                tests = gr.Textbox(lines=6, max_lines=20, elem_id="bass-tests",
+                                   label="Unit tests (editable, optional: check(candidate) or plain asserts)",
+                                   info="Python, checked before anything is generated; Tab moves to the next field")
                 with gr.Row():
                     generate_btn = gr.Button("Generate", variant="primary", elem_id="bass-generate", scale=2)
                     compare_btn = gr.Button("Compare methods", elem_id="bass-compare", min_width=170)
                     stop_btn = gr.Button("Stop", variant="stop", elem_id="bass-stop")
             with gr.Column(scale=2):
-                k = gr.Slider(1, MAX_K, value=DEFAULT_K, step=1, label="k · candidates", elem_id="bass-k")
+                # Number boxes without minimum/maximum: out-of-range values reach `parse_settings`, which names
+                # the field and its range. Sliders clamped them in silence (k 99 → 16), Gradio's own bounds
+                # answered with a toast naming no field.
+                with gr.Row():
+                    k = gr.Number(value=DEFAULT_K, label=f"k · candidates (1–{MAX_K})", elem_id="bass-k")
+                    max_new = gr.Number(value=DEFAULT_MAX_NEW_TOKENS, label=f"Max new tokens (1–{MAX_NEW_TOKENS})",
+                                        elem_id="bass-max-new")
                 method = gr.Radio(list(METHOD_LABELS.values()), value=METHOD_LABELS["bass"], label="Method")
                 with gr.Row():
-                    temperature = gr.Slider(0.0, 2.0, value=DEFAULT_TEMPERATURE, step=0.05,
-                                            label="Temperature (0 = greedy)", elem_id="bass-temperature")
-                    top_p = gr.Slider(0.05, 1.0, value=DEFAULT_TOP_P, step=0.01, label="Top-p")
-                # The slider gets its own row: squeezed beside two number boxes its value box showed "102"
-                # of "1024" with a scroll bar.
-                max_new = gr.Slider(16, 1024, value=128, step=16, label="Max new tokens", elem_id="bass-max-new")
+                    temperature = gr.Number(value=DEFAULT_TEMPERATURE, step=0.05, elem_id="bass-temperature",
+                                            label=f"Temperature (0 = greedy, up to {MAX_TEMPERATURE:g})")
+                    top_p = gr.Number(value=DEFAULT_TOP_P, step=0.01, label=f"Top-p ({MIN_TOP_P:g}–1)",
+                                      elem_id="bass-top-p")
                 with gr.Row():
-                    budget = gr.Number(value=120, minimum=0, label="Time budget (s, 0 = none)", elem_id="bass-budget")
-                    seed = gr.Number(value=0, minimum=0, precision=0, label="Seed", elem_id="bass-seed")
+                    budget = gr.Number(value=DEFAULT_BUDGET_S, label=f"Time budget (s, 0 = none, up to {MAX_BUDGET_S})",
+                                       elem_id="bass-budget")
+                    seed = gr.Number(value=None, precision=0, label="Seed (blank = random)", elem_id="bass-seed",
+                                     placeholder="random")
+                stop_note = gr.HTML(elem_id="bass-stop-note")
                 stop_first = gr.Checkbox(False, label="Stop at the first pass", elem_id="bass-stop-first",
                                          info="once a candidate passes every test, the others stop (kept, untested)")
                 with gr.Row():
@@ -122,7 +143,7 @@ def build_demo(session: EngineSession) -> gr.Blocks:
                                               title="Draft tokens accepted per round, by sequence (and draft length L)",
                                               height=260, elem_id="bass-accept-plot")
                 summary = gr.HTML(elem_id="bass-summary")
-                best = gr.Code(language="python", label="Best candidate (copy it)", interactive=False, lines=4,
+                best = gr.Code(language="python", label="Best candidate", interactive=False, lines=4,
                                elem_id="bass-best-code", buttons=["copy", "download"], visible=False)
                 candidates = gr.HTML(elem_id="bass-candidates")
                 download = gr.DownloadButton("Download candidates (JSON)", visible=False, size="sm")
@@ -175,11 +196,8 @@ def build_demo(session: EngineSession) -> gr.Blocks:
                 return
             yield from _stream(session, values, request, views, _cmp, on_bad_input)
 
-        def on_stop(request: gr.Request = None) -> None:
-            if session.cancel(_session_key(request)):
-                gr.Info("Stopping after the current round…")
-            else:
-                gr.Info("Nothing is running for you right now.")
+        def on_stop(request: gr.Request = None) -> tuple:
+            return stop_feedback(session.cancel(_session_key(request)))
 
         def on_tick():
             return _model_banner(session)
@@ -194,15 +212,24 @@ def build_demo(session: EngineSession) -> gr.Blocks:
         problem.change(show_problem, problem, [prompt, tests, style], queue=False)
         # Out of the queue, at once: switch to the tab and say the request is in line. The queued handler's
         # first update replaces the note as soon as it starts (at once, unless another visitor is running).
-        generate_btn.click(lambda: (gr.Tabs(selected="live"), _WAITING), None, [tabs, status], queue=False)
-        # One generation at a time on the one engine; a visitor who waits in line sees the queue position
-        # and the elapsed time on the status box ("minimal": the outputs themselves stay visible).
-        generate_btn.click(on_generate, settings_inputs, live_outputs, concurrency_limit=1, concurrency_id="engine",
-                           show_progress="minimal", show_progress_on=status)
-        compare_btn.click(lambda: (gr.Tabs(selected="compare"), _WAITING), None, [tabs, cmp_status], queue=False)
+        # The run's cancel event is registered here, before the run waits for a free slot, so that a Stop
+        # pressed while it waits (in the page's queue or in the engine's) ends it before it starts.
+        def on_generate_clicked(request: gr.Request = None):
+            session.new_cancel(_session_key(request))
+            return gr.Tabs(selected="live"), _WAITING, ""
+
+        # Several visitors generate at once: the engine batches their requests, each with its own stream and
+        # cancel event. Beyond `concurrency` they wait in the page's queue, whose place the status box shows.
+        generate_btn.click(on_generate_clicked, None, [tabs, status, stop_note], queue=False,
+                           js=_SCROLL_TO.format("#bass-status")).then(
+            on_generate, settings_inputs, live_outputs, concurrency_limit=concurrency, concurrency_id="generate",
+            show_progress="minimal", show_progress_on=status).then(None, js=_SCROLL_TO.format("#bass-summary"))
+        # Compare measures the methods one after another, alone on the engine: one comparison at a time.
+        compare_btn.click(lambda: (gr.Tabs(selected="compare"), _COMPARE_WAITING), None, [tabs, cmp_status],
+                          queue=False)
         compare_btn.click(on_compare, [cmp_budget, *settings_inputs], cmp_outputs, concurrency_limit=1,
-                          concurrency_id="engine", show_progress="minimal", show_progress_on=cmp_status)
-        stop_btn.click(on_stop, None, None, queue=False)
+                          concurrency_id="compare", show_progress="minimal", show_progress_on=cmp_status)
+        stop_btn.click(on_stop, None, [status, stop_note], queue=False)
         # Out of the queue: a long generation must not hold up the model banner or the problem picker.
         timer.tick(on_tick, None, [banner, drafter, backend, timer], show_progress="hidden", queue=False)
         demo.load(on_tick, None, [banner, drafter, backend, timer], show_progress="hidden", queue=False)
@@ -220,7 +247,7 @@ def _stream(session: EngineSession, values: tuple, request: gr.Request | None, v
         yield adapt(on_bad_input(exc))
         return
     key = _session_key(request)
-    cancel = session.new_cancel(key)
+    cancel = session.claim_cancel(key)
     try:
         for view in views(session, settings, cancel):
             yield adapt(view)
@@ -254,20 +281,30 @@ def _model_banner(session: EngineSession) -> tuple:
             gr.Timer(active=False))
 
 
+def stop_feedback(stopped: bool) -> tuple:
+    """What Stop says on the page (status box, note under the buttons): the run it ends is this visitor's."""
+    if stopped:
+        return (render.status_html("Stopping your run…", "it ends after the current round, or leaves the line if it "
+                                   "was waiting; other visitors' runs go on"), "")
+    return gr.skip(), '<div class="bass-note" role="status">Nothing is running for you right now.</div>'
+
+
 def _live(view: GenerateView) -> tuple:
     if view.error:
         # Keep what is on screen (partial candidates, charts) and only show what went wrong.
         gr.Warning(view.error)
         return (view.status,) + (gr.skip(),) * 6
-    return (view.status, view.candidates, _line(view.speed), _line(view.accept), view.summary,
-            gr.Code(value=view.best_code, visible=bool(view.best_code)),
+    return (view.status, view.candidates, _line(view.speed, view.k), _line(view.accept, view.k, x_is_round=True),
+            view.summary, gr.Code(value=view.best_code, visible=bool(view.best_code), label=view.best_label),
             gr.DownloadButton(value=view.download, visible=view.download is not None))
 
 
-def _line(frame) -> gr.LinePlot:
+def _line(frame, k: int, x_is_round: bool = False) -> gr.LinePlot:
     # The plot fixes its colour domain when its props change, not when only its data does: naming the
     # series in the legend on every update makes a line appear for each sequence as soon as it has data.
-    return gr.LinePlot(value=frame, colors_in_legend=series_of(frame))
+    look = chart_look(frame, max(k, 1), x_is_round)
+    return gr.LinePlot(value=frame, colors_in_legend=look.legend, color_map=look.color_map, y_lim=look.y_lim,
+                       x_lim=look.x_lim, height=look.height)
 
 
 def _cmp(view: CompareView) -> tuple:

@@ -41,6 +41,15 @@ def check_draft_file(draft: str | None, name: str = "draft") -> None:
                          "or 'auto' for the shipped draft")
 
 
+def _real(x) -> bool:
+    """A number, not a string or a bool (True would pass as 1)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _integer(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """How each sequence is sampled and when it stops.
@@ -60,19 +69,20 @@ class SamplingParams:
     time_budget_s: float | None = None
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
-                and self.temperature >= 0):
+        if not (_real(self.temperature) and math.isfinite(self.temperature) and self.temperature >= 0):
             raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}")
-        if not isinstance(self.top_k, int) or self.top_k < 0:
+        if not _integer(self.top_k) or self.top_k < 0:
             raise ValueError(f"top_k must be an integer >= 0 (0 disables it), got {self.top_k!r}")
-        if not (0.0 < self.top_p <= 1.0):
-            raise ValueError(f"top_p must be in (0, 1] (1 disables it), got {self.top_p!r}")
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+        if not (_real(self.top_p) and 0.0 < self.top_p <= 1.0):
+            raise ValueError(f"top_p must be a number in (0, 1] (1 disables it), got {self.top_p!r}")
+        if not _integer(self.max_new_tokens) or self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
         if isinstance(self.stop, str) or not all(isinstance(s, str) and s for s in self.stop):
             raise ValueError("stop must be a tuple of non-empty strings, e.g. ('\\ndef ',)")
-        if self.time_budget_s is not None and not self.time_budget_s > 0:
-            raise ValueError(f"time_budget_s must be > 0 seconds or None, got {self.time_budget_s!r}")
+        if not _integer(self.seed):
+            raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        if self.time_budget_s is not None and not (_real(self.time_budget_s) and self.time_budget_s > 0):
+            raise ValueError(f"time_budget_s must be a number of seconds > 0, or None, got {self.time_budget_s!r}")
 
     @property
     def greedy(self) -> bool:

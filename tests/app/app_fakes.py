@@ -21,8 +21,11 @@ BAD = "    return False\n"
 class FakeEngine:
     """Streams scripted texts in fixed chunks: each round every live sequence gets one chunk.
 
-    `texts[i]` is sequence i's whole completion; chunk j of it counts as `accepted[i][j]` accepted draft
-    tokens out of `proposed`, plus one, so the numbers are known in advance for the tests.
+    `texts[i]` is sequence i's whole completion (`texts` may be a function of (prompt, k)); chunk j of it
+    counts as `accepted[i][j]` accepted draft tokens out of `proposed`, plus one, so the numbers are known in
+    advance for the tests.
+
+    A time budget counts the scripted time (`round_s` a round): the rows still decoding past it end "budget".
 
     `pause_after_first_finish_s`: the round after the one in which a sequence first finishes lasts that
     long, or until the cancel event is set (a slow CPU round). `paused` is True meanwhile, so a test can
@@ -60,14 +63,16 @@ class FakeEngine:
         return ["ngram", "layer-skip"]
 
     def stream(self, prompts, *, k, params: SamplingParams, method="bass", drafter=None, backend=None,
-               draft_length=None, chat=False, cancel: threading.Event | None = None):
+               draft_length=None, chat=False, cancel: threading.Event | None = None, look_ahead=None,
+               exclusive=False):
         self.calls.append(dict(prompts=prompts, k=k, params=params, method=method, chat=chat, drafter=drafter,
-                               backend=backend))
+                               backend=backend, draft_length=draft_length))
         if isinstance(prompts, str) and not prompts.strip():
             raise ValueError("prompt 0 is empty: type a coding prompt or pick a HumanEval problem")
         if self.fail_with is not None:
             raise self.fail_with
-        texts = list(self.texts or [GOOD if i % 2 == 0 else BAD for i in range(k)])[:k]
+        scripted = self.texts(prompts, k) if callable(self.texts) else self.texts
+        texts = list(scripted or [GOOD if i % 2 == 0 else BAD for i in range(k)])[:k]
         yield GenerationEvent("prefill", 0, 0.01, 0, (), tuple("" for _ in texts))
         pos = [0] * k
         done = [False] * k
@@ -88,10 +93,12 @@ class FakeEngine:
             for i in range(k):
                 if done[i]:
                     continue
-                if cancel is not None and cancel.is_set():
-                    done[i], reasons[i] = True, "cancelled"
+                cut = "cancelled" if cancel is not None and cancel.is_set() else \
+                    "budget" if params.time_budget_s and t > params.time_budget_s else None
+                if cut:
+                    done[i], reasons[i] = True, cut
                     stats[i][4] = t
-                    updates.append(SequenceUpdate(i, (), "", 0, 0, True, "cancelled"))
+                    updates.append(SequenceUpdate(i, (), "", 0, 0, True, cut))
                     continue
                 piece = texts[i][pos[i]:pos[i] + self.chunk]
                 pos[i] += len(piece)
@@ -128,9 +135,10 @@ class FakeEngine:
         return time.monotonic() - start
 
 
-def fake_session(**engine_kwargs) -> EngineSession:
-    """A session whose engine is a FakeEngine, already loaded."""
-    session = EngineSession(env={}, factory=lambda config, progress: FakeEngine(config, progress, **engine_kwargs))
+def fake_session(engine_class=None, **engine_kwargs) -> EngineSession:
+    """A session whose engine is a FakeEngine (or `engine_class`), already loaded."""
+    make = engine_class or FakeEngine
+    session = EngineSession(env={}, factory=lambda config, progress: make(config, progress, **engine_kwargs))
     session.ensure()
     for _ in range(200):
         if session.state().ready:

@@ -1,4 +1,8 @@
-"""The real app around a scripted engine, for fast browser tests: `python tests/app/fake_app.py PORT`.
+"""The real app around a scripted engine, for fast browser tests: `python tests/app/fake_app.py PORT [batching]`.
+
+With `batching`, the engine serves visitors together (`batching_fake.BatchingFakeEngine`, SEATS sequences at
+once; the most requests of one round go to the file BASS_FAKE_RECORD names): HumanEval/0 gets GOOD/BAD bodies,
+the add prompt (ADD_PROMPT) its own, each long enough to take seconds.
 
 Sequence 0 writes a correct HumanEval/0 body in ~1 s (round ROUNDS_TO_FIRST_FINISH); the round after it
 is held for HELD_ROUND_S, as a slow CPU round would be, or until Stop. Sequence 0's PASS badge must appear
@@ -13,7 +17,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+import os  # noqa: E402
+
 from app_fakes import BAD, GOOD, fake_session  # noqa: E402
+from batching_fake import BatchingFakeEngine  # noqa: E402
 
 from app.main import launch_kwargs, serve  # noqa: E402
 from app.ui import build_demo  # noqa: E402
@@ -23,13 +30,29 @@ ROUNDS_TO_FIRST_FINISH = -(-len(GOOD) // CHUNK)
 HELD_ROUND_S = 45.0
 
 
-def main(port: int) -> None:
-    session = fake_session(texts=[GOOD, GOOD * 8, BAD * 30, GOOD * 8], chunk=CHUNK, round_s=0.06,
-                           pause_after_first_finish_s=HELD_ROUND_S)
+SEATS = 16
+ADD_PROMPT = 'def add(a: int, b: int) -> int:\n    """Return a + b."""\n'
+ADD_TESTS = "assert add(2, 3) == 5\nassert add(-1, 1) == 0\n"
+ADD_GOOD, ADD_BAD = "    return a + b\n", "    return a - b\n"
+
+
+def texts_by_prompt(prompt: str, k: int) -> list[str]:
+    if "has_close_elements" in prompt:
+        return [GOOD * 6 if i % 2 == 0 else BAD * 12 for i in range(k)]
+    return [ADD_GOOD + "    # done\n" * 12 if i % 2 == 0 else ADD_BAD * 20 for i in range(k)]
+
+
+def main(port: int, batching: bool = False) -> None:
+    if batching:
+        session = fake_session(BatchingFakeEngine, texts=texts_by_prompt, chunk=4, seats=SEATS, round_s=0.1,
+                               record=os.environ.get("BASS_FAKE_RECORD"))
+    else:
+        session = fake_session(texts=[GOOD, GOOD * 8, BAD * 30, GOOD * 8], chunk=CHUNK, round_s=0.06,
+                               pause_after_first_finish_s=HELD_ROUND_S)
     demo = build_demo(session)
     demo.queue(default_concurrency_limit=1)
     serve(demo, **{**launch_kwargs({"PORT": str(port)}), "server_name": "127.0.0.1"})
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), batching=sys.argv[2:] == ["batching"])

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from app.settings import METHOD_LABELS, UserError, method_from_label, parse_settings
-from bass.config import HUMANEVAL_STOPS
+from bass.config import HUMANEVAL_STOPS, SamplingParams
 
 BASE = dict(prompt="def f(x):\n    '''double'''\n", tests="", style="auto", k=4, temperature=0.8, top_p=0.95,
             max_new_tokens=64, time_budget_s=30, method=METHOD_LABELS["bass"], drafter="ngram", backend="torch",
@@ -44,13 +44,51 @@ def test_empty_prompt(prompt):
 
 
 @pytest.mark.parametrize("field, value, words", [
-    ("k", 0, "between 1 and 16"), ("k", 17, "between 1 and 16"), ("k", 2.5, "whole number"),
-    ("temperature", math.nan, "temperature"), ("temperature", -1, "temperature"), ("top_p", 0, "top-p"),
-    ("max_new_tokens", "lots", "must be a number"), ("seed", -3, "seed"),
+    ("k", 0, "k · candidates must be a whole number from 1 to 16, got 0"), ("k", 99, "k · candidates .* got 99"),
+    ("k", 2.5, "k · candidates must be a whole number"), ("k", True, "k · candidates"),
+    ("temperature", math.nan, "Temperature must be a number from 0 to 2"), ("temperature", 5, "Temperature .* got 5"),
+    ("temperature", -1, "Temperature"), ("top_p", 0, "Top-p must be a number from 0.01 to 1"),
+    ("max_new_tokens", "lots", "Max new tokens must be a whole number"), ("max_new_tokens", 0, "Max new tokens"),
+    ("max_new_tokens", 5000, "Max new tokens must be a whole number from 1 to 1024, got 5000"),
+    ("time_budget_s", -5, "Time budget \\(s\\) must be a number from 0 to 3600, got -5"),
+    ("seed", -5, "Seed must be a whole number from 0 to 2147483647, got -5"), ("seed", 1.5, "Seed"),
 ])
-def test_out_of_range_values(field, value, words):
-    with pytest.raises(UserError, match=words):
+def test_out_of_range_values_are_refused_naming_the_field(field, value, words):
+    """Never clamped in silence: the message names the field as its label does, its range and the value."""
+    with pytest.raises(UserError, match=words) as err:
         parse(**{field: value})
+    assert err.value.hint.startswith("type ")
+
+
+def test_tests_that_do_not_parse_are_refused_before_generating():
+    with pytest.raises(UserError, match="The unit tests do not parse \\(line 2: .*nothing was generated") as err:
+        parse(tests="def check(candidate):\n    assert candidate([1.0, 2.0], 0.5 == False\n")
+    assert "fix that line" in err.value.hint
+    assert parse(tests="assert f(2) == 4\n").tests  # tests that parse go through
+
+
+def test_a_seed_reproduces_with_a_fixed_draft_length_and_a_blank_one_is_fresh():
+    seeded = parse(seed=7)
+    assert seeded.seed_given and seeded.params.seed == 7
+    assert (seeded.draft_length.policy, seeded.draft_length.l0) == ("fixed", 4)
+    fresh = [parse(seed=None), parse(seed="")]
+    assert all(not s.seed_given and s.draft_length is None for s in fresh)
+    assert fresh[0].params.seed != fresh[1].params.seed  # two draws of 2**31 seeds
+
+
+@pytest.mark.parametrize("field, value", [("top_p", "0.9"), ("time_budget_s", "1"), ("seed", "x"), ("top_p", True),
+                                          ("temperature", "0.5"), ("max_new_tokens", 2.0), ("seed", True)])
+def test_sampling_params_refuse_a_wrong_type_naming_the_field(field, value):
+    """The engine's own check, for callers other than the page (which converts the boxes' values first)."""
+    with pytest.raises(ValueError, match=f"^{field} must be"):
+        SamplingParams(**{field: value})
+
+
+def test_a_chat_prompt_asks_for_code_alone():
+    s = parse(prompt="Write a function that reverses a string")
+    assert s.engine_prompt.startswith(s.prompt) and "without" not in s.prompt
+    assert "no explanation, tests or example usage" in s.engine_prompt
+    assert parse().engine_prompt == parse().prompt  # a completion prompt is the model's as it is
 
 
 def test_method_labels_and_ids():
