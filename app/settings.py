@@ -23,9 +23,9 @@ DEFAULT_K, DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 4, CANDIDATE_TEMPERATURE, CANDID
 # 2-core CPU a chat answer of 160 tokens at k = 4 takes minutes; Stop is there for a visitor who will not wait.
 DEFAULT_MAX_NEW_TOKENS, DEFAULT_BUDGET_S = 160, 0
 MAX_TEMPERATURE, MIN_TOP_P, MAX_NEW_TOKENS, MAX_BUDGET_S, MAX_SEED = 2.0, 0.01, 1024, 3600, 2**31 - 1
-# With a seed, the draft length is fixed: the cost policy picks lengths from measured timings, which vary run to
-# run, and a different length consumes the seed's random stream differently, so the sampled text would too.
-SEEDED_DRAFT_LENGTH = DraftLengthConfig("fixed", l0=4)
+# With a seed, the draft length is fixed (the engine's default, named here): a length that changed from run to run
+# would consume the seed's random stream differently, and the sampled text with it.
+SEEDED_DRAFT_LENGTH = DraftLengthConfig()
 # A chat answer is asked for code alone: prose and example-usage prints cost tokens (minutes on a CPU) and the
 # prints would run with the tests.
 CHAT_INSTRUCTION = ("\n\nAnswer with one Python code block that defines the solution, with no explanation, tests or "
@@ -70,7 +70,7 @@ class RunSettings:
 
     @property
     def draft_length(self) -> DraftLengthConfig | None:
-        """The fixed policy when the visitor set a seed (reproducible text), else the engine's own (fastest)."""
+        """The fixed policy when the visitor set a seed (reproducible text), else the engine's own."""
         return SEEDED_DRAFT_LENGTH if self.seed_given else None
 
     def describe(self) -> dict:

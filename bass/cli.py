@@ -15,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 
+from bass.compare import SEEDED_DRAFT_LENGTH
 from bass.config import (
     BACKENDS,
     CANDIDATE_TEMPERATURE,
@@ -422,7 +423,8 @@ def parser() -> argparse.ArgumentParser:
                    "method first (which keeps one-time costs, such as CUDA graph capture, out of the first method)")
     c.add_argument("--json", action="store_true", help="print exactly one JSON object")
     # a seed reproduces the candidates only with a fixed draft length (`bass.compare.SEEDED_DRAFT_LENGTH`)
-    c.set_defaults(func=cmd_compare, draft_policy="fixed", draft_l0=4, prompts_file=None)
+    c.set_defaults(func=cmd_compare, draft_policy=SEEDED_DRAFT_LENGTH.policy, draft_l0=SEEDED_DRAFT_LENGTH.l0,
+                   prompts_file=None)
     return root
 
 

@@ -15,7 +15,7 @@ from app.generate import error_view, generate_views
 from app.problems import load_problems
 from app.render import highlight, live_cards_html, plural
 from app.session import EngineSession
-from app.settings import CHAT_INSTRUCTION, METHOD_LABELS, parse_settings
+from app.settings import CHAT_INSTRUCTION, METHOD_LABELS, SEEDED_DRAFT_LENGTH, parse_settings
 from app.ui import _stream
 from bass.config import EngineConfig
 from bass.events import GenerationEvent, SequenceUpdate
@@ -86,7 +86,7 @@ def test_a_seed_is_sent_with_the_fixed_draft_length_and_a_blank_one_without():
     final(session, he0(seed=7))
     final(session, he0(seed=None))
     seeded, fresh = session.engine.calls
-    assert (seeded["draft_length"].policy, seeded["draft_length"].l0) == ("fixed", 4)
+    assert (seeded["draft_length"].policy, seeded["draft_length"].l0) == ("fixed", SEEDED_DRAFT_LENGTH.l0)
     assert seeded["params"].seed == 7 and fresh["draft_length"] is None
 
 

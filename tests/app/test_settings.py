@@ -70,7 +70,7 @@ def test_tests_that_do_not_parse_are_refused_before_generating():
 def test_a_seed_reproduces_with_a_fixed_draft_length_and_a_blank_one_is_fresh():
     seeded = parse(seed=7)
     assert seeded.seed_given and seeded.params.seed == 7
-    assert (seeded.draft_length.policy, seeded.draft_length.l0) == ("fixed", 4)
+    assert seeded.draft_length.policy == "fixed"  # a length that does not change from run to run
     fresh = [parse(seed=None), parse(seed="")]
     assert all(not s.seed_given and s.draft_length is None for s in fresh)
     assert fresh[0].params.seed != fresh[1].params.seed  # two draws of 2**31 seeds
