@@ -2,7 +2,7 @@
 
 Fairness: every method gets the same request (prompt, k, seed, token limit, stop strings; a time budget only
 when the caller sets one), runs alone on the engine (`exclusive`), and drafts a fixed length when seeded
-(`SEEDED_DRAFT_LENGTH`), so the seed decides the candidates rather than the timings the cost policy reads.
+(`SEEDED_DRAFT_LENGTH`), so the seed decides the candidates whatever policy the engine is configured with.
 
 A method's run is *complete* when every candidate ended by itself (end of text, a stop string, the token
 limit); *cut* when the time budget ended one; *stopped* when a Stop (cancel) did. Only two complete runs are
@@ -32,8 +32,8 @@ from bass.verdicts import Checker, VerdictWorker, submit_finished
 COMPARE_METHODS = ("bass", "regular", "single")
 SHORT_NAMES = {"bass": "BASS", "regular": "regular", "single": "single-seq"}
 LONG_NAMES = {"bass": "BASS", "regular": "regular decoding", "single": "single-sequence speculative decoding"}
-# A fixed draft length makes a seed reproduce the candidates: the cost policy picks lengths from measured
-# timings, and a different length consumes the random stream differently (`bass.config.DraftLengthConfig`).
+# A fixed draft length makes a seed reproduce the candidates: a different length consumes the random stream
+# differently (`bass.config.DraftLengthConfig`).
 SEEDED_DRAFT_LENGTH = DraftLengthConfig("fixed", l0=4)
 SAME_SPEED = 0.05  # ratios within this of 1 read "about as fast as"
 
