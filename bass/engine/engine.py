@@ -33,8 +33,8 @@ from bass.models.feature_draft import FeatureDraft
 from bass.models.loader import LoadedModel, check_same_vocab, load_model
 from bass.prefill_graphs import PrefillGraphs
 
-# what `Engine.warm_draft_lengths` drafts: 1..8, then one length per verify width bucket up to 16 (L = w - 1):
-# a fixed L of up to 15 and the lengths the heuristic reaches from the paper's l0 = 7 short of its long runs
+# what `Engine.warm_draft_lengths` drafts: 1..8, then one length per verify width bucket up to 16 (L = w - 1), so
+# that no draft length up to 15, fixed or the heuristic's, meets a verify width without a graph inside a request
 WARM_LENGTHS = tuple(sorted(set(range(1, 9)) | {w - 1 for w in WIDTH_BUCKETS if 10 < w <= 16}))
 
 
