@@ -29,15 +29,12 @@ def single_sequence(target: torch.nn.Module, attn: Callable, new_drafter: Callab
     to the batch it was started with.
     """
     r = 1
-    # the cost policy's measurements (costs at B = 1, pooled acceptance) carry over between sequences;
-    # the paper's heuristic starts afresh at l0 for each
-    shared = DraftLengthPolicy(dl_cfg, [s.uid for s in seqs])
     for row, seq in enumerate(seqs):
         if seq.finished:
             continue
         # earlier rows are finished, so row `row` can move to the front of the same storage
         state = DecodeState([seq], cache.compact([row]))
-        policy = shared if dl_cfg.policy == "cost" else DraftLengthPolicy(dl_cfg, [seq.uid])
+        policy = DraftLengthPolicy(dl_cfg, [seq.uid])  # the heuristic starts afresh at l0 for each
         for report in decode(target, attn, new_drafter(seq), policy, state, params, first_round=r,
                              look_ahead=look_ahead):
             r = report.index + 1

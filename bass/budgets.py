@@ -25,10 +25,10 @@ comparison is the engine's own, on the same floats, so the derivation says exact
 the same run would have kept at b. Stopping at the first pass keeps this exact: the cancel lands at a
 check too, at a time that does not depend on b.
 
-Caveat (the cost draft-length policy, the default): it chooses L from timings measured during the run.
-It never reads the budget, so the truncation argument holds for the run that happened; but a separate
-run at b would measure other timings and draw other tokens (the same distribution: sampling is
-lossless). The derived figures are those of one sample path cut at b, not a rerun at b.
+Caveat: nothing in a run reads the budget, so the truncation argument holds for the run that happened; but a
+separate run at b may share its batch with other requests (whose rows change the heuristic's draft lengths)
+and draw other tokens (the same distribution: sampling is lossless). The derived figures are those of one
+sample path cut at b, not a rerun at b.
 """
 
 from __future__ import annotations

@@ -42,13 +42,12 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
                    help="attention backend; auto: ragged (our Triton kernel) on CUDA, torch elsewhere")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
-    p.add_argument("--draft-policy", default="cost", choices=DRAFT_LENGTH_POLICIES)
-    p.add_argument("--draft-l0", type=int, default=7, help="initial (or fixed) draft length")
+    p.add_argument("--draft-policy", default="fixed", choices=DRAFT_LENGTH_POLICIES,
+                   help="fixed: every round drafts --draft-l0; heuristic: the paper's rule, from --draft-l0 (its 7)")
+    p.add_argument("--draft-l0", type=int, default=3, help="fixed (or initial) draft length")
     p.add_argument("--layer-skip-layers", type=int, default=None)
     p.add_argument("--draft-temperature", type=float, default=None, help="the draft samples at this multiple of "
                    "--temperature (default: the draft file's own, 0.7 for the shipped draft; exact for any value)")
-    p.add_argument("--draft-confidence", type=float, default=0.0, help="the draft stops proposing where the product "
-                   "of its top probabilities falls below this (default 0: never; exact for any value)")
 
 
 def add_sampling_flags(p: argparse.ArgumentParser) -> None:
@@ -71,7 +70,6 @@ def engine_config(a: argparse.Namespace) -> EngineConfig:
     check_draft_file(draft, "--draft")
     return EngineConfig(target=a.target, draft=draft, drafter=a.drafter, backend=a.backend, device=a.device,
                         dtype=a.dtype, layer_skip_layers=a.layer_skip_layers, draft_temperature=a.draft_temperature,
-                        draft_confidence=a.draft_confidence,
                         draft_length=DraftLengthConfig(policy=a.draft_policy, l0=a.draft_l0))
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 METHODS = ("bass", "regular", "single")
 DRAFTERS = ("ngram", "model", "layer-skip")
 BACKENDS = ("torch", "pad", "split", "ragged")
-DRAFT_LENGTH_POLICIES = ("cost", "heuristic", "fixed", "per-sequence")
+DRAFT_LENGTH_POLICIES = ("fixed", "heuristic", "per-sequence")
 MAX_K = 64  # candidates per prompt: the batch of one request
 
 # HumanEval completion style: a function body ends where the next top-level statement starts.
@@ -24,13 +24,6 @@ def check_k(k: int, name: str = "k") -> None:
     """Refuse a number of candidates the engine cannot serve; `name` is how the caller's user spells it (a flag)."""
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
         raise ValueError(f"{name} must be an integer in 1 .. {MAX_K} candidates per prompt, got {k!r}")
-
-
-def check_draft_confidence(stop: float, name: str = "draft_confidence") -> None:
-    """Refuse a confidence stop (`EngineConfig.draft_confidence`) outside [0, 1); `name` is how the caller's user
-    spells it (a flag)."""
-    if not (isinstance(stop, (int, float)) and not isinstance(stop, bool) and 0 <= stop < 1):
-        raise ValueError(f"{name} must be a probability in [0, 1) (0: no confidence stop), got {stop!r}")
 
 
 def check_draft_file(draft: str | None, name: str = "draft") -> None:
@@ -91,14 +84,11 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class DraftLengthConfig:
-    """The draft-length policy, the constants of the paper's heuristic (DESIGN.md §3) and the cost policy's (§7).
+    """The draft-length policy and the constants of the paper's heuristic (DESIGN.md §3; `bass.draft_length`).
 
     policy: "fixed" (default) always drafts l0; "heuristic" is the paper's rule (start it at the paper's
-    l0 = 7); "per-sequence" runs the heuristic on each sequence's own count; "cost" picks the L in
-    0 .. l_limit that maximises expected tokens per second from online acceptance and timing estimates
-    (bass/draft_length.py). "cost" decides from measured timings, so sampled output (temperature > 0) is
-    exact in distribution but not bit-reproducible per seed. Fixed L = 3 is the default because it ran
-    faster than the cost policy under the scheduler (docs/engine.md, draft length).
+    l0 = 7: `DraftLengthConfig("heuristic", l0=7)`); "per-sequence" runs the heuristic on each sequence's own
+    count. docs/engine.md (draft length) has the measurement behind the default.
     """
 
     policy: str = "fixed"
@@ -106,33 +96,6 @@ class DraftLengthConfig:
     l_incre: int = 2
     l_mod: int = 10
     l_limit: int = 32
-    # --- the cost policy ---
-    alpha_prior: float = 0.5  # acceptance assumed before anything is observed (pooled prior mean)
-    prior_strength: float = 4.0  # pseudo-trials: how strongly a sequence's estimate leans on the batch's
-    alpha_decay: float = 0.95  # per observed round, old acceptance counts are discounted (tracks drift)
-    cost_window: int = 16  # timing samples kept per cost bucket: the estimate is their cost_quantile
-    cost_horizon: int = 192  # ... of those no older than this many timed rounds, at least the two newest
-    cost_quantile: float = 0.25  # the lower quartile: a round is only ever slowed by what else runs (round_costs)
-    draft_cost_floor: float = 0.02  # a draft token adds at least this fraction of a plain step to a round
-    probe_lengths: tuple[int, ...] = (0, 2)  # the first rounds' lengths: measure plain decoding and a draft
-    explore_every: int = 16  # every so many rounds, time a length beside the chosen one or plain decoding (0 = never)
-    # ... only a length that could win: its predicted tokens/s at least (1 - probe_margin) x L*'s (1 = any length)
-    probe_margin: float = 0.25
-    # L* is the shortest length whose predicted tokens/s is within this fraction of the best (0: the argmax)
-    length_margin: float = 0.0
-    # pseudo-trials of the batch's acceptance prior once it comes from an earlier request's rounds (memory)
-    memory_strength: float = 32.0
-    # scale each draft position's predicted reach by what the rounds that asked for it accepted over what was
-    # predicted (bass.acceptance, Calibration), shrunk to 1 with this many pseudo-counts
-    calibrate: bool = True
-    calibration_strength: float = 8.0
-    # a request's first round drafts for what earlier requests' first rounds accepted (bass.acceptance, Opening
-    # round), not for how the last request ended
-    opening: bool = True
-    remember: bool = True  # start from the costs and acceptance an engine's earlier requests measured
-    # record every round's length, batch and clock time, whatever the policy (`describe()["trace"]`): for
-    # benchmarks that compare what the cost policy timed with what a fixed length pays
-    trace: bool = False
 
     def __post_init__(self) -> None:
         if self.policy not in DRAFT_LENGTH_POLICIES:
@@ -141,26 +104,6 @@ class DraftLengthConfig:
             raise ValueError(f"need 1 <= l0 <= l_limit, got l0={self.l0}, l_limit={self.l_limit}")
         if self.l_incre < 1 or self.l_mod < 1:
             raise ValueError(f"l_incre and l_mod must be >= 1, got {self.l_incre}, {self.l_mod}")
-        if not 0.0 <= self.alpha_prior <= 1.0 or self.prior_strength <= 0:
-            raise ValueError(f"need 0 <= alpha_prior <= 1 and prior_strength > 0, got {self.alpha_prior}, "
-                             f"{self.prior_strength}")
-        if not 0.0 < self.alpha_decay <= 1.0 or self.cost_window < 1 or self.cost_horizon < 1:
-            raise ValueError(f"need 0 < alpha_decay <= 1, cost_window >= 1 and cost_horizon >= 1, got "
-                             f"{self.alpha_decay}, {self.cost_window}, {self.cost_horizon}")
-        if not 0.0 < self.cost_quantile <= 0.5:
-            raise ValueError(f"cost_quantile must be in (0, 0.5] (0.5: the median), got {self.cost_quantile}")
-        if self.draft_cost_floor < 0 or self.explore_every < 0:
-            raise ValueError(f"draft_cost_floor and explore_every must be >= 0, got {self.draft_cost_floor}, "
-                             f"{self.explore_every}")
-        if not 0.0 <= self.probe_margin <= 1.0 or self.memory_strength <= 0:
-            raise ValueError(f"need 0 <= probe_margin <= 1 and memory_strength > 0, got {self.probe_margin}, "
-                             f"{self.memory_strength}")
-        if self.calibration_strength <= 0:
-            raise ValueError(f"calibration_strength must be > 0, got {self.calibration_strength}")
-        if not 0.0 <= self.length_margin < 1.0:
-            raise ValueError(f"length_margin must be in [0, 1), got {self.length_margin}")
-        if not all(isinstance(n, int) and 0 <= n <= self.l_limit for n in self.probe_lengths):
-            raise ValueError(f"probe_lengths must be integers in 0 .. l_limit, got {self.probe_lengths!r}")
 
 
 @dataclass(frozen=True)
@@ -195,13 +138,6 @@ class EngineConfig:
     # value, since the verify uses the q each token was drawn from. None: the draft file's own (what the
     # pipeline measured to accept most: 0.7 for the shipped draft), else 1 (processed as the target's)
     draft_temperature: float | None = None
-    # a drafter with probabilities proposes its i-th token only while the product of its top probabilities through
-    # step i is at least this (`bass.drafters.draft_chain`, the confidence stop; exact for any value); 0: every
-    # token the draft-length policy asks for. Off by default: it raises accepted / proposed (0.52 -> 0.66 at L = 4
-    # with 0.2, HumanEval greedy) but a verify pays for its widest row whatever the others propose, so on an H200
-    # at k = 8 it made BASS slower (2.01x -> 1.90x regular decoding at L = 4 and 0.2,
-    # `real_bench_2026-12-03_h200_k8_confidence_fewer_launches.*`)
-    draft_confidence: float = 0.0
     # on CUDA, replay a draft model's whole proposal (its L steps and their rules) as one CUDA graph instead
     # of one per step (`bass.drafters.chained_proposal`); False: one graph per draft step
     proposal_graphs: bool = True
@@ -237,7 +173,6 @@ class EngineConfig:
                 isinstance(self.draft_temperature, (int, float)) and 0 < self.draft_temperature <= 2):
             raise ValueError(f"draft_temperature must be a multiple of the request's temperature in (0, 2], "
                              f"got {self.draft_temperature!r}")
-        check_draft_confidence(self.draft_confidence)
         if isinstance(self.max_batch_rows, bool) or not isinstance(self.max_batch_rows, int) \
                 or self.max_batch_rows < 1:
             raise ValueError(f"max_batch_rows must be a whole number >= 1, got {self.max_batch_rows!r}")

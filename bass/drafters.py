@@ -61,8 +61,6 @@ class Drafter:
     proposes = True
     reads_verify = False  # `verified` needs the verify's emitted tokens and accepted counts on the device
     temperature_scale = 1.0  # a sampling drafter draws at this multiple of the request's temperature
-    has_probabilities = True  # proposes from a distribution, so it has a confidence to stop on
-    stop_below = 0.0  # a drafter with probabilities stops its chain where its confidence falls below (`draft_chain`)
 
     def proposal_params(self, params: SamplingParams) -> SamplingParams:
         """The processing a drafter that samples draws its proposals under: the request's, at
@@ -148,15 +146,15 @@ class NgramDrafter(Drafter):
 
 
 def draft_autoregressively(step: Callable[..., tuple[torch.Tensor, ...]], pending: tuple[torch.Tensor, torch.Tensor],
-                           lengths: Sequence[int], u: torch.Tensor, stop_below: float = 0.0) -> Proposal:
+                           lengths: Sequence[int], u: torch.Tensor) -> Proposal:
     """Feed each sequence's pending tokens (tokens [B, T], counts [B], device), then sample up to lengths[b]
     tokens one step at a time (`draft_chain`, with the lengths moved to the device). u [B, max(lengths)]."""
     first, counts = pending
-    return draft_chain(step, first, counts, ints_to_device(lengths, first.device), u, stop_below)
+    return draft_chain(step, first, counts, ints_to_device(lengths, first.device), u)
 
 
 def draft_chain(step: Callable[..., tuple[torch.Tensor, ...]], first: torch.Tensor, counts: torch.Tensor,
-                lens: torch.Tensor, u: torch.Tensor, stop_below: float = 0.0) -> Proposal:
+                lens: torch.Tensor, u: torch.Tensor) -> Proposal:
     """Feed each sequence's pending tokens (first [B, T], counts [B]), then sample up to lens[b] ([B], device)
     tokens one step at a time, L = u.shape[1] steps in all.
 
@@ -169,20 +167,6 @@ def draft_chain(step: Callable[..., tuple[torch.Tensor, ...]], first: torch.Tens
     `out` tensor is copied, as a graph's buffers, which the next step overwrites, must be (a launch per
     copy: three a step under top-p). It reads nothing from the host and makes no host synchronisation, so
     one CUDA graph can capture the whole of it (`bass.graphs.GraphedModel.chain`).
-
-    The confidence stop (`stop_below` = τ > 0; the step's rule then ends its outputs with the draft's top
-    probability c_i [B], `bass.rules.DraftRule`). Sequence b proposes d_i only while
-
-        s_i = c_1 · c_2 ⋯ c_i >= τ,      c_i = max_v q̃_i(v), q̃_i the draft's softmax at step i,
-
-    s_i estimating the chance that d_1 .. d_i are all accepted; its proposal is d_1 .. d_m, m = min(lens[b],
-    #{i : s_i >= τ}) (s falls with i, so those are the first ones), and a stopped row's later steps get q_len 0.
-    A draft that knows where it is unsure proposes fewer tokens there: fewer of them are rejected, for few
-    accepted ones lost. Lossless: c_i is a function of step i's distribution, which depends on the context and
-    d_1 .. d_{i-1} but not on d_i, so whether position i is proposed is settled before d_i is drawn. Given
-    that, position i emits a token distributed as the target's p_i either way: d_i ~ q_i through the
-    accept / resample rule, or, unproposed, the verify's own sample from p_i. (A stop on q_i(d_i), the drawn
-    token's probability, would not be: verifying only the likely draws skews what is emitted.)
     """
     (B, _), L, device = first.shape, u.shape[1], first.device
     tokens = torch.empty(B, L, dtype=torch.long, device=device)
@@ -192,20 +176,8 @@ def draft_chain(step: Callable[..., tuple[torch.Tensor, ...]], first: torch.Tens
     q = None  # [probs [B, L, V or K], ids [B, L, K] of a sparse q]
     u0 = u[:, 0] if L else torch.zeros(B, device=device)  # L = 0: the pending tokens are fed all the same
     dest = None  # step i's places in the proposal: (tokens[:, i], *(buffer[:, i] for buffer in q))
-    # The confidence stop: row i of `s` is s_i [B]. A step adds three small launches (the product, its test,
-    # the next q_len) and the lengths are counted once, after the chain: inside a graph each launch costs
-    # microseconds, and a round's few steps paid about 8 % of it with a dozen a step
-    s = torch.empty(L, B, device=device) if stop_below else None
-    sure = None  # [B] s_i >= τ
     out = step(first, counts, True, u0, dest)
     for i in range(L):
-        if stop_below:
-            *out, c = out
-            if i == 0:
-                s[0].copy_(c)  # (c may be a graph's buffer, which the next step reuses)
-            else:
-                torch.mul(s[i - 1], c, out=s[i])
-            sure = s[i] >= stop_below  # (a NaN of a row that fed nothing compares False)
         if q is None and len(out) > 1:
             q = [o.new_empty(B, L, o.shape[-1]) for o in out[1:]]
         for place, o in zip(dest or _column(tokens, q, i), out, strict=True):
@@ -213,12 +185,8 @@ def draft_chain(step: Callable[..., tuple[torch.Tensor, ...]], first: torch.Tens
                 place.copy_(o)
         if i + 1 < L:
             dest = _column(tokens, q, i + 1)
-            q_len = active[i] if sure is None else active[i] * sure  # a stopped row feeds nothing more
-            out = step(tokens[:, i:i + 1], q_len, False, u[:, i + 1], dest)
-    proposed = lens  # [B] m
-    if stop_below and L:
-        proposed = torch.minimum((s >= stop_below).sum(0), lens)  # #{i : s_i >= τ}, cut to lens
-    return Proposal(tokens, proposed, *(q or [None]))
+            out = step(tokens[:, i:i + 1], active[i], False, u[:, i + 1], dest)
+    return Proposal(tokens, lens, *(q or [None]))
 
 
 def _column(tokens: torch.Tensor, q: list[torch.Tensor] | None, i: int) -> tuple[torch.Tensor, ...]:
@@ -235,8 +203,8 @@ def chain_widths(T: int, L: int) -> tuple[int | None, int | None]:
     the other of L's two widths, or None): the first is None past the widest bucket.
 
     The pending tokens are the last verify's emitted ones, T <= L' + 1 after a round of L'. Keyed by its own
-    width a chain of length L would need a graph for every L' before it, and a cost policy that changes L met
-    such pairs no request had warmed, running their proposals step by step. So each L has two widths: L + 1,
+    width a chain of length L would need a graph for every L' before it, and a policy that changes L (the heuristic)
+    meets such pairs no request has warmed, running their proposals step by step. So each L has two widths: L + 1,
     what every round after one of L' <= L feeds (a fixed L's every round), and at least CHAIN_MIN_WIDTH, what
     a round after a longer one of L' <= 9 feeds (columns past each row's count are ignored, as a bucket's
     padding is). Padding every first step to 10 (the sixtieth pass) left fixed L = 3's first step 10 columns
@@ -281,7 +249,7 @@ def _model_proposal(draft: torch.nn.Module, rule: DraftRule, attn: Callable, cac
     """A whole proposal of a draft model (`draft_chain` on the model itself, each step followed by its rule):
     what `ModelDrafter` captures as one graph. tokens [B, T], counts [B], lens [B], u [B, L]."""
     return draft_chain(lambda tok, q_len, last_only, u_i, out: rule(
-        draft(tok, cache, q_len, attn, last_only=last_only), u_i, out), tokens, counts, lens, u, rule.stop_below)
+        draft(tok, cache, q_len, attn, last_only=last_only), u_i, out), tokens, counts, lens, u)
 
 
 class ModelDrafter(Drafter):
@@ -322,7 +290,7 @@ class ModelDrafter(Drafter):
         pending = [h[n:] for h, n in zip(histories, self.in_cache, strict=True)]
 
         # q over the target's vocabulary, whatever the draft's
-        rule = draft_rule(self.proposal_params(params), self.target_vocab, stop_below=self.stop_below)
+        rule = draft_rule(self.proposal_params(params), self.target_vocab)
 
         def step(tokens, q_len, last_only, u_i, out):  # a step's graph keeps its own outputs: draft_chain copies
             return run_then(self.forward, rule, (u_i,), tokens, self.cache, q_len, self.attn, last_only=last_only)
@@ -336,9 +304,8 @@ class ModelDrafter(Drafter):
             chained = chained_proposal(self.forward, functools.partial(_model_proposal, self.model, rule, self.attn),
                                        lambda Tb: ((rule, self.attn, Tb, L), ((Tb,), (), (), (L,))), self.cache,
                                        (tokens, counts, lens, u), pool=0)
-        proposal = chained if chained is not None else draft_chain(step, tokens, counts, lens, u, rule.stop_below)
-        # the cache now holds the pending tokens and d_1 .. d_{l-1}, or under the confidence stop every proposed
-        # d_i (at least the accepted ones, all `commit` keeps)
+        proposal = chained if chained is not None else draft_chain(step, tokens, counts, lens, u)
+        # the cache now holds the pending tokens and d_1 .. d_{l-1}
         self.in_cache = [len(h) + max(0, n - 1) for h, n in zip(histories, lengths, strict=True)]
         return proposal
 
@@ -369,13 +336,13 @@ class LayerSkipDrafter(Drafter):
         device = saved.device
         pending = padded_ids([h[-1:] for h in histories], device=device), ints_to_device([1] * len(histories), device)
 
-        rule = draft_rule(self.proposal_params(params), self.target.config.vocab_size, stop_below=self.stop_below)
+        rule = draft_rule(self.proposal_params(params), self.target.config.vocab_size)
 
         def step(tokens, q_len, last_only, u_i, out):  # a step's graph keeps its own outputs: draft_chain copies
             return run_then(self.target, rule, (u_i,), tokens, target_cache, q_len, self.attn,
                             num_layers=self.num_layers, last_only=last_only)
 
-        proposal = draft_autoregressively(step, pending, lengths, u, rule.stop_below)
+        proposal = draft_autoregressively(step, pending, lengths, u)
         # The verify pass rewrites these rows in every layer; only the lengths need restoring.
         target_cache.truncate(saved)
         return proposal
@@ -385,21 +352,18 @@ def build_drafter(name: str, target: torch.nn.Module, draft: torch.nn.Module | N
                   ngram_max: int = 3, ngram_min: int = 1, layer_skip_layers: int | None = None,
                   draft_forward: Callable | None = None, draft_arena: CacheArena | None = None,
                   draft_prefills: PrefillGraphs | None = None, temperature_scale: float = 1.0,
-                  stop_below: float = 0.0, chained: bool = True) -> Drafter:
+                  chained: bool = True) -> Drafter:
     """The drafter called `name` ("none", "ngram", "model", "layer-skip").
 
     `target` is what the loop calls for the target (the model, or its `GraphedModel`);
     `draft_forward` / `draft_arena` do the same for the draft model, `draft_prefills` replays its prefill
     (`bass.prefill_graphs`); a drafter that samples draws at
-    `temperature_scale` times the request's temperature (`Drafter.proposal_params`), and one with probabilities
-    stops its chain below confidence `stop_below` (`draft_chain`; n-gram lookup has none); `chained`: a draft model
+    `temperature_scale` times the request's temperature (`Drafter.proposal_params`); `chained`: a draft model
     makes each proposal as one CUDA graph where it can (`chained_proposal`).
     """
     drafter = _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, draft_forward, draft_arena,
                      draft_prefills, chained)
     drafter.temperature_scale = temperature_scale
-    if drafter.has_probabilities:
-        drafter.stop_below = stop_below
     return drafter
 
 

@@ -49,7 +49,7 @@ def _proposal(draft: torch.nn.Module, rule: DraftRule, attn: Callable, cache: KV
         fed["features"] = draft.hidden  # [B, 1, H]: the next step's input
         return drawn
 
-    return draft_chain(step, tokens, counts, lens, u, rule.stop_below)
+    return draft_chain(step, tokens, counts, lens, u)
 
 
 @dataclass
@@ -96,7 +96,7 @@ class FeatureDrafter(Drafter):
     host has not read (`follows`), and the loop may launch it before it reads that verify; `fed` then grows
     by a_b + 1 when the verify is committed.
 
-    A round without drafts (the cost policy's L = 0) costs one scatter here, and when the backlog reaches
+    A round without drafts (L = 0: every row at its token limit) costs one scatter here, and when the backlog reaches
     CATCH_UP entries, one draft forward that feeds it (`_catch_up`), so that a proposal's first step stays
     narrow (a captured graph's width) and its cost is not a long run's backlog. Both happen where the
     host's knowledge is the same with and without look-ahead (the backlog stops before the last verify),
@@ -233,7 +233,7 @@ class FeatureDrafter(Drafter):
             self.fed = self._entries(self.known)
         if prev is not None:  # its entries are fed now; if it is unread, its commit counts them
             prev.followed = True
-        rule = draft_rule(self.proposal_params(params), self.target.config.vocab_size, self.subset, self.stop_below)
+        rule = draft_rule(self.proposal_params(params), self.target.config.vocab_size, self.subset)
         self._proposed = True
         lens = ints_to_device(lengths, tokens.device)  # [B]: one host copy, for the chain or the steps
         chained = self._chained(rule, tokens, counts, features, lens, u)
@@ -249,7 +249,7 @@ class FeatureDrafter(Drafter):
             fed["features"] = self.forward.hidden
             return drawn
 
-        return draft_chain(step, tokens, counts, lens, u, rule.stop_below)
+        return draft_chain(step, tokens, counts, lens, u)
 
     def _chained(self, rule: DraftRule, tokens: torch.Tensor, counts: torch.Tensor, features: torch.Tensor,
                  lens: torch.Tensor, u: torch.Tensor) -> Proposal | None:

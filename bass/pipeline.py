@@ -13,8 +13,9 @@ The price:
     input: that round is withdrawn and launched again with the same uniforms (`_redo`);
   - the two rounds use the target's two graph slots (`GraphedModel.slots`), so that one's outputs are read
     while the other runs;
-  - the policy decides the next round's length before it has seen round r's acceptance (one round of
-    lag), so only the policies that tolerate it (`DraftLengthPolicy.decides_ahead`) are asked.
+  - the policy decides the next round's length before it has seen round r's acceptance, so a drafting
+    round is launched ahead only under a policy whose length does not depend on it
+    (`DraftLengthPolicy.decides_ahead`: a fixed length).
 
 The token limit. A round may emit l_b + 1 tokens, so l_b never exceeds what sequence b has left but one.
 A round launched ahead assumes round r emitted the most, l_r + 1; the rounds launched after a read assume
@@ -102,13 +103,12 @@ def decode(target: Callable, attn: Callable, drafter: Drafter, policy: DraftLeng
     """
     rule = verify_rule(params)
     ahead: Round | None = None  # a round launched before the round before it was read
-    planned: dict[int, int] | None = None  # l_b decided a round ahead for a round that drafts
     r = first_round
     while True:
         if ahead is not None:
             rnd, ahead = ahead, None
         else:
-            if joiner is not None and planned is None and joiner.pending():  # (planned: for the rows it knows)
+            if joiner is not None and joiner.pending():
                 joiner.admit(state)
             halted = _halt(state, drafter)
             if halted:
@@ -117,8 +117,7 @@ def decode(target: Callable, attn: Callable, drafter: Drafter, policy: DraftLeng
                 if joiner is not None and joiner.pending():
                     continue
                 return
-            rnd = _plan(r, state, drafter, policy, planned)
-            planned = None
+            rnd = _plan(r, state, drafter, policy)
             state.last = one_round.launch(target, attn, rule, drafter, rnd, state.cache, state.last,
                                           [s.history for s in state.live], params)
             r += 1
@@ -127,28 +126,18 @@ def decode(target: Callable, attn: Callable, drafter: Drafter, policy: DraftLeng
         if look_ahead and _may_look_ahead(state, drafter, policy, joiner):
             wanted = _wanted(policy, drafter, state.live)
             wanted = [max(0, min(w, room(s, n + 1))) for w, s, n in zip(wanted, rnd.live, rnd.lengths, strict=True)]
-            if max(wanted) == 0 or drafter.follows():
-                u = draw_uniforms(state.live, wanted, state.cache.suffix_len.device)
-                ahead = Round(r, time.perf_counter(), list(state.live), wanted, u, slot=1 - rnd.slot,
-                              alive=state.alive)
-                state.last = one_round.launch(target, attn, rule, drafter, ahead, state.cache, state.last, None,
-                                              params)
-                r += 1
-            else:
-                planned = {s.uid: w for s, w in zip(state.live, wanted, strict=True)}
+            u = draw_uniforms(state.live, wanted, state.cache.suffix_len.device)
+            ahead = Round(r, time.perf_counter(), list(state.live), wanted, u, slot=1 - rnd.slot, alive=state.alive)
+            state.last = one_round.launch(target, attn, rule, drafter, ahead, state.cache, state.last, None, params)
+            r += 1
 
         yield _read(rnd, state, target, attn, rule, drafter, policy, ahead, params, look_ahead)
 
 
-def _plan(r: int, state: DecodeState, drafter: Drafter, policy: DraftLengthPolicy,
-          planned: dict[int, int] | None) -> Round:
+def _plan(r: int, state: DecodeState, drafter: Drafter, policy: DraftLengthPolicy) -> Round:
     """Step 1 for a round launched after the round before it was read."""
     live = state.live
-    if planned is not None:
-        wanted = [planned[s.uid] for s in live]
-        policy.relaunched()
-    else:
-        wanted = _wanted(policy, drafter, live)
+    wanted = _wanted(policy, drafter, live)
     lengths = [max(0, min(n, room(s, s.rejected))) for n, s in zip(wanted, live, strict=True)]
     device = state.cache.suffix_len.device
     if state.last is None:
@@ -165,16 +154,16 @@ def _read(rnd: Round, state: DecodeState, target: Callable, attn: Callable, rule
     if not all(p[3] for s, p in zip(rnd.live, packed, strict=True) if not s.finished):
         state.last = _redo(target, attn, rule, rnd, packed, state.cache, ahead, drafter, params)  # rare
     now = time.perf_counter()
-    rows, uids, accepted, asked = [], [], [], []
+    rows, uids, accepted = [], [], []
     for s, p, n in zip(rnd.live, packed, rnd.lengths, strict=True):
         if s.finished:  # finished by an earlier round (this one was launched ahead of it, or it rides along)
             continue
         row = HostRow.parse(p)
         rows.append((s, emit(s, row, n, now)))
-        uids.append(s.uid), accepted.append(row.accepted), asked.append(n)
+        uids.append(s.uid), accepted.append(row.accepted)
     drafter.commit([s.history for s in state.live])
     _leave(state, drafter, ahead is None, look_ahead, any(up.finished for _, up in rows))
-    policy.update(uids, accepted, asked)  # after all of the round's work, which its clock covers
+    policy.update(uids, accepted)
     return RoundReport(rnd.index, now, rnd.draft_length, rows, rnd.started_at, waited)
 
 
@@ -231,8 +220,8 @@ def _wanted(policy: DraftLengthPolicy, drafter: Drafter, live: list[Sequence]) -
 
 def _may_look_ahead(state: DecodeState, drafter: Drafter, policy: DraftLengthPolicy, joiner: Joiner | None) -> bool:
     """Whether the next round may be launched before the one just launched is read: no compaction due, no
-    round that ends every row at its limit, no request to halt or to join, and a drafter and policy that can
-    decide without the read (a plain step always can, a drafting round only from a drafter that `follows`)."""
+    round that ends every row at its limit, no request to halt or to join, and, for a round that drafts, a
+    policy that decides without the read and a drafter that `follows` (regular decoding's plain step always can)."""
     live = state.live
     if _compacts(live, True) or all(s.finished or room(s) <= 0 for s in live):
         return False
@@ -243,7 +232,7 @@ def _may_look_ahead(state: DecodeState, drafter: Drafter, policy: DraftLengthPol
         return False
     if not drafter.proposes:
         return True
-    return policy.decides_ahead and (policy.may_choose_plain or drafter.follows())
+    return policy.decides_ahead and drafter.follows()
 
 
 def _compacts(live: list[Sequence], look_ahead: bool) -> bool:

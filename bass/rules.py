@@ -112,17 +112,11 @@ class DraftRule:
     q' over those V' columns, and q is q' in the target's ids (its pairs' ids mapped, or q' scattered into V
     zeros): the target's rule sees exactly the distribution the token came from, so sampling stays lossless;
     a token outside the subset has q = 0 and is reached only by the verify's residual max(0, p − q).
-
-    With `stop_below` > 0 the outputs end with the draft's confidence c [B] = max_v softmax(logits)_v, its top
-    probability at temperature 1, for `bass.drafters.draft_chain`'s confidence stop. c is a function of the
-    distribution, not of the token drawn from it: a stop decided from it keeps sampling lossless (the proof is
-    in `draft_chain`).
     """
 
     params: SamplingParams
     vocab: int
     subset: TokenSubset | None = None
-    stop_below: float = 0.0  # the chain's confidence stop (`draft_chain`); 0: none, and no confidence output
 
     def __call__(self, logits: torch.Tensor, u: torch.Tensor, out: tuple[torch.Tensor, ...] | None = None
                  ) -> tuple[torch.Tensor, ...]:
@@ -132,11 +126,7 @@ class DraftRule:
         ids = None if self.subset is None else self.subset.ids  # column -> target id
         if ids is None and self.vocab < logits.shape[-1]:
             logits = logits[:, :self.vocab]  # columns past the target's vocabulary are dropped
-        drawn = self._draw(logits, ids, u, out)
-        if not self.stop_below:
-            return drawn
-        # c = max softmax, in two launches (softmax casts as it reads): each of a chain's steps pays them in its graph
-        return (*drawn, torch.softmax(logits, -1, dtype=torch.float32).amax(-1))
+        return self._draw(logits, ids, u, out)
 
     def _draw(self, logits: torch.Tensor, ids: torch.Tensor | None, u: torch.Tensor,
               out: tuple[torch.Tensor, ...] | None) -> tuple[torch.Tensor, ...]:
@@ -160,12 +150,10 @@ def verify_rule(params: SamplingParams) -> VerifyRule:
 
 
 @functools.lru_cache(maxsize=64)
-def draft_rule(params: SamplingParams, vocab: int, subset: TokenSubset | None = None,
-               stop_below: float = 0.0) -> DraftRule:
+def draft_rule(params: SamplingParams, vocab: int, subset: TokenSubset | None = None) -> DraftRule:
     """The draft-step rule of a request sampled with `params`, over the target's `vocab` tokens, from a
-    draft whose logits cover `subset` (None: the whole vocabulary), giving its confidence too where a chain
-    stops below `stop_below` (> 0). Cached: every proposal asks for it."""
-    return DraftRule(processing(params), vocab, subset, float(stop_below))
+    draft whose logits cover `subset` (None: the whole vocabulary). Cached: every proposal asks for it."""
+    return DraftRule(processing(params), vocab, subset)
 
 
 def run_then(forward: Callable, then: Callable, args: tuple, *fargs, **fkwargs) -> tuple[torch.Tensor, ...]:

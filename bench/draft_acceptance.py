@@ -16,15 +16,12 @@ token at position s and accepted the s - 1 before it, the share that accepted it
 and over all positions, accepted / tested (`per_tested`: the per-token acceptance of `bench/gpu_bench.py`).
 Accepted over proposed at a fixed L mixes these with the chance of reaching each position,
 sum_s P(a >= s) / L, so it falls as L grows even for a draft whose alpha_s are flat; alpha_s is what a draft
-does at each step of its chain. `--draft-length 1,2,3,4,5` measures several fixed lengths in one run, and
-`--confidence 0,0.3,0.5` each model draft under several confidence stops (`EngineConfig.draft_confidence`: a
-row then proposes at most L tokens, fewer where the draft is unsure; its position s is tested only in rounds
-that proposed it). One model load, all rows from one run; prints a table last and writes JSON.
+does at each step of its chain. `--draft-length 1,2,3,4,5` measures several fixed lengths in one run. One model
+load, all rows from one run; prints a table last and writes JSON.
 
     python -m bench.draft_acceptance --drafts trained=auto plain=runs/draft/draft-next-token.safetensors
     python -m bench.draft_acceptance --baselines "" --drafts full=FILE_WITHOUT_VOCAB shipped=auto  # two drafts
     python -m bench.draft_acceptance --baselines "" --draft-length 1,2,3,4,5  # the shipped draft along L
-    python -m bench.draft_acceptance --baselines "" --draft-length 4,6 --confidence 0,0.3  # and its confidence stop
 """
 
 from __future__ import annotations
@@ -35,7 +32,7 @@ import time
 from pathlib import Path
 
 from bass import DraftLengthConfig, Engine, EngineConfig, SamplingParams
-from bass.config import HUMANEVAL_STOPS, check_draft_confidence
+from bass.config import HUMANEVAL_STOPS
 from bass.device import device_line
 from bass.drafters import build_drafter
 from bass.models.loader import LoadedModel
@@ -102,8 +99,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--modes", default="greedy,sampled", help="greedy and/or sampled (T 0.8, top-p 0.95, k 8)")
     p.add_argument("--draft-temperatures", default="auto", help="sampled mode: each model draft at these multiples "
                    "of T (EngineConfig.draft_temperature; auto: the draft file's own)")
-    p.add_argument("--confidence", default="0", help="each model draft's confidence stops, e.g. 0,0.3,0.5 "
-                   "(EngineConfig.draft_confidence; 0: it proposes all L)")
     p.add_argument("--out", default="bench/results/draft_acceptance.json")
     a = p.parse_args(argv)
     scales = a.draft_temperatures.split(",")
@@ -113,17 +108,10 @@ def main(argv: list[str] | None = None) -> None:
         lengths = []
     if not lengths or min(lengths) < 1:
         p.error(f"--draft-length takes lengths of at least 1, e.g. 5 or 1,2,3; got {a.draft_length!r}")
-    try:
-        stops = [float(x) for x in a.confidence.split(",")]
-        for x in stops:
-            check_draft_confidence(x, "--confidence")
-    except ValueError:
-        p.error(f"--confidence takes probabilities in [0, 1), e.g. 0 or 0,0.3,0.5; got {a.confidence!r}")
 
     engine = Engine(EngineConfig(target=a.target, draft=None, drafter="ngram", backend=a.backend))
     drafters: dict[str, object] = {name: name for name in a.baselines.split(",") if name}
     temperature: dict[str, float] = {}  # a model draft's label -> the multiple of T it draws at
-    confidence: dict[str, float] = {}  # a model draft's label -> its confidence stop
     for pair in a.drafts:
         name, spec = pair.split("=", 1)
         loaded = engine.load_draft(spec, {"progress": None, "device": engine.device, "dtype": engine.dtype})
@@ -132,10 +120,8 @@ def main(argv: list[str] | None = None) -> None:
             continue
         for t in scales:  # a scale of the temperature changes nothing greedy: measured sampled only
             tau = getattr(loaded.model, "temperature_scale", 1.0) if t == "auto" else float(t)
-            for c in stops:
-                label = (name if t == scales[0] else f"{name} x{tau:g}T") + (f" c{c:g}" if c else "")
-                drafters[label], temperature[label] = _model_drafter(engine, loaded, tau, c), tau
-                confidence[label] = c
+            label = name if t == scales[0] else f"{name} x{tau:g}T"
+            drafters[label], temperature[label] = _model_drafter(engine, loaded, tau), tau
     modes = {"greedy": (1, SamplingParams(temperature=0.0, max_new_tokens=a.max_new_tokens, stop=HUMANEVAL_STOPS)),
              "sampled T0.8": (8, SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=a.max_new_tokens,
                                                 stop=HUMANEVAL_STOPS, seed=1))}
@@ -149,11 +135,10 @@ def main(argv: list[str] | None = None) -> None:
                 for L in lengths:
                     r = measure(engine, drafter, prompts, k, params, L, a.batch_seqs)
                     rows.append({"prompts": set_name, "n": len(prompts), "mode": mode, "k": k, "drafter": name,
-                                 "draft_length": L, "draft_temperature": temperature.get(name),
-                                 "draft_confidence": confidence.get(name, 0.0), **r})
+                                 "draft_length": L, "draft_temperature": temperature.get(name), **r})
                     print(json.dumps(rows[-1]), flush=True)
     device = device_line(engine.device)
-    out = {"device": device, "target": engine.target.name, "draft_lengths": lengths, "confidences": stops,
+    out = {"device": device, "target": engine.target.name, "draft_lengths": lengths,
            "max_new_tokens": a.max_new_tokens, "rows": rows}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=1))
@@ -167,10 +152,9 @@ def main(argv: list[str] | None = None) -> None:
               f"{r['per_tested']:>10.3f}  {at}")
 
 
-def _model_drafter(engine: Engine, loaded: LoadedModel, temperature_scale: float = 1.0, stop_below: float = 0.0):
+def _model_drafter(engine: Engine, loaded: LoadedModel, temperature_scale: float = 1.0):
     """A factory of drafters over `loaded` (one per request: a drafter serves one batch): a `FeatureDrafter`
-    for a feature draft, else a `ModelDrafter`, drawing at `temperature_scale` times the request's T and stopping
-    its chains below confidence `stop_below`."""
+    for a feature draft, else a `ModelDrafter`, drawing at `temperature_scale` times the request's T."""
     from bass.attention import get_backend
     from bass.cache import CacheArena
     from bass.graphs import GraphedModel
@@ -179,7 +163,7 @@ def _model_drafter(engine: Engine, loaded: LoadedModel, temperature_scale: float
     forward = GraphedModel(loaded.model, arena, use_graphs=True) if engine.device.type == "cuda" else None
     attn = get_backend(engine.backend, engine.device)
     return lambda: build_drafter("model", engine.target_forward, loaded.model, attn, draft_forward=forward,
-                                 draft_arena=arena, temperature_scale=temperature_scale, stop_below=stop_below)
+                                 draft_arena=arena, temperature_scale=temperature_scale)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,6 @@ from bench.plot_gpu import (
     sequential_ms_per_token,
 )
 from bench.profile.rounds import profile_round
-from bench.profile.trace import format_summary, split_trace
 from bench.synthetic import (
     TARGETS,
     Calibration,
@@ -148,12 +147,7 @@ class Bench:
                    eager: bool = False, draft_length: DraftLengthConfig | None = None) -> dict:
         backend = self.fast if backend == "ragged" else backend
         eng = self.eager if eager or backend != self.fast else self.graphed
-        cost_policy = method == "bass" and (draft_length is None or draft_length.policy == "cost")
-        if self.args.trace and method != "regular":  # the same clock for every policy (`bench.profile.trace`)
-            draft_length = dataclasses.replace(draft_length or DraftLengthConfig(), trace=True)
         kw = dict(k=k, params=self.params, method=method, backend=backend, draft_length=draft_length)
-        if cost_policy:  # every length's graphs first, as a fixed length's own warm-up captures them
-            eng.warm_draft_lengths(self.prompt, self.params, k=k, method=method, backend=backend)
         for _ in eng.stream([self.prompt], **kw):  # warm-up: same seed, same rounds, every graph captured
             pass
         sync()
@@ -163,7 +157,6 @@ class Bench:
             result = ev.result or result
         # the graphs its stream captured after "done" (`bass.graphs`) are in no clock of the run: not counted
         st, captured = result.stats, decoding_captures() - captured
-        policy, trace = split_trace(st.policy)
         spec = method != "regular"
         return dict(method=label, k=k, alpha_target=alpha_target if spec else None,
                     alpha=per_token_acceptance(pairs) if spec else None,
@@ -174,7 +167,7 @@ class Bench:
                     sequential=k if method == "single" else 1, mean_draft_length=(
                         sum(st.draft_lengths) / max(1, len(st.draft_lengths))),
                     # graphs captured inside the timed run's decoding: each one is a one-off cost in its ms/token
-                    captures=captured, policy_state=policy, **({"traces": [trace]} if trace else {}))
+                    captures=captured, policy_state=st.policy)
 
     # ---- transformers ----
     def hf_models(self):
@@ -258,8 +251,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--calib-tokens", type=int, default=96)
     p.add_argument("--budget-s", type=float, default=500.0, help="skip what would not finish within this")
     p.add_argument("--quick", action="store_true", help="k=8 only, 64 tokens: a smoke test")
-    p.add_argument("--trace", action="store_true", help="time every round of every BASS row with the cost "
-                   "policy's clock; per (L, batch) a table of what each row paid (bench.profile.trace)")
     args = p.parse_args(argv)
     if args.quick:
         args.ks, args.side_ks, args.new_tokens, args.calib_grid = "8", "8", 64, "1e-4,5e-4,2e-3"
@@ -306,8 +297,6 @@ def main() -> None:
             return
         if alpha is not None:
             b.pair.knob.set(cal.scales[alpha])
-            for engine in (b.graphed, b.eager):  # the knob changed the draft: what the policy learnt is stale
-                engine.forget_measurements()
         t = time.perf_counter()
         try:
             got = fn() or []
@@ -407,8 +396,7 @@ def finish(b: Bench, rows: list[dict], info: dict, out: Path) -> None:
     header = (f"{info['device']}\nsynthetic acceptance: random bf16 weights, {b.args.target} target + "
               f"{b.args.draft_layers}-block draft, prompt {b.P}, {b.N} new tokens, "
               f"{'greedy' if b.args.greedy else 'sampling T=1'}; copy bandwidth {info['bandwidth'] / 1e12:.2f} TB/s")
-    traced = [format_summary(rows)] if b.args.trace else []
-    text = "\n".join([header, *traced, table, *(f"skipped: {s}" for s in info["skipped"]),
+    text = "\n".join([header, table, *(f"skipped: {s}" for s in info["skipped"]),
                       *(f"error: {e}" for e in info["errors"])])
     (out / "gpu_bench.txt").write_text(text + "\n")
     print(text)

@@ -13,7 +13,22 @@ import json
 import sys
 from pathlib import Path
 
+from bass.config import DraftLengthConfig
+
 SETTINGS = ("projections", "proposals")  # pairs whose rows hold their setting in the field named like the pair
+
+
+def policy_label(cfg: DraftLengthConfig) -> str:
+    """A row's name for a draft-length policy: "fixed L=3", "heuristic" (from l0 = 7, the paper's) or the policy."""
+    if cfg.policy == "fixed":
+        return f"fixed L={cfg.l0}"
+    return cfg.policy if cfg.l0 == 7 else f"{cfg.policy} from L={cfg.l0}"
+
+
+# the drafters' own rows run the engine's default policy, left out of their label (result files written before
+# fixed L = 3 became the default name theirs "cost")
+DEFAULT_POLICY = policy_label(DraftLengthConfig())
+UNNAMED_POLICIES = (None, DEFAULT_POLICY, "cost")
 
 
 def row_label(r: dict) -> str:
@@ -22,12 +37,10 @@ def row_label(r: dict) -> str:
     ahead = "" if r.get("pair") != "look-ahead" else f" (look-ahead {'on' if r['look_ahead'] else 'off'})"
     if r.get("pair") in SETTINGS:
         ahead = f" ({r[r['pair']]})"
-    if r.get("pair") == "confidence" and r["method"] == "regular":
-        ahead = " (beside the confidence stops)"
     if r["method"] == "regular":
         return "regular" + ahead
     name = f"{'BASS' if r['method'] == 'bass' else 'single'} {r['drafter']}"
-    if r.get("policy") and r.get("policy") != "cost":
+    if r.get("policy") not in UNNAMED_POLICIES:
         name += f" {r['policy']}"
     return name + (f" +verdicts ({r['verdicts']})" if r.get("verdicts") else "") + ahead
 
@@ -36,16 +49,14 @@ def add_ratios(rows: list[dict]) -> None:
     """x_regular = regular's ms/token/seq / the row's at the same k (> 1: faster than regular decoding);
     x_throughput = the row's tokens/s / regular's. None where no regular row has that k. A row of the
     look-ahead, projections or proposals pair is divided by the regular row of its own pair with its own
-    setting, and a row of the confidence stops by the regular row measured beside them."""
+    setting."""
     def key(r: dict) -> tuple:
         if r.get("pair") in SETTINGS:
             return r["k"], r["pair"], r[r["pair"]]
-        if r.get("pair") == "confidence":
-            return r["k"], "confidence"
         return r["k"], r["look_ahead"] if r.get("pair") == "look-ahead" else None
 
     regular = {key(r): r for r in rows if r["method"] == "regular"
-               and r.get("pair") in (None, "look-ahead", "confidence", *SETTINGS)}
+               and r.get("pair") in (None, "look-ahead", *SETTINGS)}
     for r in rows:
         base = regular.get(key(r)) or regular.get((r["k"], None))
         r["x_regular"] = base["ms_per_token"] / r["ms_per_token"] if base and r["ms_per_token"] > 0 else None
@@ -77,7 +88,7 @@ def plot(results: dict, path: str | Path) -> None:
 
     rows, info = results["rows"], results["info"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    main = [r for r in rows if not r.get("pair") and r.get("policy") in (None, "cost")]
+    main = [r for r in rows if not r.get("pair") and r.get("policy") in UNNAMED_POLICIES]
     for label in dict.fromkeys(row_label(r) for r in main):
         pts = sorted((r["k"], r["ms_per_token"]) for r in main if row_label(r) == label)
         left.plot([k for k, _ in pts], [m for _, m in pts], marker="o", label=label)

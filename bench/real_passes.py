@@ -20,7 +20,6 @@ from bass.graphs import (
     deferred_capture_shapes,
     deferred_captures,
 )
-from bench.profile.trace import split_trace
 
 Runner = Callable[[int, int], GenerationResult]  # (prompt index, pass index) -> a generation of k samples of the prompt
 
@@ -44,14 +43,8 @@ def aggregate(results: list[GenerationResult]) -> dict:
                 # rounds the host held up (`BatchStats.host_stalls`; CUDA only) and their excess / decoding time
                 host_stall_rounds=sum(n for n, _ in stalls) if stalls else None,
                 host_stall_share=sum(x for _, x in stalls) / decode_s if stalls and decode_s > 0 else None,
-                # the cost policy's last account, and with --trace every generation's rounds
-                policy_state=split_trace(results[-1].stats.policy)[0] if results else None, **_traces(results))
-
-
-def _traces(results: list[GenerationResult]) -> dict:
-    """{"traces": one per generation} where the policy traced its rounds (--trace; `bench.profile.trace`)."""
-    traces = [t for r in results if (t := split_trace(r.stats.policy)[1]) is not None]
-    return {"traces": traces} if traces else {}
+                # the draft-length policy's account of the pass's last generation (`DraftLengthPolicy.describe`)
+                policy_state=results[-1].stats.policy if results else None)
 
 
 def measure(runners: dict[str, Runner], n_prompts: int, repeats: int) -> dict[str, dict]:

@@ -191,7 +191,7 @@ def per_token_acceptance(rounds: Iterable[tuple[int, int]]) -> float:
 def measure_alpha(engine: Engine, prompt: list[int], k: int, new_tokens: int, params: SamplingParams,
                   draft_length: int = 4) -> float:
     """Per-token acceptance of one BASS run of `engine` (an `Engine` with drafter "model") at a fixed draft
-    length: the cost policy may choose not to draft at all, and then there is nothing to measure."""
+    length, whatever the engine's policy."""
     pairs = []
     for event in engine.stream([prompt], k=k, params=replace(params, max_new_tokens=new_tokens),
                                 draft_length=DraftLengthConfig(policy="fixed", l0=draft_length)):

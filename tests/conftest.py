@@ -28,9 +28,6 @@ SLOW_TESTS = (
     "tests/bass/models/test_cpu_linear.py::test_a_reduced_precision_row_is_the_same_bits_whatever_shares_its_call",
     "tests/bass/models/test_cpu_linear.py::test_bass_cpu_fixed_rows_is_read_from_the_environment_at_import",
     "tests/bass/models/test_cpu_linear.py::test_bass_onednn_0_in_the_environment_switches_it_off",
-    "tests/bass/test_cost_policy_engine.py::test_useless_costly_drafter_settles_at_plain_decoding",
-    "tests/bass/test_cost_policy_engine.py::test_cost_policy_greedy_equals_regular_and_regular_is_untouched",
-    "tests/bass/test_confidence_stop.py::test_greedy_bass_with_the_stop_equals_regular",
     "tests/app/test_main.py::test_sigterm_closes_the_server_and_the_exit_removes_the_exports",
     "tests/bass/models/test_families.py::test_incremental_decoding_matches_full_forward",
 )

@@ -4,7 +4,7 @@ Each request is prefilled on its own when it joins: its G prompts' K/V go once i
 the batch's cache (shared by its k candidates) and its G x k rows are appended after the running ones, in the
 target's cache and in the drafter's (`CacheArena.admit`, `Drafter.admit`). Its rows carry its
 `RequestContext` (stop rule, random streams, clock, budget, cancel), so nothing a request computes depends
-on what else runs, save the batch's draft length under the cost policy. The batch's rounds are read back
+on what else runs, save the batch's draft length under the heuristic. The batch's rounds are read back
 into one event stream per request (`Request.put`).
 """
 
@@ -48,8 +48,7 @@ class Batch:
         if kind.method != "single":
             name = "none" if kind.method == "regular" else kind.drafter
             self.drafter = name if isinstance(name, Drafter) else engine.new_drafter(name, kind.backend)
-        self.memory = engine.policy_memory(kind, head.params) if kind.method == "bass" else None
-        self.policy = DraftLengthPolicy(kind.draft_length, [], memory=self.memory)
+        self.policy = DraftLengthPolicy(kind.draft_length, [])
         self.state = DecodeState([], None)
         self.requests: list[Request] = []  # those with rows still to finish
         self.rows_of: dict[int, int] = {}  # id(request) -> rows it holds in the batch (finished riders included)
@@ -156,8 +155,6 @@ class Batch:
                 self._route(report)
             for request in list(self.requests):  # (only a request whose rows all finished at their first token)
                 self._finish_if_done(request)
-            if self.memory is not None:
-                self.memory.learn(self.policy.acceptance)  # the next batch's prior
 
     def _run_single(self) -> None:
         """Single-sequence speculative decoding: one request, its sequences one after another (B = 1)."""

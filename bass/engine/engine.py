@@ -22,7 +22,6 @@ from bass.attention import available_backends, get_backend, resolve_backend
 from bass.cache import CacheArena
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams, check_draft_file
 from bass.device import resolve_device, resolve_dtype
-from bass.draft_length import PolicyMemory
 from bass.drafters import Drafter, NoDrafter, build_drafter
 from bass.engine import validate
 from bass.engine.scheduler import Scheduler
@@ -33,13 +32,9 @@ from bass.models.draft import DRAFT_FILE, DRAFT_SHA256, shipped_draft
 from bass.models.feature_draft import FeatureDraft
 from bass.models.loader import LoadedModel, check_same_vocab, load_model
 from bass.prefill_graphs import PrefillGraphs
-from bass.round_costs import CostModel
 
-# what `Engine.warm_draft_lengths` drafts: 1..8, the lengths the cost policy has been seen to choose on the H100
-# (with only 1..4 warmed, its early rounds tried 6..8 inside timed passes), then one length per verify width
-# bucket up to 16 (L = w - 1): the policy's probes reach a length bucket past the longest timed
-# (`bass.round_costs.L_BUCKETS`): at k = 32 its first round of L = 10 (width 12, never warmed) came in a timed
-# pass, 60 ms, after one of 788 ms against ~4 for its neighbours (`real_bench_2026-11-26_h100f_cycle8.json`).
+# what `Engine.warm_draft_lengths` drafts: 1..8, then one length per verify width bucket up to 16 (L = w - 1), so
+# that no draft length up to 15, fixed or the heuristic's, meets a verify width without a graph inside a request
 WARM_LENGTHS = tuple(sorted(set(range(1, 9)) | {w - 1 for w in WIDTH_BUCKETS if 10 < w <= 16}))
 
 
@@ -67,7 +62,6 @@ class Engine:
         with self.device_lock:
             self._setup(target, draft, progress)
         self.scheduler = Scheduler(self, validate.memory_budget(self))
-        self._policy_memory: dict[tuple, PolicyMemory] = {}  # the cost policy's, per kind of request
         self.look_ahead = self.device.type == "cuda" if self.config.look_ahead is None else self.config.look_ahead
 
     def _setup(self, target: LoadedModel | None, draft: LoadedModel | None,
@@ -250,7 +244,7 @@ class Engine:
                              ngram_max=c.ngram_max, ngram_min=c.ngram_min, layer_skip_layers=c.layer_skip_layers,
                              draft_forward=self._draft_fwd, draft_arena=self._draft_arena,
                              draft_prefills=self._draft_prefill_graphs,
-                             temperature_scale=scale, stop_below=c.draft_confidence, chained=c.proposal_graphs)
+                             temperature_scale=scale, chained=c.proposal_graphs)
 
     def capture_queued(self, stop: Callable[[], bool] | None = None) -> None:
         """Capture the CUDA graphs of the shapes that ran in wider graphs (`bass.graphs`): between batches,
@@ -268,46 +262,23 @@ class Engine:
     def warm_draft_lengths(self, prompt: str | Sequence[int], params: SamplingParams,
                            lengths: Iterable[int] = WARM_LENGTHS, **kw) -> None:
         """One short generation (32 tokens at most) of `prompt` at each fixed draft length of `lengths`, with
-        the request settings `kw` (k, method, drafter, backend ...), then forget the cost timings they left; and
-        capture the target's and the draft's one-prompt prefills at every width (`bass.prefill_graphs`).
+        the request settings `kw` (k, method, drafter, backend ...); and capture the target's and the draft's
+        one-prompt prefills at every width (`bass.prefill_graphs`).
 
         With CUDA graphs, a shape without a graph runs in the graph of a wider batch of its width (`bass.graphs`),
-        but a width no batch has a graph of is captured at once, inside the request that drafts it first. The cost
-        policy's lengths follow its timings, so such a width can come at any time: 121 and 196 ms rounds against
-        ~2 ms ones on an H100 (`bench/results/real_bench_2026-11-24_h100_deferred_warm4.json`); the likeliest cause
-        of the HumanEval problems of `budget_2026-11-24_h100_verifykernel.json` whose BASS candidates all met the
-        0.2 s budget after 0.15–1.1 s with 5–22 tokens. So the benchmarks and the eval draft every length once,
-        at their batch, before anything is timed. A warm-up's rounds carry the captures and are no measure of
-        the engine's costs, so the policy's memory is dropped after them. (A plain step, L = 0, is none of
-        these: the cost policy times it first in the first request at each batch.) An engine without static
-        shapes (the CPU's default) has no graph to build: there it does nothing.
+        but a width no batch has a graph of is captured at once, inside the request that drafts it first: a round
+        of tens of ms against a few. The heuristic's lengths follow the acceptance, so such a width can come at
+        any time; the benchmarks and the eval draft every length once, at their batch, before anything is timed.
+        An engine without static shapes (the CPU's default) has no graph to build: there it does nothing.
         """
         if not isinstance(self._target_fwd, GraphedModel):
             return
         short = replace(params, max_new_tokens=min(params.max_new_tokens, 32), time_budget_s=None)
         for n in lengths:
             self.generate([prompt], params=short, draft_length=DraftLengthConfig("fixed", l0=n), **kw)
-        self.forget_measurements()
         # (a width first met would prefill eagerly)
         attn = get_backend(kw.get("backend") or self.backend, self.device)
         with self.device_lock:
             for prefills in (self._prefill_graphs, self._draft_prefill_graphs):
                 if prefills is not None:
                     prefills.warm(1, attn)
-
-    def forget_measurements(self) -> None:
-        """Drop what the cost policy learnt from this engine's earlier requests (`bass.draft_length`, Memory):
-        for a caller that changes the models' weights in place between requests (the synthetic benchmark's
-        acceptance knob), whose costs and acceptance the memory would otherwise carry over."""
-        self._policy_memory.clear()
-
-    def policy_memory(self, kind, params: SamplingParams) -> PolicyMemory | None:
-        """The cost policy's memory for batches of `kind` (`bass.draft_length`, Memory): None where the policy
-        does not measure, where its `remember` is off, or for a caller's own Drafter instance."""
-        cfg = kind.draft_length
-        if cfg.policy != "cost" or not cfg.remember or not isinstance(kind.drafter, str):
-            return None
-        key = (kind.drafter, kind.backend, kind.look_ahead, params.greedy, cfg)
-        if key not in self._policy_memory:
-            self._policy_memory[key] = PolicyMemory(CostModel(cfg), cfg.alpha_prior)
-        return self._policy_memory[key]

@@ -7,11 +7,11 @@ new, old, new), so that what the machine does from minute to minute (host stalls
 their JSONs. Per row (k and label, as the runs name them; a label met twice in one run gets its order), it prints
 every pass of the old runs and of the new ones, each side's median and new / old of the medians (< 1: the change
 made the row faster), and the geometric mean of the pass-by-pass ratios new_i,p / old_i,p of each alternation i.
-Regular decoding and a fixed draft length draw their texts from the seed alone (`real_bench.py`, pass p samples with
-seed + p), so their pass p decodes the same text in both checkouts and that ratio is the change's alone; the cost
-policy's texts follow its clock, so for its rows only the medians compare, and so do a fixed length's when the two
-sides were given different drafts (`ab-draft`: the accept test then draws on other proposals), which the runs'
-`info.args.draft` tells. Then x regular per side (each BASS row's median over the regular row's of the same side and
+Every row draws its texts from the seed alone (`real_bench.py`, pass p samples with seed + p; a draft-length policy
+follows the accepted counts, never the clock), so its pass p decodes the same text in both checkouts and that ratio
+is the change's alone; where the two sides were given different drafts (`ab-draft`: the accept test then draws on
+other proposals), which the runs' `info.args.draft` tells, only regular decoding's passes pair and the BASS rows
+compare by their medians. Then x regular per side (each BASS row's median over the regular row's of the same side and
 k) and each side's prefill (ms, the mean of its runs' `prefill_ms`); a row of a pair (look-ahead off ...) is divided
 by the regular row of its own pair, as `real_bench.py` divides it. ms/token/seq starts a sequence's clock after the
 prefill, so a change that moves work across that line moves it between these columns: read them together (launching a
@@ -44,8 +44,8 @@ def keyed(rows: list[dict]) -> dict[tuple[int, str], dict]:
 
 def compare(old: list[dict], new: list[dict]) -> list[dict]:
     """One dict per row present in every run (module docstring): k, label, the passes and medians of each side,
-    ratio (new / old of the medians) and paired (the geometric mean of new_i,p / old_i,p, None for a cost-policy
-    row, and for every BASS row when the sides ran different drafts: their texts differ between the sides),
+    ratio (new / old of the medians) and paired (the geometric mean of new_i,p / old_i,p, None for every BASS row
+    when the sides ran different drafts: their texts differ between the sides),
     prefill_old / _new (None where a run has no `prefill_ms`) and x_regular_old / _new (`plot_real.add_ratios` on
     each side's medians; None for regular decoding)."""
     runs = [keyed(run["rows"]) for run in old + new]
@@ -57,7 +57,7 @@ def compare(old: list[dict], new: list[dict]) -> list[dict]:
         passes = [run[key].get("ms_per_token_passes") or [run[key]["ms_per_token"]] for run in runs]
         o, n = [x for p in passes[:n_old] for x in p], [x for p in passes[n_old:] for x in p]
         row = runs[0][key]
-        same_texts = row["method"] == "regular" or (same_draft and str(row.get("policy", "")).startswith("fixed"))
+        same_texts = row["method"] == "regular" or same_draft
         pairs = [b / a for po, pn in zip(passes[:n_old], passes[n_old:], strict=False) for a, b in zip(po, pn,
                                                                                                       strict=False)]
         prefill = [run[key].get("prefill_ms") for run in runs]

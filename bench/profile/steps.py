@@ -13,10 +13,10 @@ Four views of the same engine, one model load:
               `bass.verify.verify_top_p`) and as the dense reference does (`verify_sampled` over the
               processed vocabulary), side by side;
   rounds      `profile_round.round_breakdown` of whole rounds (wall = drafter + verify + host) for regular
-              decoding and BASS under fixed L and the cost policy, with torch.profiler tables per config;
+              decoding and BASS under fixed L = 1 and L = 3 (the default), with torch.profiler tables per config;
   pipelined   `profile_round.pipelined_round`: rounds as the engine really runs them (look-ahead at its
               default, no syncs inside), at each k of --pipelined-ks, for regular decoding and BASS under
-              fixed L = 1, fixed L = 3 and the cost policy: wall ms per round of the decode, the GPU's busy ms per round
+              fixed L = 1 and fixed L = 3: wall ms per round of the decode, the GPU's busy ms per round
               (the union of its kernel / copy intervals: overlaps count once) and idle = wall - busy, the
               time the GPU waits for the host; ms/tok/seq = wall ms / (new tokens / sequences); ahead = the
               share of rounds launched before the round before them was read (`launches_counted`). Top
@@ -112,11 +112,10 @@ def forward_and_sampling(engine: Engine, prompt: str, k: int, params: SamplingPa
 
 
 def _config(label: str, drafter: str | None, cfg: str | None) -> tuple[str, dict]:
-    """A config's file-safe name and its generate kwargs: regular decoding (cfg None), or BASS under "cost"
-    (the default policy) or "fixed L=<n>"."""
+    """A config's file-safe name and its generate kwargs: regular decoding (cfg None), or BASS under "fixed L=<n>"."""
     if cfg is None:
         return label, {}
-    dl = DraftLengthConfig() if cfg == "cost" else DraftLengthConfig(policy="fixed", l0=int(cfg.split("=")[1]))
+    dl = DraftLengthConfig(policy="fixed", l0=int(cfg.split("=")[1]))
     return f"{drafter}_{cfg.replace(' ', '').replace('=', '')}", {"draft_length": dl}
 
 
@@ -157,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
     steps = forward_and_sampling(engine, prompt, a.k, params, [int(w) for w in a.widths.split(",")], a.reps, out)
     drafters = a.drafters.split(",") if a.drafters else [d for d in engine.available_drafters() if d != "layer-skip"]
     configs = [("regular", None, None)] + [(d, d, cfg) for d in drafters for cfg in
-                                           ("fixed L=1", "fixed L=3", "cost")]
+                                           ("fixed L=1", "fixed L=3")]
     rounds = []
     for label, drafter, cfg in configs:
         name, kw = _config(label, drafter, cfg)
@@ -175,7 +174,7 @@ def main(argv: list[str] | None = None) -> dict:
         same[d] = sum(x.token_ids == y.token_ids for x, y in zip(got.candidates, want.candidates, strict=True))
     ks = [a.k] if a.pipelined_ks is None else [int(x) for x in a.pipelined_ks.split(",") if x.strip()]
     pipelined = []
-    for k in ks:  # regular decoding, then each drafter under fixed L = 1, fixed L = 3 and the cost policy
+    for k in ks:  # regular decoding, then each drafter under fixed L = 1 and fixed L = 3
         for label, drafter, cfg in configs:
             name, kw = _config(label, drafter, cfg)
             r = pipelined_round(engine, prompt, k, params, "regular" if drafter is None else "bass", drafter, out,

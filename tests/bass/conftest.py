@@ -49,8 +49,8 @@ def embedded_engine() -> Engine:
 @pytest.fixture(scope="session")
 def embedded_greedy(embedded_engine):
     """(prompts, params, regular decoding's result): the greedy tokens each drafter's BASS must reproduce, decoded
-    once for all of them. A step of the three prompts costs about 2 s on a 2-core CPU; 12 tokens still reach the
-    cost policy's first drafting rounds (after its plain probes)."""
+    once for all of them. A step of the three prompts costs about 2 s on a 2-core CPU; 12 tokens take a few drafting
+    rounds."""
     params = SamplingParams(max_new_tokens=12)
     return EMBEDDED_PROMPTS, params, embedded_engine.generate(EMBEDDED_PROMPTS, k=1, params=params, method="regular")
 

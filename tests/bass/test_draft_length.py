@@ -7,7 +7,7 @@ from bass.draft_length import DraftLengthPolicy, heuristic_step
 
 
 def test_heuristic_trace_by_hand():
-    cfg = DraftLengthConfig()  # l0 7, incre 2, mod 10, limit 32
+    cfg = DraftLengthConfig("heuristic", l0=7)  # the paper's: l0 7, incre 2, mod 10, limit 32
     L, s = 7, 0
     # full acceptance grows by 2; a miss shrinks by ceil(L/10) (+1 when the previous round missed too)
     trace = []
@@ -27,22 +27,29 @@ def test_heuristic_limits():
 
 
 def test_policies():
-    shared = DraftLengthPolicy(DraftLengthConfig(policy="heuristic"), [0, 1, 2])
+    shared = DraftLengthPolicy(DraftLengthConfig(policy="heuristic", l0=7), [0, 1, 2])
     shared.update([0, 1, 2], [1, 7, 0])
     assert shared.lengths([0, 2]) == [9, 9]
     fixed = DraftLengthPolicy(DraftLengthConfig(policy="fixed", l0=4), [0, 1])
     fixed.update([0, 1], [4, 4])
     assert fixed.lengths([0, 1]) == [4, 4]
-    own = DraftLengthPolicy(DraftLengthConfig(policy="per-sequence"), [0, 1])
+    own = DraftLengthPolicy(DraftLengthConfig(policy="per-sequence", l0=7), [0, 1])
     own.update([0, 1], [7, 0])
     assert own.lengths([0, 1]) == [9, 6]
 
 
 def test_bad_config_is_refused_with_a_hint():
-    with pytest.raises(ValueError, match="policy"):
-        DraftLengthConfig(policy="adaptive")
+    for gone in ("adaptive", "cost"):
+        with pytest.raises(ValueError, match="policy"):
+            DraftLengthConfig(policy=gone)
     with pytest.raises(ValueError, match="l0"):
         DraftLengthConfig(l0=0)
-    for q in (0.0, 0.75):  # a quantile above the median would sit in the slow rounds' tail
-        with pytest.raises(ValueError, match="cost_quantile"):
-            DraftLengthConfig(cost_quantile=q)
+
+
+def test_only_a_fixed_length_is_decided_a_round_ahead():
+    """The round loop asks a drafting round's length before the round before is read only where the length cannot
+    depend on that round (`bass.pipeline`, look-ahead): a fixed length, the default, at the measured L = 3."""
+    assert (DraftLengthConfig().policy, DraftLengthConfig().l0) == ("fixed", 3)
+    ahead = {p: DraftLengthPolicy(DraftLengthConfig(policy=p), [0]).decides_ahead
+             for p in ("fixed", "heuristic", "per-sequence")}
+    assert ahead == {"fixed": True, "heuristic": False, "per-sequence": False}

@@ -22,9 +22,8 @@ def _ids(result):
 def test_greedy_bass_equals_regular(tiny_engine, family, drafter):
     engine = tiny_engine(family, draft_seed=1)
     regular = engine.generate(PROMPTS, k=2, params=GREEDY, method="regular")
-    bass = engine.generate(PROMPTS, k=2, params=GREEDY, method="bass", drafter=drafter)  # the cost policy
+    bass = engine.generate(PROMPTS, k=2, params=GREEDY, method="bass", drafter=drafter)  # fixed L = 3
     assert _ids(bass) == _ids(regular)
-    # the paper's heuristic always drafts (the cost policy may rightly choose not to on these tiny models)
     paper = engine.generate(PROMPTS, k=2, params=GREEDY, method="bass", drafter=drafter,
                             draft_length=DraftLengthConfig(policy="heuristic"))
     assert _ids(paper) == _ids(regular)
@@ -352,8 +351,6 @@ def test_sampling_is_reproducible_per_seed(tiny_engine, drafter):
     engine = tiny_engine("llama", draft_seed=1, head_scale=6.0)
     # a repetitive prompt so the n-gram drafter proposes several tokens of varying length
     prompt = "for i in range(10):\n    print(i)\n" * 3
-    # a deterministic draft-length policy: the cost policy decides from timings, so its sampled output is
-    # exact in distribution but may differ run to run (DraftLengthConfig's docstring)
     runs = [engine.generate(prompt, k=4, method="bass", drafter=drafter,
                             draft_length=DraftLengthConfig(policy="heuristic"),
                             params=SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=24, seed=s))
@@ -391,8 +388,8 @@ def test_top_p_from_few_candidates_samples_what_the_full_sort_samples(tiny_engin
 
 
 def test_warm_lengths_give_every_verify_width_bucket_up_to_16():
-    """`WARM_LENGTHS` drafts 1..8 and then a length into each width bucket the cost policy's probes reach next
-    (a verify of L drafts is L + 1 wide), so no width up to 16 meets its first graph inside a request."""
+    """`WARM_LENGTHS` drafts 1..8 and then a length into each width bucket up to 16 (a verify of L drafts is
+    L + 1 wide), so no width up to 16 meets its first graph inside a request."""
     from bass.engine import WARM_LENGTHS
     from bass.graphs import WIDTH_BUCKETS, bucket
 
@@ -402,14 +399,12 @@ def test_warm_lengths_give_every_verify_width_bucket_up_to_16():
 
 def test_warming_the_draft_lengths_leaves_no_width_to_build_inside_a_request(tiny_dir, monkeypatch):
     """CPU twin of `Engine.warm_draft_lengths`: it drafts each length once at fixed L (32 tokens at most, no
-    budget) and drops the cost policy's memory; after it, at k = 8, a k = 2 request drafting L = 3 builds no
+    budget); after it, at k = 8, a k = 2 request drafting L = 3 builds no
     draft width's shape before "done": each of those calls runs in a batch-8 shape of its width. An engine
     without static shapes warms nothing."""
     from dataclasses import replace
 
     eager, static, kw, built = _graphed(tiny_dir, monkeypatch)
-    static.generate(PROMPTS[0], k=1, params=GREEDY, method="bass", drafter="model")  # the cost policy learns
-    assert static._policy_memory
     calls, generate = [], static.generate
     monkeypatch.setattr(static, "generate", lambda prompts, **k: calls.append(k) or generate(prompts, **k))
     monkeypatch.setattr(eager, "generate", lambda prompts, **k: calls.append(k) or generate(prompts, **k))
@@ -420,7 +415,6 @@ def test_warming_the_draft_lengths_leaves_no_width_to_build_inside_a_request(tin
     assert [(c["draft_length"].policy, c["draft_length"].l0) for c in calls] == [("fixed", 1), ("fixed", 2),
                                                                                 ("fixed", 3)]
     assert all(c["params"].max_new_tokens == 32 and c["params"].time_budget_s is None for c in calls)
-    assert not static._policy_memory
     assert {key.width for _, key in _keys(static, 8)} >= {2, 3, 4}
     kw["draft_length"] = DraftLengthConfig("fixed", l0=3)
     assert static.scheduler.settle()

@@ -1,5 +1,7 @@
 """The feature draft (EAGLE-style): its cache bookkeeping across rounds, and exactness of BASS with it."""
 
+import itertools
+
 import pytest
 import torch
 
@@ -11,11 +13,10 @@ from bass.feature_drafter import FeatureDrafter
 from bass.transfer import ints_to_device
 
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print("]
-# (policy, greedy): plain-decoding rounds (cost probes L=0), runs of them long enough for the drafter to
-# catch up in between (CATCH_UP), full drafts, growing drafts; both sampling modes
-CASES = [(DraftLengthConfig(), True),
-         (DraftLengthConfig(probe_lengths=(0,) * 9 + (3,), explore_every=3, remember=False), False),
-         (DraftLengthConfig(policy="fixed", l0=3), False), (DraftLengthConfig(policy="heuristic"), False)]
+# (policy, greedy, scripted lengths or None): full drafts; runs of plain rounds (L = 0) long enough for the
+# drafter to catch up in between (CATCH_UP); growing drafts; both sampling modes
+CASES = [(DraftLengthConfig(), True, None), (DraftLengthConfig(), False, (0,) * 9 + (3,) * 3),
+         (DraftLengthConfig(policy="fixed", l0=3), False, None), (DraftLengthConfig(policy="heuristic"), False, None)]
 
 
 class RecordingDrafter(FeatureDrafter):
@@ -73,15 +74,18 @@ def _from_scratch(engine, history: list[int]) -> torch.Tensor:
     return logits[0, -1]
 
 
-@pytest.mark.parametrize(("policy", "greedy"), CASES, ids=["cost-greedy", "cost-runs-of-L0-sampled", "fixed3-sampled",
-                                                        "heuristic-sampled"])
-def test_draft_cache_holds_the_targets_true_features(tiny_engine, monkeypatch, policy, greedy):
+@pytest.mark.parametrize(("policy", "greedy", "script"), CASES,
+                         ids=["fixed-greedy", "runs-of-L0-sampled", "fixed3-sampled", "heuristic-sampled"])
+def test_draft_cache_holds_the_targets_true_features(tiny_engine, monkeypatch, policy, greedy, script):
     monkeypatch.setattr(bass.feature_drafter, "CATCH_UP", 4)  # catch up within a short run of rounds without drafts
+    if script is not None:
+        lengths = itertools.cycle(script)
+        monkeypatch.setattr(DraftLengthPolicy, "lengths", lambda self, seqs: [next(lengths)] * len(seqs))
     engine = tiny_engine("llama", feature_seed=3, backend="torch")
     drafter = RecordingDrafter(engine.draft.model, engine.target.model, get_backend("torch", engine.device))
     params = SamplingParams(max_new_tokens=32, seed=1, **({"temperature": 0.0} if greedy else {}))
     result = engine.generate(PROMPTS, k=3, params=params, method="bass", drafter=drafter, draft_length=policy)
-    # at least one proposal for each of the 6 sequences (the cost policy's later lengths depend on timings)
+    # at least one proposal for each of the 6 sequences
     assert result.stats.proposed > 0 and len(drafter.seen) >= 6
     for history, got in drafter.seen:
         torch.testing.assert_close(got, _from_scratch(engine, history), rtol=1e-4, atol=1e-4)
@@ -105,9 +109,9 @@ def test_runs_without_drafts_keep_the_first_draft_step_narrow(tiny_engine, monke
 
     drafter.forward = Recording()
     # 11 plain rounds, then L = 2
-    policy = DraftLengthConfig(policy="cost", remember=False)
+    policy = DraftLengthConfig()  # (fixed: decided ahead)
     params = SamplingParams(max_new_tokens=40, seed=3)
-    script = iter([0] * 11 + [2] * 1000)  # the cost policy's interface (L = 0 allowed, decided ahead), scripted
+    script = iter([0] * 11 + [2] * 1000)  # the policy's lengths, scripted
     monkeypatch.setattr(DraftLengthPolicy, "lengths", lambda self, seqs: [next(script)] * len(seqs))
     engine.generate(PROMPTS, k=2, params=params, method="bass", drafter=drafter, draft_length=policy)
     assert widths[:2] == [4, 4]  # the first forwards fed backlogs as they reached CATCH_UP, in rounds 4 and 8 ...
@@ -195,7 +199,7 @@ def test_draft_cache_holds_the_true_features_with_look_ahead_and_changing_length
     monkeypatch.setattr(DraftLengthPolicy, "lengths", lambda self, seqs: [next(script)] * len(seqs))
     params = SamplingParams(max_new_tokens=40, seed=1)  # sampled, as the app and the benchmarks decode
     result = engine.generate(PROMPTS, k=3, params=params, method="bass", drafter=drafter,
-                             draft_length=DraftLengthConfig(policy="cost", remember=False))
+                             draft_length=DraftLengthConfig())  # (fixed: decided ahead)
     done = {tuple(history) for history, _ in drafter.seen for c in result.candidates
             if len(history) >= len(c.token_ids) and tuple(history[-len(c.token_ids):]) == c.token_ids}
     live = [(history, got) for history, got in drafter.seen if tuple(history) not in done]

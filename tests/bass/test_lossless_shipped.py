@@ -57,24 +57,18 @@ def _chi_square_pvalue(observed: torch.Tensor, expected: torch.Tensor) -> float:
     return float(torch.special.gammaincc(torch.tensor((len(obs) - 1) / 2), stat / 2))
 
 
-@pytest.mark.parametrize("stop", [0.0, 0.5], ids=["every-draft", "confidence-stop"])
-def test_second_token_follows_the_target_with_the_shipped_draft(stop):
-    """With the confidence stop (`EngineConfig.draft_confidence`) the round proposes its draft only where the
-    draft is sure enough after the first token, which varies with that token here."""
-    engine = Engine(EngineConfig(target=os.environ.get("BASS_TARGET", "embedded"), backend="ragged",
-                                 draft_confidence=stop))
+def test_second_token_follows_the_target_with_the_shipped_draft():
+    engine = Engine(EngineConfig(target=os.environ.get("BASS_TARGET", "embedded"), backend="ragged"))
     assert engine.default_drafter == "model"
     expected = _expected_second_token(engine)
     samples, proposed, accepted = [], 0, 0
     for seed in range(50):
         p = SamplingParams(temperature=PARAMS.temperature, top_p=PARAMS.top_p, max_new_tokens=3, seed=seed)
         r = engine.generate(PROMPT, k=64, params=p, method="bass", drafter="model",
-                            draft_length=DraftLengthConfig(probe_lengths=(1,), remember=False))  # the round must draft
+                            draft_length=DraftLengthConfig())  # the round drafts one token
         samples += [c.token_ids[1] for c in r.candidates if len(c.token_ids) > 1]
         proposed, accepted = proposed + r.stats.proposed, accepted + r.stats.accepted
     assert proposed > 0 and accepted > 0  # the draft was used (on this prompt it is often right)
-    if stop:
-        assert proposed < 0.9 * 50 * 64  # and the stop held some rounds' draft back
     counts = torch.bincount(torch.tensor(samples), minlength=len(expected)).double()
     # the target's bf16 numerics may move a token across the top-p cut between batch shapes: allow a trace
     assert counts[expected == 0].sum() <= 0.005 * len(samples)

@@ -109,28 +109,6 @@ def test_a_draft_models_chained_proposal_gives_the_tokens_of_one_made_step_by_st
     assert not ran  # proposal_graphs=False: never asked for a chain
 
 
-@pytest.mark.parametrize("params", [SamplingParams(temperature=0.0, max_new_tokens=20),
-                                    SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=20, seed=3)],
-                         ids=["greedy", "top-p"])
-@pytest.mark.parametrize("feature, stop", [(True, 0.05), (False, 0.5)], ids=["feature", "draft-model"])
-@pytest.mark.parametrize("graphs", GRAPHS, ids=["twin", "cuda"])
-def test_a_chained_proposal_stops_where_one_made_step_by_step_does(tiny_engine, chain_replays, params, feature, stop,
-                                                                   graphs):
-    """Under a confidence stop (`draft_chain`: the lengths are the chain's own output, and a stopped row feeds
-    nothing more) a chained proposal gives the tokens and the proposed counts of one made step by step."""
-    chained, stepwise = _twins(tiny_engine, seed=7 if feature else 1, graphs=graphs, feature=feature,
-                               draft_confidence=stop)
-    ran = chain_replays
-    kw = dict(k=3, params=params, method="bass", drafter="model", draft_length=DraftLengthConfig(policy="fixed", l0=4))
-    chained.generate(PROMPTS, **kw)
-    ran.clear()
-    got, want = chained.generate(PROMPTS, **kw), stepwise.generate(PROMPTS, **kw)
-    assert ran and all(ran)
-    assert _ids(got) == _ids(want)
-    assert (got.stats.proposed, got.stats.accepted) == (want.stats.proposed, want.stats.accepted)
-    assert 0 < got.stats.proposed < got.stats.rounds * 4  # the stop cut some proposals short
-
-
 def test_chains_are_queued_then_built_between_requests(tiny_engine, chained_calls):
     """A request's chains run step by step and are queued; the engine builds them once the request is done
     (`capture_queued`), for both pools, and the same request then runs chained; the arena's storage moving

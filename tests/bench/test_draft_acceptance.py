@@ -87,33 +87,3 @@ def test_a_draft_length_below_one_is_refused(tmp_path, capsys):
         with pytest.raises(SystemExit):
             da.main(["--draft-length", bad, "--out", str(tmp_path / "a.json")])
         assert f"--draft-length takes lengths of at least 1, e.g. 5 or 1,2,3; got {bad!r}" in capsys.readouterr().err
-
-
-@pytest.mark.slow
-def test_confidence_stops_in_one_run(tmp_path, capsys):
-    """--confidence 0,C measures each model draft with and without a confidence stop, a row each: the stopped rows
-    propose fewer tokens a round, and fewer of them are rejected; a value outside [0, 1) is refused with what to
-    write."""
-    import bench.draft_acceptance as da
-
-    target = make_model(tmp_path / "target", seed=0)
-    other = make_model(tmp_path / "other", seed=3)
-    out = tmp_path / "acceptance.json"
-    da.main(["--target", str(target), "--drafts", f"other={other}", "--baselines", "ngram", "--draft-length", "3",
-             "--confidence", "0,0.5", "--max-new-tokens", "24", "--limit", "2", "--batch-seqs", "8",
-             "--backend", "torch", "--modes", "greedy", "--out", str(out)])
-    res = json.loads(out.read_text())
-    assert res["confidences"] == [0.0, 0.5]
-    for s in ("humaneval", "heldout-code"):
-        rows = {r["drafter"]: r for r in res["rows"] if r["prompts"] == s}
-        assert set(rows) == {"other", "other c0.5", "ngram"}
-        assert [rows[d]["draft_confidence"] for d in ("other", "other c0.5", "ngram")] == [0.0, 0.5, 0.0]
-        assert 2 < rows["other"]["proposed_per_round"] <= 3  # all L = 3, but near the token limit
-        assert 0 < rows["other c0.5"]["proposed_per_round"] < rows["other"]["proposed_per_round"] / 2
-        # the tokens it kept back were mostly the ones the target would have rejected
-        assert rows["other c0.5"]["acceptance"] > rows["other"]["acceptance"]
-    for bad in ("1", "0,x"):
-        with pytest.raises(SystemExit):
-            da.main(["--confidence", bad, "--out", str(tmp_path / "a.json")])
-        assert f"--confidence takes probabilities in [0, 1), e.g. 0 or 0,0.3,0.5; got {bad!r}" in \
-            capsys.readouterr().err

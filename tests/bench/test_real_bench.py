@@ -12,7 +12,7 @@ import bench.plot_real as pr
 def test_ratios_and_table_by_hand():
     rows = [dict(method="regular", k=8, drafter=None, policy=None, ms_per_token=4.0, throughput=2000.0,
                  acceptance=None, tokens_per_round=1.0, mean_draft_length=0.0),
-            dict(method="bass", k=8, drafter="model", policy="cost", ms_per_token=2.5, throughput=3000.0,
+            dict(method="bass", k=8, drafter="model", policy="fixed L=3", ms_per_token=2.5, throughput=3000.0,
                  acceptance=0.6, tokens_per_round=2.9, mean_draft_length=3.5),
             dict(method="bass", k=1, drafter="model", policy="fixed L=4", ms_per_token=2.0, throughput=500.0,
                  acceptance=0.7, tokens_per_round=3.1, mean_draft_length=4.0)]
@@ -89,9 +89,8 @@ def dry_run(tmp_path_factory):
     target, draft = make_model(root / "target", seed=0), make_model(root / "draft", seed=1)
     out = root / "out"
     rb.main(["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "1",
-             "--max-new-tokens", "8", "--repeats", "1", "--policy-k", "2", "--fixed-l", "3", "--profile",
-             "--cublas-pair", "--chain-pair", "--policy-ab", "--margin-ab", "0.05", "--calibration-ab",
-             "--opening-ab", "--out", str(out)])
+             "--max-new-tokens", "8", "--repeats", "1", "--policy-k", "2", "--fixed-l", "2,3", "--profile",
+             "--cublas-pair", "--chain-pair", "--out", str(out)])
     return out, json.loads((out / "real_bench.json").read_text())
 
 
@@ -103,13 +102,13 @@ def test_dry_run_rows_and_ratios(dry_run):
     assert info["device"].startswith("CPU") and info["torch"] in info["device"] and info["started"] <= info["finished"]
     assert info["seeds"] == "seed + pass"
     labels = [pr.row_label(r) for r in rows]
-    bass = {r["drafter"]: r for r in rows if r["method"] == "bass" and r["policy"] == "cost" and not r.get("pair")}
+    bass = {r["drafter"]: r for r in rows if r["method"] == "bass" and r["policy"] == "fixed L=3" and not r.get("pair")}
     assert set(bass) == {"ngram", "layer-skip", "model"} and labels[0] == "regular"
     best = min(bass.values(), key=lambda r: r["ms_per_token"])["drafter"]
     single = [r for r in rows if r["method"] == "single"]
     assert len(single) == 1 and single[0]["drafter"] == best
     assert sorted(r["policy"] for r in rows if r["method"] == "bass" and r["drafter"] == best and not r.get("pair")) \
-        == ["cost", "fixed L=3", "heuristic"]
+        == ["fixed L=2", "fixed L=3", "heuristic"]  # (the default, fixed L = 3, is the drafter's own row)
     pair = [r for r in rows if r.get("pair") == "verdicts"]
     assert [r["verdicts"] for r in pair] == [None, "service", "in-process"] and {r["drafter"] for r in pair} == {best}
     ahead = [r for r in rows if r.get("pair") == "look-ahead"]  # the engine's setting (off on the CPU), then on
@@ -130,20 +129,6 @@ def test_dry_run_rows_and_ratios(dry_run):
     assert pr.row_label(chain[3]) == f"BASS {best} (step by step)"
     for regular_row, bass_row in (chain[0:2], chain[2:4]):
         assert bass_row["x_regular"] == pytest.approx(regular_row["ms_per_token"] / bass_row["ms_per_token"])
-    ab = [r for r in rows if r.get("pair") == "policy"]  # the default cost policy, then POLICY_BEFORE's
-    assert [(r["policy"], r["drafter"]) for r in ab] == [("cost", best), ("cost, every probe", best)]
-    assert pr.row_label(ab[1]) == f"BASS {best} cost, every probe"
-    margin = [r for r in rows if r.get("pair") == "margin"]  # the cost policy, with the margin, fixed L = 3
-    assert [(r["policy"], r["drafter"]) for r in margin] == [("cost", best), ("cost, margin 0.05", best),
-                                                             ("fixed L=3", best)]
-    assert margin[2]["mean_draft_length"] <= 3
-    calibration = [r for r in rows if r.get("pair") == "calibration"]  # the cost policy, uncalibrated, fixed L = 3
-    assert [r["policy"] for r in calibration] == ["cost", "cost, uncalibrated", "fixed L=3"]
-    assert calibration[0]["policy_state"]["calibration"] != [1.0] * 8  # (a drafting row checks what it predicted)
-    assert calibration[1]["policy_state"]["calibration"] == [1.0] * 8
-    opening = [r for r in rows if r.get("pair") == "opening"]  # the cost policy, without the opening, fixed L = 3
-    assert [r["policy"] for r in opening] == ["cost", "cost, no opening", "fixed L=3"]
-    assert "opening_reach" not in opening[1]["policy_state"]
     regular = next(r for r in rows if r["method"] == "regular")
     for r in rows:
         assert r["k"] == 2 and r["sequences"] == 2 and 2 <= r["tokens"] <= 16
@@ -151,12 +136,12 @@ def test_dry_run_rows_and_ratios(dry_run):
             assert r["x_regular"] == pytest.approx(regular["ms_per_token"] / r["ms_per_token"])
         assert r["ms_per_token"] == r["ms_per_token_passes"][0]  # one pass: the row is that pass
     assert regular["acceptance"] is None and regular["mean_draft_length"] == 0.0
-    assert next(r for r in rows if r["policy"] == "fixed L=3")["mean_draft_length"] <= 3
+    assert next(r for r in rows if r["policy"] == "fixed L=2")["mean_draft_length"] <= 2
 
 
 def test_each_pass_samples_with_its_own_seed_unless_told_otherwise(tmp_path):
-    """Pass p samples with seed + p, so regular decoding and fixed lengths draw new texts in every pass as the
-    cost policy does (module docstring); --same-seeds gives every pass the run's seed."""
+    """Pass p samples with seed + p, so regular decoding and fixed lengths draw new texts in every pass (module
+    docstring); --same-seeds gives every pass the run's seed."""
     import bench.real_bench as rb
 
     target = make_model(tmp_path / "target", seed=0)
@@ -196,7 +181,7 @@ def test_no_policy_rows_keeps_regular_and_each_drafter(tmp_path):
                    "--max-new-tokens", "4", "--repeats", "1", "--single-ks", "", "--fixed-l", "3", "--no-verdicts",
                    "--drafters", "ngram,model", "--no-policy-rows", "--out", str(tmp_path / "out")])
     assert [(r["method"], r["drafter"], r["policy"], r.get("pair")) for r in res["rows"]] == [
-        ("regular", None, None, None), ("bass", "ngram", "cost", None), ("bass", "model", "cost", None)]
+        ("regular", None, None, None), ("bass", "ngram", "fixed L=3", None), ("bass", "model", "fixed L=3", None)]
 
 
 @pytest.mark.slow
@@ -206,10 +191,10 @@ def test_no_look_ahead_pair_keeps_the_policy_rows(tmp_path):
 
     target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)
     res = rb.main(["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "1",
-                   "--max-new-tokens", "4", "--repeats", "1", "--single-ks", "", "--fixed-l", "3", "--no-verdicts",
+                   "--max-new-tokens", "4", "--repeats", "1", "--single-ks", "", "--fixed-l", "2", "--no-verdicts",
                    "--drafters", "model", "--policy-k", "2", "--no-look-ahead-pair", "--out", str(tmp_path / "out")])
     assert [(r["method"], r["policy"], r.get("pair")) for r in res["rows"]] == [
-        ("regular", None, None), ("bass", "cost", None), ("bass", "heuristic", None), ("bass", "fixed L=3", None)]
+        ("regular", None, None), ("bass", "fixed L=3", None), ("bass", "heuristic", None), ("bass", "fixed L=2", None)]
 
 
 @pytest.fixture
@@ -250,28 +235,3 @@ def test_interleave_measures_regular_and_the_drafters_together(tmp_path, measure
     calls.clear()
     rb.main(args + ["--out", str(tmp_path / "b")])
     assert calls == [["r"], ["r"], ["r"]]  # by default, each row on its own
-
-
-@pytest.mark.slow
-def test_confidence_ab_measures_regular_and_each_stop_together(tmp_path, measured):
-    """--confidence-ab: regular and BASS at the engine's confidence stop and at each other one, under the cost policy
-    and at the first --fixed-l length, from one `measure`; each BASS row divided by the regular row beside it."""
-    import bench.real_bench as rb
-
-    calls = measured
-    target, draft = make_model(tmp_path / "target", seed=0), make_model(tmp_path / "draft", seed=1)
-    res = rb.main(["--target", str(target), "--draft", str(draft), "--device", "cpu", "--ks", "2", "--prompts", "1",
-                   "--max-new-tokens", "6", "--repeats", "1", "--single-ks", "", "--fixed-l", "3", "--no-verdicts",
-                   "--drafters", "model", "--policy-k", "2", "--no-look-ahead-pair", "--confidence-ab", "0,0.05",
-                   "--out", str(tmp_path / "out")])
-    stops = [0.0, 0.05]  # the engine's own (off) first
-    labels = [f"{p}, confidence {c:g}" for c in stops for p in ("cost", "fixed L=3")]
-    assert calls[-1] == ["regular", *labels]
-    rows = [r for r in res["rows"] if r.get("pair") == "confidence"]
-    assert [(r["method"], r["policy"], r.get("draft_confidence")) for r in rows] == [
-        ("regular", None, None), *[("bass", label, c) for c in stops for label in labels if label.endswith(f"{c:g}")]]
-    for r in rows[1:]:
-        assert r["x_regular"] == pytest.approx(rows[0]["ms_per_token"] / r["ms_per_token"])
-    for bad in ("1.5", "0,x"):  # a number outside [0, 1), and no number: each an argparse error, no traceback
-        with pytest.raises(SystemExit):
-            rb.parse_args(["--confidence-ab", bad])

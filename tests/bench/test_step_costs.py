@@ -21,7 +21,7 @@ def test_step_costs_dry_run(tmp_path):
     assert all(s["forward_ms"] > 0 and s["rule_eager_ms"] > 0 and s["verify_ms"] > 0 for s in info["steps"])
     assert all(s["rule_graph_ms"] > 0 and s["dense_rule_graph_ms"] > 0 for s in info["steps"])
     labels = [r["label"] for r in info["rounds"]]
-    assert labels == ["regular", "ngram_fixedL1", "ngram_fixedL3", "ngram_cost"]
+    assert labels == ["regular", "ngram_fixedL1", "ngram_fixedL3"]
     regular = info["rounds"][0]
     assert regular["mean_draft_length"] == 0 and regular["tokens_per_round"] == 1
     for r in info["rounds"]:  # the split adds up to the wall time
@@ -32,10 +32,9 @@ def test_step_costs_dry_run(tmp_path):
     saved = json.loads((out / "step_costs.json").read_text())
     assert saved["k"] == 2
     assert "ms/round" in (out / "step_costs.txt").read_text()
-    # the pipelined view: regular, then ngram under fixed L = 1, fixed L = 3 and the cost policy, at k = 2
+    # the pipelined view: regular, then ngram under fixed L = 1 and fixed L = 3, at k = 2
     pipelined = saved["pipelined"]
-    assert [(r["label"], r["k"]) for r in pipelined] == [("regular", 2), ("ngram_fixedL1", 2), ("ngram_fixedL3", 2),
-                                                         ("ngram_cost", 2)]
+    assert [(r["label"], r["k"]) for r in pipelined] == [("regular", 2), ("ngram_fixedL1", 2), ("ngram_fixedL3", 2)]
     for r in pipelined:
         assert r["rounds"] > 0 and r["wall_ms_per_round"] > 0 and r["plain_ms_per_round"] > 0
         assert r["gpu_busy_ms_per_round"] is None and r["idle_ms_per_round"] is None  # no GPU: unknown, not 0
