@@ -206,9 +206,9 @@ class Batch:
         policy = None if kind.method == "single" else self.policy.describe()
         result = result_of(request.seqs, kind.method, None if kind.method == "regular" else drafter, kind.backend,
                            request.prefill_s, now, request.rounds, policy)
+        self.scheduler.finished(request)
         request.put(GenerationEvent("done", request.round_index, now, 0, (), tuple(s.text for s in request.seqs),
                                     result))
-        self.scheduler.finished(request)
 
 
 def result_of(seqs: list[Sequence], method: str, drafter: str | None, backend: str, prefill_s: float,

@@ -76,6 +76,9 @@ class Request:
     started_at: float | None = None
     cache: object = None  # "single": its forked cache and features, for its one-at-a-time sequences
     features: object = None
+    # set with its result where nothing else runs or waits: the count of served batches once its batch has ended
+    # (and captured what it queued); its stream ends only then, as a lone caller's next request expects
+    settles_at: int | None = None
 
     @property
     def rows(self) -> int:
@@ -99,6 +102,7 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._request_s: float | None = None  # smoothed seconds from a request's start to its result
+        self._served = 0  # batches run to their end (and the captures after them)
 
     # ---- the callers' side ------------------------------------------------------------------------------------
     def submit(self, request: Request) -> None:
@@ -137,6 +141,7 @@ class Scheduler:
                     done = True
                 yield item
                 if done:
+                    self._settle_alone(request)
                     return
         finally:
             if not done:
@@ -157,6 +162,14 @@ class Scheduler:
                         return True
             time.sleep(0.005)
         return False
+
+    def _settle_alone(self, request: Request, timeout_s: float = 60.0) -> None:
+        """A request that was alone gets its stream's end once its batch has ended and captured what it queued
+        (`bass.graphs`), or once another request comes: a caller's next request then finds the graphs built."""
+        if request.settles_at is None:
+            return
+        with self._cv:
+            self._cv.wait_for(lambda: self._served >= request.settles_at or bool(self._queue), timeout_s)
 
     def position(self, request: Request) -> int | None:
         """Its place in line (1 = next), None once it has started."""
@@ -210,9 +223,12 @@ class Scheduler:
         request.started_at = time.perf_counter()
 
     def finished(self, request: Request) -> None:
+        """`request` has its result: it leaves the running set (`Request.settles_at` is set if it was alone)."""
         with self._cv:
             if request in self._running:
                 self._running.remove(request)
+            if not self._running and not self._queue:
+                request.settles_at = self._served + 1
         if request.started_at is not None:
             took = time.perf_counter() - request.started_at
             self._request_s = took if self._request_s is None else 0.7 * self._request_s + 0.3 * took
@@ -247,3 +263,7 @@ class Scheduler:
                         failed.append(head)
                 for request in failed:
                     request.put(exc)
+            finally:
+                with self._cv:
+                    self._served += 1
+                    self._cv.notify_all()

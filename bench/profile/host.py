@@ -158,17 +158,28 @@ def launches(engine: Engine, prompt: str, k: int, params: SamplingParams, l0: in
 
 
 def python_profile(engine: Engine, prompt: str, top: int = 25, **kw) -> dict:
-    """cProfile over the decode part of one generation (after a warm-up one): the `top` functions by own
-    time and by cumulative time, µs and calls per round."""
+    """cProfile over one generation (after a warm-up one) on the engine's device thread, where its batch runs
+    (`bass.engine.scheduler`; the prefill included): the `top` functions by own time and by cumulative time, µs
+    and calls per round."""
+    from bass.engine import batch
+
     engine.generate(prompt, **kw)
-    prof, result = cProfile.Profile(), None
-    sync()
-    for ev in engine.stream(prompt, **kw):
-        if ev.kind == "prefill":
-            prof.enable()
-        result = ev.result or result
-    sync()
-    prof.disable()
+    prof, run = cProfile.Profile(), batch.Batch.run
+
+    def profiled(self) -> None:
+        prof.enable()
+        try:
+            run(self)
+        finally:
+            sync()
+            prof.disable()
+
+    batch.Batch.run = profiled
+    try:
+        result = engine.generate(prompt, **kw)
+        engine.scheduler.settle()  # the batch ends (and its profile stops) after the result
+    finally:
+        batch.Batch.run = run
     rounds = max(1, len(result.stats.draft_lengths))
     stats = pstats.Stats(prof).stats  # (file, line, function) -> (primitive calls, calls, own s, cumulative s, ..)
 

@@ -63,11 +63,35 @@ class _Timed:
         return getattr(self.fn, name)
 
 
+@contextlib.contextmanager
+def batches_profiled(engine, activities: list) -> Iterator[list]:
+    """torch.profiler over the engine's batches on its device thread, where they run (`bass.engine.scheduler`): the
+    list yielded holds each batch's profile once the block ends (which waits for the last batch to end)."""
+    from torch.profiler import profile
+
+    from bass.engine import batch
+
+    run, profiles = batch.Batch.run, []
+
+    def profiled(self) -> None:
+        with profile(activities=activities) as prof, torch.profiler.record_function(DECODE_MARK):
+            run(self)
+            sync()
+        profiles.append(prof)
+
+    batch.Batch.run = profiled
+    try:
+        yield profiles
+        engine.scheduler.settle()
+    finally:
+        batch.Batch.run = run
+
+
 def profile_round(engine, prompt: list[int], k: int, params: SamplingParams, n: int, out: Path, info: dict,
                   method: str = "bass") -> None:
     """Where a round's time goes: GPU time of the verify and the draft steps (CUDA events), the rest of
     the wall time (sampling, cache bookkeeping, host syncs, Python), and torch.profiler's top ops."""
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
 
     if not hasattr(engine, "_target_fwd"):
         raise RuntimeError("this engine has no _target_fwd / _draft_fwd to time")
@@ -92,13 +116,12 @@ def profile_round(engine, prompt: list[int], k: int, params: SamplingParams, n: 
         summary = dict(k=k, new_tokens=n, rounds=rounds, wall_ms=wall, verify_ms=gpu["target forward"],
                        draft_ms=gpu["draft forward"], draft_steps=sum(st.draft_lengths),
                        other_ms=wall - gpu["target forward"] - gpu["draft forward"])
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with batches_profiled(engine, [ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiles:
             for _ in engine.stream([prompt], k=k, params=params, method=method):
                 pass
-            torch.cuda.synchronize()
     finally:
         engine._target_fwd, engine._draft_fwd = saved
-    (out / f"profile_{method}.txt").write_text(profiler_tables(prof))
+    (out / f"profile_{method}.txt").write_text(profiler_tables(profiles[-1]))
     info.setdefault("profile", {})[method] = summary
     r = max(rounds, 1)
     # a proposal replayed as one graph (`bass.drafters.chained_proposal`) never calls the draft's forward
@@ -177,7 +200,7 @@ def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method:
                     out: Path, label: str, **stream_kwargs) -> dict:
     """Mean wall ms per round split into drafter, verify and host bookkeeping (module docstring) over one
     generation, after a warm-up one; then torch.profiler's tables of a third into `out/profile_<label>.txt`."""
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
 
     spent = {"draft": 0.0, "verify": 0.0}
     saved = engine._target_fwd  # the drafter is built below, so layer-skip drafts through the wrapper too
@@ -201,12 +224,11 @@ def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method:
         st = run().stats
         draft_s, verify_s = spent["draft"], spent["verify"]  # before the profiled run adds to them
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-        with profile(activities=activities) as prof:
+        with batches_profiled(engine, activities) as profiles:
             run()
-            sync()
     finally:
         engine._target_fwd = saved
-    (out / f"profile_{label}.txt").write_text(profiler_tables(prof))
+    (out / f"profile_{label}.txt").write_text(profiler_tables(profiles[-1]))
     rounds = max(1, len(st.draft_lengths))
     wall, draft, verify = (1e3 * x / rounds for x in (st.decode_s, draft_s, verify_s))
     summary = dict(label=label, method=method, drafter=drafter, k=k, rounds=rounds, wall_ms_per_round=wall,
@@ -219,7 +241,7 @@ def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method:
 
 
 # ---- the pipelined view: rounds as the engine runs them (look-ahead at its default), GPU busy vs idle -----
-DECODE_MARK = "pipelined decode"  # a record_function over the decode part of the profiled generation
+DECODE_MARK = "pipelined decode"  # a record_function over a profiled batch (`batches_profiled`), its prefill included
 DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset")  # kineto activity types that occupy the device
 
 
@@ -325,15 +347,16 @@ def pipelined_round(engine: Engine, prompt: str, k: int, params: SamplingParams,
     plain timed generation and one under torch.profiler; per round of the profiled one, the decode wall ms,
     the device's busy ms (`device_busy`) and idle = wall - busy, on CPU None. The `top` kernels and host ops go to
     `out/profile_pipelined_<label>_k<k>.txt`."""
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
 
     kw = dict(k=k, params=params, method=method, **({"drafter": drafter} if drafter else {}), **stream_kwargs)
     engine.generate(prompt, **kw)  # warm-up: graphs captured at this k, caches sized
     with launches_counted() as launched:
         plain, _, plain_s = _generation(engine, prompt, None, **kw)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-    with profile(activities=activities) as prof:
-        result, _, wall_s = _generation(engine, prompt, DECODE_MARK, **kw)
+    with batches_profiled(engine, activities) as profiles:
+        result, _, wall_s = _generation(engine, prompt, None, **kw)
+    prof = profiles[-1]
     st = result.stats
     rounds = max(1, len(st.draft_lengths))
     try:
