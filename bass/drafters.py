@@ -207,11 +207,10 @@ def chain_widths(T: int, L: int) -> tuple[int | None, int | None]:
     meets such pairs no request has warmed, running their proposals step by step. So each L has two widths: L + 1,
     what every round after one of L' <= L feeds (a fixed L's every round), and at least CHAIN_MIN_WIDTH, what
     a round after a longer one of L' <= 9 feeds (columns past each row's count are ignored, as a bucket's
-    padding is). Padding every first step to 10 (the sixtieth pass) left fixed L = 3's first step 10 columns
-    wide instead of 4: on an H200 its rows read 4.2 % slower than before that change in one A/B, and 1.2 %
-    slower than with these two widths in the next (`commit_ab_2026-12-02_h200_seed{2000,2100}.txt`). Now only
-    rounds that shorten L pay it. The second width is queued beside the first (`chained_proposal`), so a
-    warm-up of each fixed length builds both."""
+    padding is). Padding every first step to 10 instead would make fixed L = 3's first step 10 columns wide
+    instead of 4, a few percent slower on an H200 (docs/engine.md); with two widths only rounds that shorten L pay
+    it. The second width is queued beside the first (`chained_proposal`), so a warm-up of each fixed length builds
+    both."""
     steady, wide = bucket(L + 1, WIDTH_BUCKETS), bucket(max(T, CHAIN_MIN_WIDTH), WIDTH_BUCKETS)
     if T <= L + 1:
         return steady, wide if L + 1 < CHAIN_MIN_WIDTH else None

@@ -12,22 +12,19 @@ exponential gaps of mean 1/RATE s, seeded by --seed); queued:N:K (N requests of 
 admission by memory, where none may be lost and each request counts the "queued" events, its place in line, it saw).
 Modes: one-at-a-time (one server thread takes the visitors in arrival order and reads each stream to its end before
 it starts the next, with --alone-method: today's app); batched-regular (each visitor's own thread calls
-`Engine.stream` at its arrival, method "regular"); batched-bass (the same, method "bass"). A batched mode only lets
-requests run together: whether and how they share the device is the engine's affair.
+`Engine.stream` at its arrival, method "regular"); batched-bass (the same, method "bass"); the engine batches them.
 
 Per scenario and mode: p50 / p95 over visitors of the time from arrival to all k done, and to the first passing
 candidate (when it finished decoding; each candidate goes to the sandbox as it finishes, on a tester thread
 (`bass.verdicts`), never the timing thread; over the visitors with a pass); tokens/s = generated tokens of every
 request / wall time from t = 0 to the last "done"; peak GPU memory (None on the CPU); requests done and lost (a stream
 that raised, or gave no "done" within --timeout-s); a lone visitor's time (one-at-a-time's median service time); with
---check-greedy, how many requests decode greedily to the same tokens in a batched mode as each alone. Percentiles
-interpolate linearly (numpy's default).
+--check-greedy, how many requests decode greedily to the same tokens in a batched mode as each alone.
 
-Before timing (unless --no-warmup): the longest prompt at the largest k with each method (the KV arenas sized once),
-every draft length drafted once at each k (`Engine.warm_draft_lengths`), each scenario served once in each mode with
-other seeds. Writes load_bench.json, load_bench.png (p50 / p95 bars) and load_bench.txt under --out; prints the table
-last, with batched-bass's ratios to the other modes (wall time to all done, tokens/s) and its p95 over a lone
-visitor's time.
+Before timing (unless --no-warmup): the longest prompt at the largest k with each method (arenas sized once), each
+draft length at each k (`Engine.warm_draft_lengths`), each scenario once in each mode with other seeds. Writes
+load_bench.json, .png (p50 / p95 bars) and .txt under --out; prints the table last, with batched-bass's ratios to
+the other modes (wall time to all done, tokens/s) and its p95 over a lone visitor's time.
 """
 
 from __future__ import annotations
