@@ -51,10 +51,8 @@ class Batch:
         self.policy = DraftLengthPolicy(kind.draft_length, [])
         self.state = DecodeState([], None)
         self.requests: list[Request] = []  # those with rows still to finish
-        self.rows_of: dict[int, int] = {}  # id(request) -> rows it holds in the batch (finished riders included)
         self.slot_of: dict[int, int] = {}  # a row's uid -> its prompt's prefix slot
         self._uids = itertools.count()
-        self._round = 0
 
     # ---- joining (`bass.pipeline.Joiner`) -----------------------------------------------------------------------
     def pending(self) -> bool:
@@ -136,7 +134,6 @@ class Batch:
             alive = [int(not s.finished) for s in state.live + seqs]
             state.alive = ints_to_device(alive, device).to(torch.int32)
         state.live = state.live + seqs
-        self.rows_of[id(request)] = len(seqs)
 
     # ---- running ------------------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -146,8 +143,10 @@ class Batch:
                 self._run_single()
                 return
             self.admit(self.state)
-            if not self.state.live or all(s.finished for s in self.state.live):
-                self.state.live = []
+            state = self.state
+            if state.live and all(s.finished for s in state.live):  # every row ended at its first token
+                state.cache, state.live, state.last, state.alive = state.cache.compact([]), [], None, None
+                self.drafter.select([])
             kind = self.kind
             joiner = None if self.exclusive else self
             for report in decode(self.engine.target_forward, self.attn, self.drafter, self.policy, self.state,
