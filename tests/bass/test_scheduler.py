@@ -181,9 +181,9 @@ def test_requests_in_line_see_their_place(tiny_engine, monkeypatch):
 
     threads = [threading.Thread(target=lambda: engine.generate(PROMPTS[0], k=1, params=params, exclusive=True))]
     threads += [threading.Thread(target=run, args=(i,)) for i in (1, 2)]
-    for i, t in enumerate(threads):  # one after another: each in line before the next comes
+    for i, t in enumerate(threads):  # one after another: the first running, each other in line before the next
         t.start()
-        while len(engine.scheduler._queue) < i:
+        while not engine.scheduler._running or len(engine.scheduler._queue) < i:
             time.sleep(0.001)
     deadline = time.monotonic() + 30
     while not (places[1] and places[2]) and time.monotonic() < deadline:  # both told while the batch is held
