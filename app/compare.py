@@ -1,5 +1,5 @@
-"""Compare view data: the comparison's rows (`bass.compare`) as the on-screen table, the exported numbers and
-the per-sequence detail. The sentence and the table's text are `bass.compare`'s, the same as the CLI prints."""
+"""Compare view data: the comparison's rows (`bass.eval.compare`) as the on-screen table, the exported numbers and
+the per-sequence detail. The sentence and the table's text are `bass.eval.compare`'s, the same as the CLI prints."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 import pandas as pd
 
-from bass.compare import COLUMNS, MethodRun, method_name, table_cells, table_rows
+from bass.eval.compare import COLUMNS, MethodRun, method_name, table_cells, table_rows
 
 __all__ = ["MethodRun", "display_table", "empty_display_table", "method_name", "numbers_table", "per_sequence_table"]
 
@@ -18,13 +18,13 @@ def empty_display_table() -> pd.DataFrame:
 
 
 def display_table(runs: Mapping[str, MethodRun]) -> pd.DataFrame:
-    """The table as shown: one text row per method, in `bass.compare.COLUMNS` (status beside the method, so a
+    """The table as shown: one text row per method, in `bass.eval.compare.COLUMNS` (status beside the method, so a
     cut or stopped run reads as such before any of its numbers)."""
     return pd.DataFrame(table_cells(table_rows(runs)), columns=list(COLUMNS))
 
 
 def numbers_table(runs: Mapping[str, MethodRun]) -> pd.DataFrame:
-    """The same rows as numbers, every field of `bass.compare.Row` (for the CSV and JSON downloads)."""
+    """The same rows as numbers, every field of `bass.eval.compare.Row` (for the CSV and JSON downloads)."""
     return pd.DataFrame([asdict(r) for r in table_rows(runs)])
 
 

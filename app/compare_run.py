@@ -1,6 +1,6 @@
 """The Compare button: the same prompt, seed, k and token limit under BASS, regular and single-sequence decoding.
 
-Methods run one after another, each alone on the engine (`bass.compare.stream_method`); the table grows as
+Methods run one after another, each alone on the engine (`bass.eval.compare.stream_method`); the table grows as
 each finishes. The Generate tab's time budget and "stop at the first pass" do not apply: every method writes
 all k candidates unless the visitor sets the Compare tab's own time budget, and a method it cuts is marked
 "cut at N s", its unfinished candidates untested. With unit tests, each candidate is tested the moment it
@@ -29,7 +29,7 @@ from app.generate import POLL_S, UPDATE_INTERVAL_S, wait_for_engine
 from app.live_tests import TestRunner, reports_by_seq, start_tests
 from app.session import EngineSession
 from app.settings import RunSettings, UserError
-from bass.compare import (
+from bass.eval.compare import (
     COMPARE_METHODS,
     CompareRequest,
     engine_wall_s,
@@ -38,7 +38,7 @@ from bass.compare import (
     stream_method,
     table_rows,
 )
-from bass.verdicts import submit_finished
+from bass.eval.verdicts import submit_finished
 
 log = logging.getLogger("bass.app")
 

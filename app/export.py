@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from app.ranking import PassSummary, RankedCandidate
-from bass.compare import MethodRun, method_name
+from bass.eval.compare import MethodRun, method_name
 
 KEEP_S = 24 * 3600  # how long an export stays downloadable
 _root: tempfile.TemporaryDirectory | None = None

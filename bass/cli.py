@@ -15,7 +15,6 @@ import os
 import sys
 from pathlib import Path
 
-from bass.compare import SEEDED_DRAFT_LENGTH
 from bass.config import (
     BACKENDS,
     CANDIDATE_TEMPERATURE,
@@ -29,6 +28,7 @@ from bass.config import (
     check_draft_file,
     check_k,
 )
+from bass.eval.compare import SEEDED_DRAFT_LENGTH
 
 
 def add_engine_flags(p: argparse.ArgumentParser) -> None:
@@ -189,7 +189,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
 
 def _generate_tested(engine, prompt: str, tests: str, a: argparse.Namespace, params) -> tuple:
     """Generate with streaming verdicts: each completion runs against `tests` as soon as it finishes."""
-    from bass.eval import stream_with_verdicts
+    from bass.eval.humaneval import stream_with_verdicts
     from sandbox import shared_service
 
     sandbox = shared_service()  # in its own process: off the engine's host thread
@@ -209,7 +209,7 @@ def _ttfp(result, passed) -> float | None:
 
 
 def cmd_eval(a: argparse.Namespace) -> int:
-    from bass.eval import format_report, run_humaneval
+    from bass.eval.humaneval import format_report, run_humaneval
 
     if a.budgets is None and a.budget_s is None:  # before loading any model, in the flags' own words
         raise ValueError("give --budget-s SECONDS, or --budgets 0.25,0.5,1.0 (one run at the largest, the "
@@ -223,7 +223,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
     check_k(a.k, "-k")
     budgets = None
     if a.budgets is not None:
-        from bass.budgets import parse_budgets
+        from bass.eval.budgets import parse_budgets
 
         budgets = parse_budgets(a.budgets)
         if a.budget_s is not None and a.budget_s != budgets[-1]:
@@ -237,8 +237,8 @@ def cmd_eval(a: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     import time
 
-    from bass.device import device_line
     from bass.engine import Engine
+    from bass.runtime.device import device_line
 
     cfg = engine_config(a)
     engine = Engine(cfg, progress=None if a.json else _progress)  # one load serves every method
@@ -255,7 +255,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
            "seconds": time.perf_counter() - t0}
 
     def text() -> str:
-        from bass.budgets import format_budget_table
+        from bass.eval.budgets import format_budget_table
 
         lines = [format_report(r) for r in reports.values()]
         if budgets:
@@ -267,10 +267,10 @@ def cmd_eval(a: argparse.Namespace) -> int:
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    """The same request under each method, one after another: one sentence, one table (`bass.compare`)."""
+    """The same request under each method, one after another: one sentence, one table (`bass.eval.compare`)."""
     from dataclasses import asdict
 
-    from bass.compare import NOTE, CompareRequest, format_table, run_comparison
+    from bass.eval.compare import NOTE, CompareRequest, format_table, run_comparison
 
     methods = tuple(m.strip() for m in a.methods.split(","))
     prompt, check = _compare_task(a)
@@ -279,9 +279,9 @@ def cmd_compare(a: argparse.Namespace) -> int:
                          draft_length=DraftLengthConfig(policy=a.draft_policy, l0=a.draft_l0))
     if note := identical_candidates_note(a.k, params):
         print(note, file=sys.stderr)
-    from bass.compare import warm_up
-    from bass.device import device_line
     from bass.engine import Engine
+    from bass.eval.compare import warm_up
+    from bass.runtime.device import device_line
 
     engine = Engine(engine_config(a), progress=None if a.json else _progress)
     if a.warmup:
@@ -420,7 +420,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the untimed short run of each "
                    "method first (which keeps one-time costs, such as CUDA graph capture, out of the first method)")
     c.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    # a seed reproduces the candidates only with a fixed draft length (`bass.compare.SEEDED_DRAFT_LENGTH`)
+    # a seed reproduces the candidates only with a fixed draft length (`bass.eval.compare.SEEDED_DRAFT_LENGTH`)
     c.set_defaults(func=cmd_compare, draft_policy=SEEDED_DRAFT_LENGTH.policy, draft_l0=SEEDED_DRAFT_LENGTH.l0,
                    prompts_file=None)
     return root

@@ -84,7 +84,7 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class DraftLengthConfig:
-    """The draft-length policy and the constants of the paper's heuristic (DESIGN.md §3; `bass.draft_length`).
+    """The draft-length policy and the constants of the paper's heuristic (DESIGN.md §3; `bass.decode.draft_length`).
 
     policy: "fixed" (default) always drafts l0; "heuristic" is the paper's rule (start it at the paper's
     l0 = 7: `DraftLengthConfig("heuristic", l0=7)`); "per-sequence" runs the heuristic on each sequence's own
@@ -120,7 +120,7 @@ class EngineConfig:
     target: str = "embedded"
     draft: str | None = "auto"
     drafter: str = "auto"
-    backend: str = "auto"  # "auto": "ragged" on CUDA, "torch" elsewhere (`bass.attention.resolve_backend`)
+    backend: str = "auto"  # "auto": "ragged" on CUDA, "torch" elsewhere (`bass.runtime.attention.resolve_backend`)
     device: str = "auto"
     dtype: str = "auto"
     draft_length: DraftLengthConfig = field(default_factory=DraftLengthConfig)
@@ -131,7 +131,7 @@ class EngineConfig:
     # on CUDA, time cuBLAS against the skinny Triton GEMM for each projection shape at load, and use the
     # faster (`bass.models.linear`); False: cuBLAS throughout
     tune_projections: bool = True
-    # launch a round that needs nothing unread before reading the round before (`bass.pipeline`):
+    # launch a round that needs nothing unread before reading the round before (`bass.decode.pipeline`):
     # None = on CUDA, where the device runs ahead of the host; on the CPU it would only delay each report
     look_ahead: bool | None = None
     # a sampling drafter draws its proposals at this multiple of the request's temperature; exact for any
@@ -139,10 +139,11 @@ class EngineConfig:
     # pipeline measured to accept most: 0.7 for the shipped draft), else 1 (processed as the target's)
     draft_temperature: float | None = None
     # on CUDA, replay a draft model's whole proposal (its L steps and their rules) as one CUDA graph instead
-    # of one per step (`bass.drafters.chained_proposal`); False: one graph per draft step
+    # of one per step (`bass.drafters.chain.chained_proposal`); False: one graph per draft step
     proposal_graphs: bool = True
-    # on CUDA, replay the prefill from a CUDA graph per prompt-width bucket (`bass.prefill_graphs`): eagerly, the
-    # host's launches take several times the device's work; False: the prefill runs eagerly at the prompt's width
+    # on CUDA, replay the prefill from a CUDA graph per prompt-width bucket (`bass.runtime.prefill_graphs`):
+    # eagerly, the host's launches take several times the device's work; False: the prefill runs eagerly at the
+    # prompt's width
     prefill_graphs: bool = True
     # requests join a running batch while its rows stay within this many (the largest CUDA-graph batch bucket);
     # a single request of more rows runs alone

@@ -36,11 +36,11 @@ from pathlib import Path
 
 import torch
 
-from bass.attention import resolve_backend
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams
-from bass.device import device_line as engine_device_line
-from bass.graphs import decoding_captures
 from bass.metrics import decoder_flops_per_token
+from bass.runtime.attention import resolve_backend
+from bass.runtime.device import device_line as engine_device_line
+from bass.runtime.graphs import decoding_captures
 from bench.plot_gpu import (
     add_derived,
     floor_ms_per_token,
@@ -155,7 +155,7 @@ class Bench:
         for ev in eng.stream([self.prompt], **kw):
             pairs += [(u.proposed, u.accepted) for u in ev.updates]
             result = ev.result or result
-        # the graphs its stream captured after "done" (`bass.graphs`) are in no clock of the run: not counted
+        # the graphs its stream captured after "done" (`bass.runtime.graphs`) are in no clock of the run: not counted
         st, captured = result.stats, decoding_captures() - captured
         spec = method != "regular"
         return dict(method=label, k=k, alpha_target=alpha_target if spec else None,
@@ -208,7 +208,7 @@ class Bench:
 
 
 def device_line(device: str) -> str:
-    """The engine's device line (`bass.device.device_line`) plus what kernel timings also depend on."""
+    """The engine's device line (`bass.runtime.device.device_line`) plus what kernel timings also depend on."""
     import transformers
 
     try:

@@ -16,7 +16,7 @@ it starts the next, with --alone-method: today's app); batched-regular (each vis
 
 Per scenario and mode: p50 / p95 over visitors of the time from arrival to all k done, and to the first passing
 candidate (when it finished decoding; each candidate goes to the sandbox as it finishes, on a tester thread
-(`bass.verdicts`), never the timing thread; over the visitors with a pass); tokens/s = generated tokens of every
+(`bass.eval.verdicts`), never the timing thread; over the visitors with a pass); tokens/s = generated tokens of every
 request / wall time from t = 0 to the last "done"; peak GPU memory (None on the CPU); requests done and lost (a stream
 that raised, or gave no "done" within --timeout-s); a lone visitor's time (one-at-a-time's median service time); with
 --check-greedy, how many requests decode greedily to the same tokens in a batched mode as each alone.
@@ -43,10 +43,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bass import HUMANEVAL_STOPS, Engine, EngineConfig, GenerationResult, SamplingParams, graphs
+from bass import HUMANEVAL_STOPS, Engine, EngineConfig, GenerationResult, SamplingParams
 from bass.config import check_k
-from bass.device import device_line
-from bass.verdicts import VerdictWorker, submit_finished
+from bass.eval.verdicts import VerdictWorker, submit_finished
+from bass.runtime import graphs
+from bass.runtime.device import device_line
 
 MODES = ("one-at-a-time", "batched-regular", "batched-bass")
 BATCHED_METHODS = {"batched-regular": "regular", "batched-bass": "bass"}

@@ -10,10 +10,10 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                --drafters); single-sequence speculative decoding with the best drafter at that k;
   at --policy-k  BASS with the best drafter under each draft-length policy (fixed L = 3, the default, is the
                drafter row itself; the paper's heuristic from l0 = 7; fixed L for each --fixed-l), and BASS with the
-               best drafter without and with the streaming verdict tester (`bass.verdicts`: each candidate
+               best drafter without and with the streaming verdict tester (`bass.eval.verdicts`: each candidate
                goes to the sandbox the moment it finishes), the sandbox in its own process (as the app and
                the eval run it) and in the engine's process, the three interleaved prompt by prompt;
-               and regular and BASS with the best drafter with the engine's look-ahead (`bass.pipeline`:
+               and regular and BASS with the best drafter with the engine's look-ahead (`bass.decode.pipeline`:
                on CUDA, a round launched before the round before it is read) and without it,
                the four interleaved; with --cublas-pair, regular and BASS with the best drafter with the
                projections the engine tuned at load (`bass.models.linear`) and with cuBLAS throughout (a
@@ -65,10 +65,10 @@ from pathlib import Path
 import torch
 
 from bass.config import HUMANEVAL_STOPS, DraftLengthConfig, EngineConfig, SamplingParams
-from bass.device import device_line
 from bass.engine import Engine
 from bass.events import GenerationResult
 from bass.models import linear
+from bass.runtime.device import device_line
 from bench.plot_real import DEFAULT_POLICY, add_ratios, format_table, plot, policy_label, row_label
 from bench.profile.rounds import round_breakdown
 from bench.real_passes import Runner, measure
@@ -135,9 +135,9 @@ class Bench:
         return run
 
     def verdict_runner(self, k: int, drafter: str, where: str) -> Runner:
-        """BASS whose finished candidates go to the sandbox in the background (`bass.eval`), as the app does;
+        """BASS whose finished candidates go to the sandbox in the background (`bass.eval.humaneval`), as the app does;
         `where`: "service" (the sandbox's own process, as the app and the eval run it) or "in-process"."""
-        from bass.eval import stream_with_verdicts
+        from bass.eval.humaneval import stream_with_verdicts
         from sandbox import run_humaneval, shared_service
 
         if where == "service":
@@ -199,7 +199,7 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
 
     for k in ks:
         t = time.perf_counter()
-        for d in drafters:  # every draft length's graphs at batch k first: smaller batches run in them (`bass.graphs`)
+        for d in drafters:  # every length at batch k first: smaller batches run in its graphs (`bass.runtime.graphs`)
             b.engine.warm_draft_lengths(b.prompts[0], b.params, k=k, method="bass", drafter=d)
         log(f"  warm-up of every draft length at k={k}: {time.perf_counter() - t:.1f} s")
         t = time.perf_counter()  # the rows' seconds below are their own measurement's

@@ -16,19 +16,19 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from bass import baselines
-from bass.draft_length import DraftLengthPolicy
-from bass.drafters import Drafter
+from bass.decode import baselines
+from bass.decode.draft_length import DraftLengthPolicy
+from bass.decode.pipeline import DecodeState, RoundReport, decode
+from bass.decode.round import RequestContext
+from bass.decode.rules import processing
+from bass.decode.sampling import process_logits, sample_from
+from bass.decode.sequences import Sequence, StopRule
+from bass.decode.streams import SequenceRNG
+from bass.drafters.base import Drafter
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceUpdate
 from bass.metrics import candidates_ms_per_token
-from bass.pipeline import DecodeState, RoundReport, decode
-from bass.prefill_graphs import prefill
-from bass.round import RequestContext
-from bass.rules import processing
-from bass.sampling import process_logits, sample_from
-from bass.sequences import Sequence, StopRule
-from bass.streams import SequenceRNG
-from bass.transfer import ints_to_device
+from bass.runtime.prefill_graphs import prefill
+from bass.runtime.transfer import ints_to_device
 
 if TYPE_CHECKING:
     from bass.engine.engine import Engine
@@ -54,7 +54,7 @@ class Batch:
         self.slot_of: dict[int, int] = {}  # a row's uid -> its prompt's prefix slot
         self._uids = itertools.count()
 
-    # ---- joining (`bass.pipeline.Joiner`) -----------------------------------------------------------------------
+    # ---- joining (`bass.decode.pipeline.Joiner`) ----------------------------------------------------------------
     def pending(self) -> bool:
         return self.scheduler.head_if(self.fits) is not None
 

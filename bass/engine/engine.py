@@ -18,20 +18,21 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from bass.attention import available_backends, get_backend, resolve_backend
-from bass.cache import CacheArena
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams, check_draft_file
-from bass.device import resolve_device, resolve_dtype
-from bass.drafters import Drafter, NoDrafter, build_drafter
+from bass.drafters import build_drafter
+from bass.drafters.base import Drafter, NoDrafter
 from bass.engine import validate
 from bass.engine.scheduler import Scheduler
 from bass.events import GenerationEvent, GenerationResult
-from bass.graphs import WIDTH_BUCKETS, GraphedModel
 from bass.models import linear
 from bass.models.draft import DRAFT_FILE, DRAFT_SHA256, shipped_draft
 from bass.models.feature_draft import FeatureDraft
 from bass.models.loader import LoadedModel, check_same_vocab, load_model
-from bass.prefill_graphs import PrefillGraphs
+from bass.runtime.attention import available_backends, get_backend, resolve_backend
+from bass.runtime.cache import CacheArena
+from bass.runtime.device import resolve_device, resolve_dtype
+from bass.runtime.graphs import WIDTH_BUCKETS, GraphedModel
+from bass.runtime.prefill_graphs import PrefillGraphs
 
 # what `Engine.warm_draft_lengths` drafts: 1..8, then one length per verify width bucket up to 16 (L = w - 1), so
 # that no draft length up to 15, fixed or the heuristic's, meets a verify width without a graph inside a request
@@ -247,7 +248,7 @@ class Engine:
                              temperature_scale=scale, chained=c.proposal_graphs)
 
     def capture_queued(self, stop: Callable[[], bool] | None = None) -> None:
-        """Capture the CUDA graphs of the shapes that ran in wider graphs (`bass.graphs`): between batches,
+        """Capture the CUDA graphs of the shapes that ran in wider graphs (`bass.runtime.graphs`): between batches,
         where they cost no request's latency; `stop` (a request is waiting) leaves the rest for later."""
         for fwd in (self._target_fwd, self._draft_fwd, self._prefill_graphs, self._draft_prefill_graphs):
             capture = getattr(fwd, "capture_queued", None)  # by attribute: a wrapper of a GraphedModel passes it on
@@ -263,12 +264,13 @@ class Engine:
                            lengths: Iterable[int] = WARM_LENGTHS, **kw) -> None:
         """One short generation (32 tokens at most) of `prompt` at each fixed draft length of `lengths`, with
         the request settings `kw` (k, method, drafter, backend ...); and capture the target's and the draft's
-        one-prompt prefills at every width (`bass.prefill_graphs`).
+        one-prompt prefills at every width (`bass.runtime.prefill_graphs`).
 
-        With CUDA graphs, a shape without a graph runs in the graph of a wider batch of its width (`bass.graphs`),
-        but a width no batch has a graph of is captured at once, inside the request that drafts it first: a round
-        of tens of ms against a few. The heuristic's lengths follow the acceptance, so such a width can come at
-        any time; the benchmarks and the eval draft every length once, at their batch, before anything is timed.
+        With CUDA graphs, a shape without a graph runs in the graph of a wider batch of its width
+        (`bass.runtime.graphs`), but a width no batch has a graph of is captured at once, inside the request that
+        drafts it first: a round of tens of ms against a few. The heuristic's lengths follow the acceptance, so such
+        a width can come at any time; the benchmarks and the eval draft every length once, at their batch, before
+        anything is timed.
         An engine without static shapes (the CPU's default) has no graph to build: there it does nothing.
         """
         if not isinstance(self._target_fwd, GraphedModel):

@@ -29,10 +29,10 @@ from bass.engine.batch import Batch, cancelled_result
 from bass.events import GenerationEvent
 
 if TYPE_CHECKING:
-    from bass.drafters import Drafter
+    from bass.decode.round import RequestContext
+    from bass.decode.sequences import Sequence
+    from bass.drafters.base import Drafter
     from bass.engine.engine import Engine
-    from bass.round import RequestContext
-    from bass.sequences import Sequence
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class BatchKind:
     backend: str
     look_ahead: bool
     draft_length: DraftLengthConfig
-    processing: SamplingParams  # temperature / top-k / top-p (`bass.rules.processing`)
+    processing: SamplingParams  # temperature / top-k / top-p (`bass.decode.rules.processing`)
 
 
 @dataclass(eq=False)
@@ -165,7 +165,7 @@ class Scheduler:
 
     def _settle_alone(self, request: Request, timeout_s: float = 60.0) -> None:
         """A request that was alone gets its stream's end once its batch has ended and captured what it queued
-        (`bass.graphs`), or once another request comes: a caller's next request then finds the graphs built."""
+        (`bass.runtime.graphs`), or once another request comes: a caller's next request then finds the graphs built."""
         if request.settles_at is None:
             return
         with self._cv:
@@ -251,7 +251,7 @@ class Scheduler:
             try:
                 with self.engine.device_lock:
                     Batch(self.engine, self, head).run()
-                    if not self._queue:  # idle: a capture costs no request's latency (`bass.graphs`), and
+                    if not self._queue:  # idle: a capture costs no request's latency (`bass.runtime.graphs`), and
                         self.engine.capture_queued(stop=lambda: bool(self._queue))  # one arriving waits for one
             except BaseException as exc:  # every request the batch held gets the error; the thread goes on
                 log.exception("a batch failed")

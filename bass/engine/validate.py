@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from bass.config import METHODS, DraftLengthConfig, SamplingParams, check_k
-from bass.drafters import Drafter
+from bass.decode.rules import processing
+from bass.drafters.base import Drafter
 from bass.engine.scheduler import BatchKind, Request
-from bass.rules import processing
 
 if TYPE_CHECKING:
     from bass.engine.engine import Engine

@@ -7,7 +7,7 @@ synchronised around the drafter's proposal and the target's verify, so wall time
             sampling and acceptance, the round's host copy, stop strings, cache rollback, Python)
 
 The syncs cost a little themselves: the split is for profiling runs only, never for timed rows. They also
-leave nothing for look-ahead (`bass.pipeline`) to overlap, so `round_breakdown` turns it off: the split
+leave nothing for look-ahead (`bass.decode.pipeline`) to overlap, so `round_breakdown` turns it off: the split
 is of rounds run one after another, and on CUDA "verify" holds the rule captured with the forward.
 
 `pipelined_round` (`bench.profile.steps`): rounds as the engine runs them, look-ahead on where the engine
@@ -34,7 +34,7 @@ import torch
 from torch.autograd import DeviceType
 
 from bass.config import SamplingParams
-from bass.drafters import Drafter
+from bass.drafters.base import Drafter
 from bench.common import profiler_tables, sync
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ def profile_round(engine, prompt: list[int], k: int, params: SamplingParams, n: 
     (out / f"profile_{method}.txt").write_text(profiler_tables(profiles[-1]))
     info.setdefault("profile", {})[method] = summary
     r = max(rounds, 1)
-    # a proposal replayed as one graph (`bass.drafters.chained_proposal`) never calls the draft's forward
+    # a proposal replayed as one graph (`bass.drafters.chain.chained_proposal`) never calls the draft's forward
     chained = "; the chained proposals too" if summary["draft_steps"] and not log_drafts else ""
     print(f"    profile {method} k={k}, {n} tokens: {wall / r:.2f} ms/round over {rounds} rounds = verify "
           f"{summary['verify_ms'] / r:.2f} (GPU) + draft {summary['draft_ms'] / r:.2f} (GPU, "
@@ -322,10 +322,10 @@ def _generation(engine: Engine, prompt: str, mark: str | None, **kw) -> tuple[Ge
 
 @contextlib.contextmanager
 def launches_counted() -> Iterator[dict[str, int]]:
-    """Count the rounds `bass.pipeline` launches before the round before them is read ("ahead": its
+    """Count the rounds `bass.decode.pipeline` launches before the round before them is read ("ahead": its
     `launch` gets no histories; a relaunch after a full-sort redo counts too) and after it ("in_order"),
     while the block runs."""
-    import bass.round as spec
+    import bass.decode.round as spec
 
     counts, launch = {"ahead": 0, "in_order": 0}, spec.launch
 

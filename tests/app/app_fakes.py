@@ -8,9 +8,9 @@ import time
 import torch
 
 from app.session import EngineSession
-from bass.attention import resolve_backend
 from bass.config import EngineConfig, SamplingParams
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceStats, SequenceUpdate
+from bass.runtime.attention import resolve_backend
 
 # Completions of HumanEval/0 (has_close_elements): one correct, one wrong on some of its 7 tests.
 GOOD = ("    for i, a in enumerate(numbers):\n        for b in numbers[i + 1:]:\n"

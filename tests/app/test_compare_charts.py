@@ -9,7 +9,7 @@ from dataclasses import replace
 from test_compare_export import result
 
 from app.compare_html import charts_html, note_html, sentence_html
-from bass.compare import MethodRun, table_rows
+from bass.eval.compare import MethodRun, table_rows
 
 
 def widths(html: str, chart: int) -> list[float]:

@@ -17,7 +17,7 @@ from app.compare_run import compare_budget, compare_views
 from app.problems import load_problems
 from app.session import EngineSession
 from app.settings import METHOD_LABELS, UserError, parse_settings
-from bass.compare import SEEDED_DRAFT_LENGTH
+from bass.eval.compare import SEEDED_DRAFT_LENGTH
 
 
 def settings(k=2, tests=True, budget=0, stop_first=False):

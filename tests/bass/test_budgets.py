@@ -4,9 +4,9 @@ by hand and against separate runs truncated by the budget itself."""
 import pytest
 from scripted import ScriptedEngine, ScriptedTester
 
-from bass.budgets import budget_key, counted_finish_times, format_budget_table, parse_budgets
 from bass.config import SamplingParams
-from bass.eval import TTFP, problem_row, run_humaneval, stream_with_verdicts
+from bass.eval.budgets import budget_key, counted_finish_times, format_budget_table, parse_budgets
+from bass.eval.humaneval import TTFP, problem_row, run_humaneval, stream_with_verdicts
 from bass.events import Candidate, SequenceStats
 
 # seq i finishes by itself in round len(text): rounds 4, 1, 5, 2; round r starts at r - 1 s of decoding

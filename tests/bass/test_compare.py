@@ -1,4 +1,4 @@
-"""The fair comparison (`bass.compare`): the same request for every method, partial runs marked and never
+"""The fair comparison (`bass.eval.compare`): the same request for every method, partial runs marked and never
 compared, one sentence and one table; the CLI prints them."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import torch
 from scripted import ScriptedEngine
 
 from bass import cli
-from bass.compare import (
+from bass.config import SamplingParams
+from bass.eval.compare import (
     COLUMNS,
     SEEDED_DRAFT_LENGTH,
     CompareRequest,
@@ -20,7 +21,6 @@ from bass.compare import (
     sentence,
     table_cells,
 )
-from bass.config import SamplingParams
 from bass.metrics import candidates_ms_per_token
 
 ROUND_S = {"bass": 0.1, "regular": 0.2, "single": 0.4}  # seconds per scripted round of each method

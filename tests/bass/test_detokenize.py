@@ -11,8 +11,8 @@ import transformers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from bass.config import SamplingParams
+from bass.decode.sequences import Sequence, StopRule, fast_decoder
 from bass.models.embedded import prepare
-from bass.sequences import Sequence, StopRule, fast_decoder
 
 pytestmark = pytest.mark.embedded
 

@@ -3,7 +3,7 @@
 import pytest
 
 from bass.config import DraftLengthConfig
-from bass.draft_length import DraftLengthPolicy, heuristic_step
+from bass.decode.draft_length import DraftLengthPolicy, heuristic_step
 
 
 def test_heuristic_trace_by_hand():
@@ -48,7 +48,7 @@ def test_bad_config_is_refused_with_a_hint():
 
 def test_only_a_fixed_length_is_decided_a_round_ahead():
     """The round loop asks a drafting round's length before the round before is read only where the length cannot
-    depend on that round (`bass.pipeline`, look-ahead): a fixed length, the default, at the measured L = 3."""
+    depend on that round (`bass.decode.pipeline`, look-ahead): a fixed length, the default, at the measured L = 3."""
     assert (DraftLengthConfig().policy, DraftLengthConfig().l0) == ("fixed", 3)
     ahead = {p: DraftLengthPolicy(DraftLengthConfig(policy=p), [0]).decides_ahead
              for p in ("fixed", "heuristic", "per-sequence")}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bass.eval import problem_row, run_humaneval, summarize
+from bass.eval.humaneval import problem_row, run_humaneval, summarize
 from bass.events import Candidate, SequenceStats
 
 
@@ -45,7 +45,7 @@ def test_run_on_a_tiny_model(tiny_engine):
 
 def test_warmup_prefills_every_problem_untimed_before_the_first_timed_one(tiny_engine):
     """Each problem's prompt runs a few untimed tokens, then the longest in full, before any budget runs."""
-    from bass.eval import WARMUP_TOKENS
+    from bass.eval.humaneval import WARMUP_TOKENS
 
     engine = tiny_engine("llama")
     calls, generate = [], engine.generate
@@ -89,8 +89,8 @@ import time  # noqa: E402
 from scripted import ScriptedEngine, ScriptedTester  # noqa: E402
 
 from bass.config import SamplingParams  # noqa: E402
-from bass.eval import TTFP, format_report, stream_with_verdicts  # noqa: E402
-from bass.verdicts import VerdictWorker  # noqa: E402
+from bass.eval.humaneval import TTFP, format_report, stream_with_verdicts  # noqa: E402
+from bass.eval.verdicts import VerdictWorker  # noqa: E402
 
 # seq i finishes after len(text) rounds: seq0 at 4, seq1 at 1, seq2 at 5, seq3 at 2; 'P' marks a pass
 TEXTS = ["abcP", "x", "abcdP", "aP"]

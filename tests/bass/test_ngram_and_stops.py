@@ -2,10 +2,10 @@
 
 import torch
 
-from bass.cache import KVCache
 from bass.config import SamplingParams
-from bass.drafters import NgramDrafter
-from bass.sequences import Sequence, StopRule
+from bass.decode.sequences import Sequence, StopRule
+from bass.drafters.ngram import NgramDrafter
+from bass.runtime.cache import KVCache
 
 
 def test_ngram_takes_latest_longest_match():
@@ -61,7 +61,7 @@ def test_eos_and_length():
 
 
 def test_padded_ids_pads_ragged_rows_with_zeros():
-    from bass.transfer import padded_ids
+    from bass.runtime.transfer import padded_ids
 
     got = padded_ids([[5, 6, 7], [8], []])
     assert got.dtype == torch.long and got.tolist() == [[5, 6, 7], [8, 0, 0], [0, 0, 0]]

@@ -1,10 +1,10 @@
-"""The per-sequence random streams (`bass.streams`) against SplitMix64 written plainly, and their
+"""The per-sequence random streams (`bass.decode.streams`) against SplitMix64 written plainly, and their
 independence from the batch and from how draws are chunked."""
 
 import torch
 from scipy.stats import chisquare
 
-from bass.streams import SequenceRNG, stream_key, stream_uniforms
+from bass.decode.streams import SequenceRNG, stream_key, stream_uniforms
 
 
 def test_sequence_rng_streams_do_not_depend_on_the_batch():

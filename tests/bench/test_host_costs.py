@@ -31,7 +31,7 @@ def test_engine_graphs_names_forwards_and_chains():
     proposal) by batch, first step's width, L and pool; graphs not captured (the CPU twin's) are left out."""
     from types import SimpleNamespace
 
-    from bass.graphs import ChainKey, GraphKey
+    from bass.runtime.graphs import ChainKey, GraphKey
     from bench.profile.host import engine_graphs
 
     captured = SimpleNamespace(graph=SimpleNamespace(replay=lambda: None))

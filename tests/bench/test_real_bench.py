@@ -51,7 +51,7 @@ def test_each_pass_counts_the_graphs_captured_inside_it(monkeypatch):
     import bench.real_passes as rb
     from bass.events import BatchStats, Candidate, GenerationResult, SequenceStats
 
-    made = {"n": 0, "deferred": 0}  # as in `bass.graphs`: every capture counts in n, a deferred one in both
+    made = {"n": 0, "deferred": 0}  # as in `bass.runtime.graphs`: every capture counts in n, a deferred one in both
     shapes: list[str] = []  # what each capture inside decoding was, in order
     monkeypatch.setattr(rb, "decoding_captures", lambda: made["n"] - made["deferred"])
     monkeypatch.setattr(rb, "deferred_captures", lambda: made["deferred"])

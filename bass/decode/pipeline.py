@@ -1,4 +1,4 @@
-"""The round loop: `bass.round` run back to back, with what makes rounds fast but is not the algorithm.
+"""The round loop: `bass.decode.round` run back to back, with what makes rounds fast but is not the algorithm.
 
 Look-ahead (on CUDA). A round that needs nothing from the host can be launched before the round before it
 is read, so that the host's bookkeeping of round r (the copy, stop strings, events, the policy) overlaps
@@ -44,17 +44,17 @@ from typing import Protocol
 
 import torch
 
-from bass import round as one_round
-from bass.cache import KVCache
 from bass.config import SamplingParams
-from bass.draft_length import DraftLengthPolicy
-from bass.drafters import Drafter
+from bass.decode import round as one_round
+from bass.decode.draft_length import DraftLengthPolicy
+from bass.decode.round import HostRow, Round, VerifyRule, draw_uniforms, emit, room
+from bass.decode.rules import emitted, verify_rule
+from bass.decode.sequences import Sequence
+from bass.drafters.base import Drafter
 from bass.events import SequenceUpdate
-from bass.graphs import BATCH_BUCKETS, bucket
-from bass.round import HostRow, Round, VerifyRule, draw_uniforms, emit, room
-from bass.rules import emitted, verify_rule
-from bass.sequences import Sequence
-from bass.transfer import ints_to_device
+from bass.runtime.cache import KVCache
+from bass.runtime.graphs import BATCH_BUCKETS, bucket
+from bass.runtime.transfer import ints_to_device
 
 RIDE_ALONG_ROWS = 8  # with look-ahead, a batch of at most this many rows keeps finished ones to the end
 

@@ -1,6 +1,6 @@
 """The baselines, through the same round loop as BASS so that comparisons are fair.
 
-- regular batched decoding: `bass.pipeline.decode` with `NoDrafter` (every round is one decode step);
+- regular batched decoding: `bass.decode.pipeline.decode` with `NoDrafter` (every round is one decode step);
 - single-sequence speculative decoding: the same loop run with a batch of one, sequence after sequence.
   Each sequence's latency counts from the common decoding start, as a user waiting for k answers
   from a one-at-a-time system would see it.
@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from bass.cache import KVCache
 from bass.config import DraftLengthConfig, SamplingParams
-from bass.draft_length import DraftLengthPolicy
-from bass.pipeline import DecodeState, RoundReport, decode
-from bass.sequences import Sequence
+from bass.decode.draft_length import DraftLengthPolicy
+from bass.decode.pipeline import DecodeState, RoundReport, decode
+from bass.decode.sequences import Sequence
+from bass.runtime.cache import KVCache
 
 
 def single_sequence(target: torch.nn.Module, attn: Callable, new_drafter: Callable, seqs: list[Sequence],

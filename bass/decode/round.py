@@ -13,9 +13,9 @@
               stop rule (EOS, stop strings, token limit).
 
 `launch` queues 2-5 on the device without a host synchronisation; `read` is step 6. Everything that makes
-rounds overlap (look-ahead, redo, riders, requests joining) lives in `bass.pipeline`.
+rounds overlap (look-ahead, redo, riders, requests joining) lives in `bass.decode.pipeline`.
 
-Random numbers. Row b draws 2 l_b + 1 uniforms from its own stream (`bass.streams`): l_b to draft, l_b to
+Random numbers. Row b draws 2 l_b + 1 uniforms from its own stream (`bass.decode.streams`): l_b to draft, l_b to
 accept, one to resample, placed at columns [0, l_b), [L, L + l_b) and 2L of the round's [B, 2L + 1]
 block. So a sequence's draws depend on its own draft lengths only, never on the batch's width L or on
 which other requests share the round: under a fixed draft length a seeded request samples the same text
@@ -31,14 +31,14 @@ from typing import NamedTuple
 
 import torch
 
-from bass.cache import KVCache
 from bass.config import SamplingParams
-from bass.drafters import Drafter, Proposal
+from bass.decode.rules import VerifyRule, run_then
+from bass.decode.sequences import Sequence, StopRule
+from bass.decode.streams import SequenceRNG
+from bass.drafters.base import Drafter, Proposal
 from bass.events import SequenceUpdate
-from bass.rules import VerifyRule, run_then
-from bass.sequences import Sequence, StopRule
-from bass.streams import SequenceRNG
-from bass.transfer import HostRead
+from bass.runtime.cache import KVCache
+from bass.runtime.transfer import HostRead
 
 
 @dataclass
@@ -67,7 +67,7 @@ class RequestContext:
 
 
 class VerifyOutput(NamedTuple):
-    """The verify rule's outputs (`bass.rules.VerifyRule`), on the device."""
+    """The verify rule's outputs (`bass.decode.rules.VerifyRule`), on the device."""
 
     accepted: torch.Tensor  # [B] a_b
     next_token: torch.Tensor  # [B] the token emitted after the accepted drafts

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from bass.transfer import to_device
+from bass.runtime.transfer import to_device
 
 _GOLDEN = 0x9E3779B97F4A7C15  # SplitMix64's increment
 _MASK64 = (1 << 64) - 1

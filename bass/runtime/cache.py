@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bass.transfer import ints_to_device
+from bass.runtime.transfer import ints_to_device
 
 
 @dataclass

@@ -9,12 +9,12 @@ tests in the sandbox. Per problem (DESIGN.md §2):
                      (a sequence cut by the budget counts as failing);
     time to first pass = prefill + finish time of the earliest passing sequence (`bass.metrics`).
 
-Each sequence is tested the moment it finishes, while the others keep decoding (`bass.verdicts`);
+Each sequence is tested the moment it finishes, while the others keep decoding (`bass.eval.verdicts`);
 with `stop_at_first_pass` the first passing one cancels its siblings, which then count as unfinished
 (so Pass@All and pass@k measure the race, not the whole batch).
 
 With several budgets (`budgets=`), each problem runs once at the largest and the metrics at the others
-are derived from the candidates' finish times (`bass.budgets`: exact, since a budget only truncates).
+are derived from the candidates' finish times (`bass.eval.budgets`: exact, since a budget only truncates).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from bass.budgets import budget_key, counted_finish_times, record_round_starts
 from bass.config import HUMANEVAL_STOPS, EngineConfig, SamplingParams, check_k
+from bass.eval.budgets import budget_key, counted_finish_times, record_round_starts
+from bass.eval.verdicts import Checker, Verdict, VerdictWorker, either, submit_finished
 from bass.events import Candidate, GenerationResult
 from bass.metrics import (
     candidates_ms_per_token,
@@ -33,7 +34,6 @@ from bass.metrics import (
     pass_at_k,
     time_to_first_pass,
 )
-from bass.verdicts import Checker, Verdict, VerdictWorker, either, submit_finished
 
 TTFP = "time_to_first_pass_s"
 WARMUP_TOKENS = 4  # per problem, untimed, before an eval with warmup (`run_humaneval`)
@@ -44,7 +44,7 @@ def problem_row(task_id: str, candidates: Sequence[Candidate], passed: Sequence[
     """The per-problem metrics from the candidates and whether each one passed its tests (None: untested).
 
     `finish_times` (None: a candidate that does not count) replaces the candidates' own, e.g. those that
-    count at a smaller budget (`bass.budgets.counted_finish_times`).
+    count at a smaller budget (`bass.eval.budgets.counted_finish_times`).
     """
     times = list(finish_times) if finish_times is not None else [c.finish_time_or_none for c in candidates]
     ok = [bool(p) and t is not None for p, t in zip(passed, times, strict=True)]
@@ -93,7 +93,7 @@ def stream_with_verdicts(engine, prompt, *, k: int, params: SamplingParams, meth
     verdict cancels the sequences still decoding. Returns the result and the verdicts by sequence.
     `worker` replaces the one built from `check`, `passed` and `stop_at_first_pass` (tests observe it).
     `round_starts`, when given, receives for each finished sequence the budget check's reading before its
-    last round (`bass.budgets.record_round_starts`). `drafter`: None for the engine's default.
+    last round (`bass.eval.budgets.record_round_starts`). `drafter`: None for the engine's default.
     """
     worker = worker or VerdictWorker(check, passed, stop_at_first_pass=stop_at_first_pass)
     result = None
@@ -122,7 +122,7 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
     Candidates are tested as they finish (`stream_with_verdicts`); `stop_at_first_pass` cancels the
     siblings of the first passing one. With `budgets`, each problem runs once at the largest (which is
     then the budget) and the report gains "by_budget": {budget_key(b): {"summary", "problems"}} derived
-    for every b (`bass.budgets`); "summary" / "problems" stay those of the largest. `warmup` first runs,
+    for every b (`bass.eval.budgets`); "summary" / "problems" stay those of the largest. `warmup` first runs,
     untimed, a few tokens of every problem and then the longest prompt in full, so no problem's budget is
     spent on compilation: kernels compile per shape class of the prefill (Triton specialises on whether a
     length divides by 16, and skinny GEMM tiles follow the row count), graphs are captured per batch and

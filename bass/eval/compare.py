@@ -25,15 +25,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from bass.config import METHODS, DraftLengthConfig, SamplingParams, check_k
+from bass.eval.verdicts import Checker, VerdictWorker, submit_finished
 from bass.events import GenerationEvent, GenerationResult
 from bass.metrics import format_seconds, format_seconds_or_none, time_to_first_pass
-from bass.verdicts import Checker, VerdictWorker, submit_finished
 
 COMPARE_METHODS = ("bass", "regular", "single")
 SHORT_NAMES = {"bass": "BASS", "regular": "regular", "single": "single-seq"}
 LONG_NAMES = {"bass": "BASS", "regular": "regular decoding", "single": "single-sequence speculative decoding"}
 # A fixed draft length makes a seed reproduce the candidates: a different length consumes the random stream
-# differently (`bass.round`, random numbers). The engine's default is fixed.
+# differently (`bass.decode.round`, random numbers). The engine's default is fixed.
 SEEDED_DRAFT_LENGTH = DraftLengthConfig()
 SAME_SPEED = 0.05  # ratios within this of 1 read "about as fast as"
 

@@ -2,7 +2,7 @@
 
 Fixed. Every round drafts l0 tokens for every live sequence (`DraftLengthConfig.l0`, 3 by default). Its length
 does not depend on any round's outcome, so the round loop may decide it before the round before is read
-(`decides_ahead`, `bass.pipeline`'s look-ahead).
+(`decides_ahead`, `bass.decode.pipeline`'s look-ahead).
 
 Heuristic (BASS, Algorithm 1; DESIGN.md §3), updated after every round from x_max, the most draft tokens
 any live sequence accepted, with s = 0 initially (the paper starts at l0 = 7: `DraftLengthConfig("heuristic",

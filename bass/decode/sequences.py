@@ -14,7 +14,7 @@ from bass.config import SamplingParams
 from bass.events import SequenceStats
 
 if TYPE_CHECKING:
-    from bass.round import RequestContext
+    from bass.decode.round import RequestContext
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Sequence:
     rounds: int = 0
     proposed: int = 0
     accepted: int = 0
-    rejected: int = 0  # draft tokens its last round asked for and did not accept (`bass.pipeline`: the limit)
+    rejected: int = 0  # draft tokens its last round asked for and did not accept (`bass.decode.pipeline`: the limit)
     finish_reason: str | None = None
     finish_time_s: float | None = None
     ctx: RequestContext | None = field(default=None, repr=False)  # its request's stop rule, streams, clock

@@ -2,7 +2,7 @@
 
 Speculative sampling (Leviathan et al. 2023; Chen et al. 2023). For one sequence with draft tokens
 x_1..x_l drawn from the draft distributions q_1..q_l, and target distributions p_1..p_{l+1} from one
-verify pass (both *after* temperature / top-k / top-p processing, `bass.sampling`):
+verify pass (both *after* temperature / top-k / top-p processing, `bass.decode.sampling`):
 
     accept x_i  with probability  min(1, p_i(x_i) / q_i(x_i)),  i = 1, 2, ... until the first rejection;
     at the first rejection i:     emit y ~ norm(max(0, p_i - q_i))         (the residual distribution)
@@ -12,7 +12,7 @@ so every emitted token is distributed exactly as the processed target distributi
 draft (n-gram lookup) has q_i = onehot(x_i): acceptance is p_i(x_i) and the residual is p_i with x_i
 removed. Greedy decoding is the limit: accept while argmax p_i == x_i, then emit argmax p_i.
 
-The uniforms come from each sequence's own stream (`bass.streams`): u_accept for the tests, u_sample for the
+The uniforms come from each sequence's own stream (`bass.decode.streams`): u_accept for the tests, u_sample for the
 inverse-CDF draw of the emitted token. `verify_logits` picks the form for a request's processing; under top-p
 the rule runs over each position's sorted candidates (`verify_top_p`), and on CUDA in one kernel
 (`verify_top_p_fused`, `kernels.verify_sample`).
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-from bass import sampling
 from bass.config import SamplingParams
+from bass.decode import sampling
 
 FUSED_VERIFY = True  # where the candidates come from `kernels.top_p`, the rest of the rule in one kernel too
 
@@ -46,7 +46,7 @@ def verify_logits(logits: torch.Tensor, params: SamplingParams, draft_tokens: to
 
     Greedy: `verify_greedy`. Top-p < 1: `verify_top_p`, over each position's sorted candidates (covered:
     whether they decided it; full_sort: all of them). Otherwise `verify_sampled` over the processed
-    vocabulary. What `bass.rules.VerifyRule` computes in the graph, and by a full sort for its redo."""
+    vocabulary. What `bass.decode.rules.VerifyRule` computes in the graph, and by a full sort for its redo."""
     if params.greedy:
         return verify_greedy(draft_tokens, draft_len, logits), None
     if params.top_p < 1.0:
@@ -108,7 +108,7 @@ def verify_top_p(logits: torch.Tensor, params: SamplingParams, draft_tokens: tor
     dozen vocabulary-wide kernels: scatter, mask, sum, divide, gathers, the draw). The
     draw runs over tokens in the stable order rather than by id: another inverse-CDF map of the same u,
     so the same distribution; with full_sort (K = V) the order and the prefix sums are the same as from
-    the candidates, so on a covered row both give the same tokens (`bass.rules.VerifyRule.exact`).
+    the candidates, so on a covered row both give the same tokens (`bass.decode.rules.VerifyRule.exact`).
     The shapes are `verify_sampled`'s; logits [B, L+1, V].
     """
     kept, ids, covered = sampling.sorted_top_p(logits, params, full_sort)  # [B, L+1, K]
