@@ -42,8 +42,10 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
                    help="attention backend; auto: ragged (our Triton kernel) on CUDA, torch elsewhere")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
-    p.add_argument("--draft-policy", default="fixed", choices=DRAFT_LENGTH_POLICIES,
-                   help="fixed: every round drafts --draft-l0; heuristic: the paper's rule, from --draft-l0 (its 7)")
+    p.add_argument("--draft-policy", default="auto", choices=DRAFT_LENGTH_POLICIES,
+                   help="auto: each round the length of most tokens/s for the rows that run, from the cost table "
+                   "measured at load (GPU), else --draft-l0; fixed: every round drafts --draft-l0 (0: no "
+                   "speculation); heuristic: the paper's rule, from --draft-l0 (its 7)")
     p.add_argument("--draft-l0", type=int, default=3, help="fixed (or initial) draft length")
     p.add_argument("--layer-skip-layers", type=int, default=None)
     p.add_argument("--draft-temperature", type=float, default=None, help="the draft samples at this multiple of "

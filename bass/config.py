@@ -9,7 +9,7 @@ from pathlib import Path
 METHODS = ("bass", "regular", "single")
 DRAFTERS = ("ngram", "model", "layer-skip")
 BACKENDS = ("torch", "pad", "split", "ragged")
-DRAFT_LENGTH_POLICIES = ("fixed", "heuristic", "per-sequence")
+DRAFT_LENGTH_POLICIES = ("auto", "fixed", "heuristic", "per-sequence")
 MAX_K = 64  # candidates per prompt: the batch of one request
 
 # HumanEval completion style: a function body ends where the next top-level statement starts.
@@ -84,14 +84,16 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class DraftLengthConfig:
-    """The draft-length policy and the constants of the paper's heuristic (DESIGN.md §3; `bass.decode.draft_length`).
+    """The draft-length policy and the constants of the paper's heuristic (`bass.decode.draft_length`).
 
-    policy: "fixed" (default) always drafts l0; "heuristic" is the paper's rule (start it at the paper's
-    l0 = 7: `DraftLengthConfig("heuristic", l0=7)`); "per-sequence" runs the heuristic on each sequence's own
-    count. docs/engine.md (draft length) has the measurement behind the default.
+    policy: "auto" (default) takes, each round, the length of most tokens per second for the rows that run,
+    from the cost table the engine measured at load (on a GPU with CUDA graphs), and drafts l0 where it has
+    none; "fixed" always drafts l0 (0: no speculation); "heuristic" is the paper's rule (start it at the
+    paper's l0 = 7: `DraftLengthConfig("heuristic", l0=7)`); "per-sequence" runs the heuristic on each
+    sequence's own count. docs/engine.md (draft length) has the measurements behind the default.
     """
 
-    policy: str = "fixed"
+    policy: str = "auto"
     l0: int = 3
     l_incre: int = 2
     l_mod: int = 10
@@ -100,8 +102,10 @@ class DraftLengthConfig:
     def __post_init__(self) -> None:
         if self.policy not in DRAFT_LENGTH_POLICIES:
             raise ValueError(f"draft length policy must be one of {DRAFT_LENGTH_POLICIES}, got {self.policy!r}")
-        if not 1 <= self.l0 <= self.l_limit:
-            raise ValueError(f"need 1 <= l0 <= l_limit, got l0={self.l0}, l_limit={self.l_limit}")
+        lowest = 0 if self.policy in ("auto", "fixed") else 1
+        if not _integer(self.l0) or not lowest <= self.l0 <= self.l_limit:
+            raise ValueError(f"need {lowest} <= l0 <= l_limit for the {self.policy} policy, got l0={self.l0!r}, "
+                             f"l_limit={self.l_limit}")
         if self.l_incre < 1 or self.l_mod < 1:
             raise ValueError(f"l_incre and l_mod must be >= 1, got {self.l_incre}, {self.l_mod}")
 

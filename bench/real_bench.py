@@ -225,8 +225,8 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
         if k != policy_k or a.no_policy_rows:
             continue
         policies = [DraftLengthConfig(policy="heuristic", l0=7)] + \
-            [DraftLengthConfig(policy="fixed", l0=n) for n in a.fixed_l if n != DraftLengthConfig().l0]
-        for cfg in policies:  # (the default's row is the drafter's own)
+            [DraftLengthConfig(policy="fixed", l0=n) for n in a.fixed_l]
+        for cfg in policies:  # (the default's row, "auto", is the drafter's own)
             t = time.perf_counter()
             add(row("bass", k, best, policy_label(cfg), measure({"r": b.runner("bass", k, best, cfg)}, len(b.prompts),
                                                    a.repeats)["r"]), t)

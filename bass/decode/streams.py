@@ -48,45 +48,31 @@ def stream_key(seed: int, prompt: int, sample: int) -> int:
     return _mix64_int((h * _GOLDEN + sample + 1) & _MASK64)
 
 
-def stream_uniforms(keys: torch.Tensor, start: int, n: int) -> torch.Tensor:
+def stream_uniforms(keys: torch.Tensor, start: int | torch.Tensor, n: int) -> torch.Tensor:
     """Draws start .. start+n-1 of the streams `keys` [B] int64: [B, n] float32 in [0, 1), multiples of 2^-24.
+    `start` is one draw index for every row, or each row's own ([B] int64, on the keys' device).
 
     Draw j of a stream is SplitMix64's j-th output, mix64(key + (j + 1) * golden): a counter-based
     generator, so any draw is computed directly, on any device, without a generator object.
     """
-    steps = (torch.arange(start + 1, start + n + 1, device=keys.device) * _int64(_GOLDEN))  # wraps like the host
-    z = mix64(keys[:, None] + steps[None, :])
+    steps = torch.arange(1, n + 1, device=keys.device)  # [n]
+    first = start[:, None] if isinstance(start, torch.Tensor) else start
+    z = mix64(keys[:, None] + (first + steps[None, :]) * _int64(_GOLDEN))  # int64 products wrap like the host's
     return _shr(z, 40).float() * 2.0**-24
 
 
-class SequenceRNG:
-    """Independent uniform streams, one per sequence, reproducible from (seed, prompt, sample).
+def row_keys(seed: int, keys: list[tuple[int, int]]) -> list[int]:
+    """The stream states of sequences (prompt, sample) under `seed`, as the signed int64 values a tensor holds."""
+    return [_int64(stream_key(seed, *k)) for k in keys]
 
-    Counter-based (`stream_uniforms`): the j-th draw of a sequence depends only on the seed, its key and
-    j, never on the batch it is drawn with. The draws are made on the device in blocks of `block`
-    per sequence ahead of use, so a round costs no host-to-device copy and usually no kernel either.
-    """
 
-    def __init__(self, seed: int, keys: list[tuple[int, int]], block: int = 256):
-        self.seed, self.block = seed, block
-        self._drawn = {key: 0 for key in keys}  # draws consumed per sequence
-        self._cache: tuple | None = None  # (keys, device, first draw, [B, width] uniforms)
-
-    def uniforms(self, keys: list[tuple[int, int]], n: int, device: torch.device | str) -> torch.Tensor:
-        """[len(keys), n] uniforms in [0, 1); each row advances only its own sequence's stream."""
-        starts = [self._drawn[k] for k in keys]
-        for k in keys:
-            self._drawn[k] += n
-        if not keys:
-            return torch.zeros(0, n, device=device)
-        start, device = starts[0], torch.device(device)
-        if any(s != start for s in starts):  # rows at different points of their streams: draw them one by one
-            return torch.cat([self._draw([k], s, n, device) for k, s in zip(keys, starts, strict=True)])
-        c = self._cache
-        if c is None or c[0] != keys or c[1] != device or not c[2] <= start or start + n > c[2] + c[3].shape[1]:
-            c = self._cache = (list(keys), device, start, self._draw(keys, start, max(n, self.block), device))
-        return c[3][:, start - c[2]:start - c[2] + n]
-
-    def _draw(self, keys: list[tuple[int, int]], start: int, n: int, device: torch.device) -> torch.Tensor:
-        state = torch.tensor([_int64(stream_key(self.seed, *k)) for k in keys], dtype=torch.long)
-        return stream_uniforms(to_device(state, device), start, n)
+def draw(streams: list[int], drawn: list[int], n: int, device: torch.device | str,
+         keys: torch.Tensor | None = None) -> torch.Tensor:
+    """[B, n] uniforms: row b's draws drawn[b] .. drawn[b] + n - 1 of its stream `streams[b]` (`row_keys`), in one
+    set of kernels whatever the rows' positions. `keys`: `streams` already on the device (a batch keeps them)."""
+    if not drawn:
+        return torch.zeros(0, n, device=device)
+    if keys is None:
+        keys = to_device(torch.tensor(streams, dtype=torch.long), device)
+    start = drawn[0] if all(d == drawn[0] for d in drawn) else to_device(torch.tensor(drawn, dtype=torch.long), device)
+    return stream_uniforms(keys, start, n)

@@ -22,6 +22,7 @@ from bass.config import DraftLengthConfig, EngineConfig, SamplingParams, check_d
 from bass.drafters import build_drafter
 from bass.drafters.base import Drafter, NoDrafter
 from bass.engine import validate
+from bass.engine.runner import Runner
 from bass.engine.scheduler import Scheduler
 from bass.events import GenerationEvent, GenerationResult
 from bass.models import linear
@@ -62,8 +63,16 @@ class Engine:
         self.device_lock = _CUDA_LOCK if self.device.type == "cuda" else threading.RLock()
         with self.device_lock:
             self._setup(target, draft, progress)
-        self.scheduler = Scheduler(self, validate.memory_budget(self))
         self.look_ahead = self.device.type == "cuda" if self.config.look_ahead is None else self.config.look_ahead
+        self.runner = Runner(self.target, self._target_fwd, self._prefill_graphs, self._arena, frozenset(self.eos_ids),
+                             self.attention, self.new_drafter, self.config.max_batch_rows, self.device_lock,
+                             self.capture_queued)
+        self.scheduler = Scheduler(self.runner, validate.memory_budget(self.config.memory_budget_gb, self.device))
+        models = tuple(m.config for m in (self.target, self.draft) if m is not None)
+        drafter = self.default_drafter if self.config.drafter == "auto" else self.config.drafter
+        self.serving = validate.Serving(tuple(self.available_drafters()), drafter, self.backend, self.attention,
+                                        self.target.config.max_position_embeddings, models, self.dtype,
+                                        self.look_ahead, self.config.draft_length)
 
     def _setup(self, target: LoadedModel | None, draft: LoadedModel | None,
                progress: Callable[[str, float], None] | None) -> None:
@@ -137,6 +146,9 @@ class Engine:
                 self._draft_prefill_graphs = PrefillGraphs(self.draft.model, use_graphs=capture, features=features)
         if self.draft is not None:
             self._draft_fwd = GraphedModel(self.draft.model, self._draft_arena, use_graphs=capture)
+        if hasattr(self, "runner"):  # (a change after load: the device thread runs the new forwards)
+            r = self.runner
+            r.target_forward, r.arena, r.prefill_graphs = self._target_fwd, self._arena, self._prefill_graphs
 
     # ---- what the UI may offer -------------------------------------------------------------------
     def available_backends(self) -> list[str]:
@@ -195,9 +207,8 @@ class Engine:
         measurement). Setting `cancel` ends the request: at once while it waits, before its next round once it
         runs; a caller that stops reading the stream cancels it too.
         """
-        request = validate.request(self, prompts, k=k, params=params, method=method, drafter=drafter,
-                                   backend=backend, draft_length=draft_length, chat=chat, cancel=cancel,
-                                   look_ahead=look_ahead, exclusive=exclusive)
+        options = validate.Options(k, params, method, drafter, backend, draft_length, cancel, look_ahead, exclusive)
+        request = validate.request(self.serving, self.scheduler.budget, self.encode(prompts, chat), options)
         self.scheduler.submit(request)
         yield from self.scheduler.events(request)
 

@@ -21,18 +21,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from bass.config import DraftLengthConfig, SamplingParams
 from bass.engine.batch import Batch, cancelled_result
+from bass.engine.request import Request
+from bass.engine.runner import Runner
+from bass.engine.single import SingleRun
 from bass.events import GenerationEvent
-
-if TYPE_CHECKING:
-    from bass.decode.round import RequestContext
-    from bass.decode.sequences import Sequence
-    from bass.drafters.base import Drafter
-    from bass.engine.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -41,61 +35,11 @@ POLL_S = 0.1  # how often a waiting caller looks at its place in line
 QUEUED_EVERY_S = 1.0  # a waiting caller hears of its place at least this often
 
 
-@dataclass(frozen=True)
-class BatchKind:
-    """What requests sharing a batch must share: one drafter, one verify rule, one attention backend."""
-
-    method: str
-    drafter: str | Drafter | None
-    backend: str
-    look_ahead: bool
-    draft_length: DraftLengthConfig
-    processing: SamplingParams  # temperature / top-k / top-p (`bass.decode.rules.processing`)
-
-
-@dataclass(eq=False)
-class Request:
-    """One call of `Engine.stream`: its validated arguments, its event queue, and what the batch tracks of it."""
-
-    ids: list[list[int]]  # token ids of each prompt
-    k: int
-    params: SamplingParams
-    kind: BatchKind
-    bytes: int  # device memory it needs while it runs (`bass.engine.validate.request_bytes`)
-    exclusive: bool = False
-    cancel: threading.Event | None = None
-    abandoned: threading.Event = field(default_factory=threading.Event)
-    arrived: float = field(default_factory=time.perf_counter)
-    events: queue.Queue = field(default_factory=queue.Queue)
-    # set when it starts (`Batch.join`)
-    seqs: list[Sequence] = field(default_factory=list)
-    ctx: RequestContext | None = None
-    prefill_s: float = 0.0
-    rounds: list[tuple[int, float, float]] = field(default_factory=list)  # (draft length, end, host wait)
-    round_index: int = 0
-    started_at: float | None = None
-    cache: object = None  # "single": its forked cache and features, for its one-at-a-time sequences
-    features: object = None
-    # set with its result where nothing else runs or waits: the count of served batches once its batch has ended
-    # (and captured what it queued); its stream ends only then, as a lone caller's next request expects
-    settles_at: int | None = None
-
-    @property
-    def rows(self) -> int:
-        return len(self.ids) * self.k
-
-    def begin(self, seqs: list[Sequence], ctx: RequestContext, prefill_s: float) -> None:
-        self.seqs, self.ctx, self.prefill_s = seqs, ctx, prefill_s
-
-    def put(self, item: GenerationEvent | BaseException) -> None:
-        self.events.put(item)
-
-
 class Scheduler:
     """The line of requests and the device thread that serves it (module docstring)."""
 
-    def __init__(self, engine: Engine, budget: int):
-        self.engine, self.budget = engine, budget  # budget: bytes the running requests may take together
+    def __init__(self, runner: Runner, budget: int):
+        self.runner, self.budget = runner, budget  # budget: bytes the running requests may take together
         self._cv = threading.Condition()
         self._queue: deque[Request] = deque()
         self._running: list[Request] = []
@@ -155,8 +99,8 @@ class Scheduler:
         while time.monotonic() < deadline:
             with self._cv:
                 busy = bool(self._queue or self._running)
-            if not busy and self.engine.device_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-                self.engine.device_lock.release()
+            if not busy and self.runner.device_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                self.runner.device_lock.release()
                 with self._cv:
                     if not self._queue and not self._running:
                         return True
@@ -249,10 +193,10 @@ class Scheduler:
                     self._cv.wait(left)
                 head = self._queue[0]
             try:
-                with self.engine.device_lock:
-                    Batch(self.engine, self, head).run()
+                with self.runner.device_lock:
+                    (SingleRun if head.kind.method == "single" else Batch)(self.runner, self, head).run()
                     if not self._queue:  # idle: a capture costs no request's latency (`bass.runtime.graphs`), and
-                        self.engine.capture_queued(stop=lambda: bool(self._queue))  # one arriving waits for one
+                        self.runner.capture_queued(lambda: bool(self._queue))  # one arriving waits for one
             except BaseException as exc:  # every request the batch held gets the error; the thread goes on
                 log.exception("a batch failed")
                 with self._cv:

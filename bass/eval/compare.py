@@ -33,8 +33,8 @@ COMPARE_METHODS = ("bass", "regular", "single")
 SHORT_NAMES = {"bass": "BASS", "regular": "regular", "single": "single-seq"}
 LONG_NAMES = {"bass": "BASS", "regular": "regular decoding", "single": "single-sequence speculative decoding"}
 # A fixed draft length makes a seed reproduce the candidates: a different length consumes the random stream
-# differently (`bass.decode.round`, random numbers). The engine's default is fixed.
-SEEDED_DRAFT_LENGTH = DraftLengthConfig()
+# differently (`bass.decode.round`, random numbers). The engine's default follows the batch.
+SEEDED_DRAFT_LENGTH = DraftLengthConfig("fixed", l0=3)
 SAME_SPEED = 0.05  # ratios within this of 1 read "about as fast as"
 
 NOTE = (

@@ -97,7 +97,7 @@ def profile_round(engine, prompt: list[int], k: int, params: SamplingParams, n: 
         raise RuntimeError("this engine has no _target_fwd / _draft_fwd to time")
     params = dataclasses.replace(params, max_new_tokens=n)
     saved, log = (engine._target_fwd, engine._draft_fwd), []
-    engine._target_fwd = _Timed(saved[0], "target forward", log)
+    _set_target(engine, _Timed(saved[0], "target forward", log))
     engine._draft_fwd = _Timed(saved[1] or engine.draft.model, "draft forward", log)
     try:
         for _ in engine.stream([prompt], k=k, params=params, method=method):
@@ -120,7 +120,8 @@ def profile_round(engine, prompt: list[int], k: int, params: SamplingParams, n: 
             for _ in engine.stream([prompt], k=k, params=params, method=method):
                 pass
     finally:
-        engine._target_fwd, engine._draft_fwd = saved
+        _set_target(engine, saved[0])
+        engine._draft_fwd = saved[1]
     (out / f"profile_{method}.txt").write_text(profiler_tables(profiles[-1]))
     info.setdefault("profile", {})[method] = summary
     r = max(rounds, 1)
@@ -130,6 +131,11 @@ def profile_round(engine, prompt: list[int], k: int, params: SamplingParams, n: 
           f"{summary['verify_ms'] / r:.2f} (GPU) + draft {summary['draft_ms'] / r:.2f} (GPU, "
           f"{summary['draft_steps'] / r:.1f} steps) + other {summary['other_ms'] / r:.2f} (sampling, cache, "
           f"syncs, Python{chained})", flush=True)
+
+
+def _set_target(engine: Engine, forward) -> None:
+    """Make `forward` what the engine's drafters and its device thread call for the target."""
+    engine._target_fwd = engine.runner.target_forward = forward
 
 
 class _SyncTimed:
@@ -217,7 +223,7 @@ def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method:
             kw["drafter"] = timed_drafter[-1]
         return engine.generate(prompt, **kw)
 
-    engine._target_fwd = _SyncTimed(saved, spent, paused)
+    _set_target(engine, _SyncTimed(saved, spent, paused))
     try:
         run()  # warm-up: graphs captured, caches sized
         spent.update(draft=0.0, verify=0.0)
@@ -227,7 +233,7 @@ def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method:
         with batches_profiled(engine, activities) as profiles:
             run()
     finally:
-        engine._target_fwd = saved
+        _set_target(engine, saved)
     (out / f"profile_{label}.txt").write_text(profiler_tables(profiles[-1]))
     rounds = max(1, len(st.draft_lengths))
     wall, draft, verify = (1e3 * x / rounds for x in (st.decode_s, draft_s, verify_s))
@@ -330,7 +336,7 @@ def launches_counted() -> Iterator[dict[str, int]]:
     counts, launch = {"ahead": 0, "in_order": 0}, spec.launch
 
     def counted(*args, **kwargs):
-        histories = args[7] if len(args) > 7 else kwargs["histories"]
+        histories = args[4] if len(args) > 4 else kwargs["histories"]  # launch(models, rnd, cache, last, histories)
         counts["ahead" if histories is None else "in_order"] += 1
         return launch(*args, **kwargs)
 

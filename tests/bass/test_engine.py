@@ -278,7 +278,7 @@ def test_the_queue_is_dropped_when_the_arena_moves(tiny_dir, monkeypatch):
     eager, static, kw, built = _graphed(tiny_dir, monkeypatch)
     static.generate(PROMPTS[0], k=8, **kw)
     assert static.scheduler.settle()
-    monkeypatch.setattr(static, "capture_queued", lambda stop=None: None)  # the queue waits (requests keep coming)
+    monkeypatch.setattr(static.runner, "capture_queued", lambda stop=None: None)  # the queue waits (requests come)
     static.generate(PROMPTS[0], k=2, **kw)
     assert static.scheduler.settle()
     target, draft = static._target_fwd, static._draft_fwd
@@ -414,7 +414,7 @@ def test_warming_the_draft_lengths_leaves_no_width_to_build_inside_a_request(tin
     assert {key.width for _, key in _keys(static, 8)} >= {2, 3, 4}
     kw["draft_length"] = DraftLengthConfig("fixed", l0=3)
     assert static.scheduler.settle()
-    monkeypatch.setattr(static, "capture_queued", lambda stop=None: None)  # what is built now, a request built
+    monkeypatch.setattr(static.runner, "capture_queued", lambda stop=None: None)  # what is built now, a request built
     lengths = static.generate(PROMPTS[0], k=2, **kw).stats.draft_lengths
     assert static.scheduler.settle()
     at_once = {key.width for _, key in _keys(static, 2)}

@@ -29,9 +29,9 @@ class ScriptedPolicy(DraftLengthPolicy):
         super().__init__(*args, **kwargs)
         self.handed = 0
 
-    def lengths(self, seqs):
+    def lengths(self, live):
         self.handed += 1
-        return [PATTERN[(self.handed - 1) % len(PATTERN)]] * len(seqs)
+        return [0 if s.finished else PATTERN[(self.handed - 1) % len(PATTERN)] for s in live]
 
 
 def _engine(tiny_engine, drafter: str, look_ahead: bool, graphs: bool = False):
@@ -53,10 +53,11 @@ def test_look_ahead_changes_no_token(tiny_engine, monkeypatch, drafter, greedy, 
     monkeypatch.setattr(bass.engine.batch, "DraftLengthPolicy", ScriptedPolicy)
     monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 8)  # many full-sort redos: steps launched ahead relaunched
     slots, redos = [], []  # (slot, L, riders) of each verify; L of the round ahead (None: none) at each redo
-    verify, redo = bass.decode.round.verify, bass.decode.pipeline._redo
+    verify, redo = bass.decode.round.verify, bass.decode.pipeline.RoundLoop._redo
     monkeypatch.setattr(bass.decode.round, "verify", lambda *a: slots.append(
-        (a[3].slot, a[3].draft_length, a[3].alive is not None and not bool(a[3].alive.all()))) or verify(*a))
-    monkeypatch.setattr(bass.decode.pipeline, "_redo", lambda *a: redos.append(a[6] and a[6].draft_length) or redo(*a))
+        (a[1].slot, a[1].draft_length, a[1].alive is not None and not bool(a[1].alive.all()))) or verify(*a))
+    monkeypatch.setattr(bass.decode.pipeline.RoundLoop, "_redo",
+                        lambda *a: redos.append(a[3] and a[3].draft_length) or redo(*a))
     params = SamplingParams(max_new_tokens=24, seed=2, stop=(" ran", "\t"),  # some stop early (seen in their text)
                             **({"temperature": 0.0} if greedy else {"temperature": 1.0, "top_p": 0.9}))
     kw = dict(k=3, params=params, method="regular" if drafter == "regular" else "bass",
@@ -112,7 +113,7 @@ def test_after_a_first_round_that_drafted_the_second_is_launched_ahead(tiny_engi
     monkeypatch.setitem(globals(), "PATTERN", (2,))
     slots = []
     verify = bass.decode.round.verify
-    monkeypatch.setattr(bass.decode.round, "verify", lambda *a: slots.append(a[3].slot) or verify(*a))
+    monkeypatch.setattr(bass.decode.round, "verify", lambda *a: slots.append(a[1].slot) or verify(*a))
     params = SamplingParams(max_new_tokens=16, seed=5, temperature=1.0)
     kw = dict(k=2, params=params, method="bass", drafter="model", draft_length=DraftLengthConfig())
     want = _engine(tiny_engine, "feature", False).generate(PROMPTS, **kw)
@@ -145,7 +146,7 @@ def test_feature_draft_reads_its_own_rounds_features(tiny_engine, monkeypatch):
                                forward=engine._draft_fwd, arena=engine._draft_arena)
     slots = []
     verify = bass.decode.round.verify
-    monkeypatch.setattr(bass.decode.round, "verify", lambda *a: slots.append(a[3].slot) or verify(*a))
+    monkeypatch.setattr(bass.decode.round, "verify", lambda *a: slots.append(a[1].slot) or verify(*a))
     params = SamplingParams(max_new_tokens=32, seed=1, temperature=0.0)
     result = engine.generate(PROMPTS, k=2, params=params, method="bass", drafter=drafter,
                              draft_length=DraftLengthConfig())
@@ -162,7 +163,7 @@ def test_feature_draft_reads_its_own_rounds_features(tiny_engine, monkeypatch):
 def test_a_request_may_override_the_engines_look_ahead(tiny_engine, monkeypatch):
     slots = []
     verify = bass.decode.round.verify
-    monkeypatch.setattr(bass.decode.round, "verify", lambda *a: slots.append(a[3].slot) or verify(*a))
+    monkeypatch.setattr(bass.decode.round, "verify", lambda *a: slots.append(a[1].slot) or verify(*a))
     engine = _engine(tiny_engine, "regular", False)
     params = SamplingParams(max_new_tokens=6, seed=1)
     engine.generate(PROMPTS, k=2, params=params, method="regular", look_ahead=True)
@@ -177,7 +178,7 @@ def test_no_round_is_launched_ahead_past_the_token_limit(tiny_engine, monkeypatc
     round ahead would be thrown away unread. Every verify launched is then a round reported."""
     launched = []
     verify = bass.decode.round.verify
-    monkeypatch.setattr(bass.decode.round, "verify", lambda *a: launched.append(a[3].index) or verify(*a))
+    monkeypatch.setattr(bass.decode.round, "verify", lambda *a: launched.append(a[1].index) or verify(*a))
     engine = _engine(tiny_engine, "regular", True)
     params = SamplingParams(max_new_tokens=6, seed=1, temperature=0.0, stop=())
     result = engine.generate(PROMPTS[:1], k=2, params=params, method="regular")
@@ -193,7 +194,7 @@ def test_a_round_near_the_token_limit_is_launched_ahead_with_shorter_drafts(tiny
     monkeypatch.setitem(globals(), "PATTERN", (3,))
     rounds = []  # (slot, lengths) of each verify
     verify = bass.decode.round.verify
-    monkeypatch.setattr(bass.decode.round, "verify", lambda *a: rounds.append((a[3].slot, list(a[3].lengths)))
+    monkeypatch.setattr(bass.decode.round, "verify", lambda *a: rounds.append((a[1].slot, list(a[1].lengths)))
                         or verify(*a))
     params = SamplingParams(max_new_tokens=11, seed=3, temperature=1.0, stop=())
     kw = dict(k=2, params=params, method="bass", drafter="model", draft_length=DraftLengthConfig())
@@ -217,8 +218,8 @@ def test_with_look_ahead_finished_rows_leave_only_a_batch_of_more_than_eight(tin
     verify = bass.decode.round.verify
 
     def spy(*a):
-        alive = a[3].alive
-        rows.append((len(a[3].lengths), len(a[3].lengths) if alive is None else int(alive.sum())))
+        alive = a[1].alive
+        rows.append((len(a[1].lengths), len(a[1].lengths) if alive is None else int(alive.sum())))
         return verify(*a)
 
     monkeypatch.setattr(bass.decode.round, "verify", spy)
