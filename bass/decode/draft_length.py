@@ -100,9 +100,12 @@ class Acceptance:
         a, n = np.asarray(accepted), np.asarray(asked)
         if not n.any():
             return
-        i = np.arange(1, L_MAX + 1)[:, None]  # [L_MAX, 1] a draft position
-        self.reached = self.decay * self.reached + (i <= np.minimum(a + 1, n)).sum(1)
-        self.passed = self.decay * self.passed + (i <= a).sum(1)
+        # rows whose deepest position reached (passed) is j, j = 0 .. L_MAX; then, per position i, those at i or
+        # deeper: a row reached positions 1 .. min(a + 1, n) and passed 1 .. a
+        deepest = np.bincount(np.minimum(np.minimum(a + 1, n), L_MAX), minlength=L_MAX + 1)
+        passed = np.bincount(np.minimum(a, L_MAX), minlength=L_MAX + 1)
+        self.reached = self.decay * self.reached + np.cumsum(deepest[::-1])[::-1][1:]
+        self.passed = self.decay * self.passed + np.cumsum(passed[::-1])[::-1][1:]
 
     @property
     def rates(self) -> np.ndarray:
@@ -151,7 +154,8 @@ class DraftLengthPolicy:
         """Feed back how many of the drafts it was asked for each running row accepted this round."""
         if not rows:
             return
-        self.acceptance.update(accepted, asked)
+        if self.table is not None:
+            self.acceptance.update(accepted, asked)
         if self.cfg.policy == "per-sequence":
             for s, a in zip(rows, accepted, strict=True):
                 self._own[s.uid] = heuristic_step(*self._own.get(s.uid, (self.cfg.l0, 0)), a, self.cfg)

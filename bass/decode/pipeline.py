@@ -52,6 +52,7 @@ from bass.decode.draft_length import DraftLengthPolicy
 from bass.decode.round import HostRow, Round, RoundModels, draw_uniforms, emit, room
 from bass.decode.rules import emitted
 from bass.decode.sequences import Sequence
+from bass.decode.streams import RowDraws
 from bass.events import SequenceUpdate
 from bass.runtime.cache import KVCache
 from bass.runtime.graphs import BATCH_BUCKETS, bucket
@@ -69,17 +70,7 @@ class DecodeState:
     cache: KVCache | None
     last: torch.Tensor | None = None  # [B, 1] each row's last emitted token after the round launched last
     alive: torch.Tensor | None = None  # [B] int32 once finished rows ride along
-    _keys: torch.Tensor | None = field(default=None, repr=False)  # [B] the rows' stream keys (`stream_keys`)
-    _keyed: list[Sequence] | None = field(default=None, repr=False)  # the rows `_keys` is of
-
-    def stream_keys(self) -> torch.Tensor:
-        """[B] int64 on the cache's device: each row's random stream (`Sequence.stream`), copied once per set of
-        rows."""
-        if self._keyed is None or len(self._keyed) != len(self.live) or any(
-                a is not b for a, b in zip(self._keyed, self.live, strict=True)):
-            self._keys = ints_to_device([s.stream for s in self.live], self.cache.suffix_len.device)
-            self._keyed = list(self.live)
-        return self._keys
+    draws: RowDraws = field(default_factory=RowDraws)  # the rows' next random draws
 
 
 @dataclass
@@ -154,8 +145,8 @@ class RoundLoop:
         if state.last is None:
             state.last = ints_to_device([s.history[-1] for s in state.live], state.cache.suffix_len.device)[:, None]
         slot = 0 if unread is None else 1 - unread.slot
-        return Round(self.index, time.perf_counter(), list(state.live), lengths,
-                     draw_uniforms(state.live, lengths, state.stream_keys()), slot=slot, alive=state.alive)
+        u = draw_uniforms(state.live, lengths, state.draws, state.cache.suffix_len.device)
+        return Round(self.index, time.perf_counter(), list(state.live), lengths, u, slot=slot, alive=state.alive)
 
     def _launch(self, rnd: Round, last: torch.Tensor, histories: list[list[int]] | None) -> Round:
         self.state.last = one_round.launch(self.models, rnd, self.state.cache, last, histories)

@@ -35,7 +35,7 @@ import torch
 from bass.config import SamplingParams
 from bass.decode.rules import VerifyRule, run_then
 from bass.decode.sequences import Sequence, StopRule
-from bass.decode.streams import draw
+from bass.decode.streams import RowDraws
 from bass.drafters.base import Drafter, Proposal
 from bass.events import SequenceUpdate
 from bass.runtime.cache import KVCache
@@ -148,18 +148,18 @@ def room(seq: Sequence, extra: int = 0) -> int:
     return seq.ctx.params.max_new_tokens - seq.num_generated - 1 - extra
 
 
-def draw_uniforms(live: list[Sequence], lengths: list[int], keys: torch.Tensor) -> torch.Tensor:
+def draw_uniforms(live: list[Sequence], lengths: list[int], draws: RowDraws, device: torch.device) -> torch.Tensor:
     """[B, 2L+1] uniforms of a round: row b's 2 l_b + 1 next draws of its own stream at columns [0, l_b),
-    [L, L + l_b) and 2L (module docstring, random numbers); unused columns hold 0.5. `keys` [B]: the rows'
-    streams on the device. Advances each row's count of draws."""
+    [L, L + l_b) and 2L (module docstring, random numbers); unused columns hold 0.5. `draws`: the batch's
+    blocks of draws. Advances each row's count of draws."""
     L = max(lengths, default=0)
-    d = draw([], [s.drawn for s in live], 2 * L + 1, keys.device, keys)  # [B, 2L+1]: each row's next draws
+    d = draws.take(live, 2 * L + 1, device)  # [B, 2L+1]: each row's next draws
     for s, n in zip(live, lengths, strict=True):
         s.drawn += 2 * n + 1
-    if min(lengths, default=L) == L:  # every row at the batch's width: its draws in order
-        return d
-    c = torch.arange(2 * L + 1, device=keys.device)  # [2L+1] a column
-    n = ints_to_device(lengths, keys.device)[:, None]  # [B, 1] l_b
+    if min((n for s, n in zip(live, lengths, strict=True) if not s.finished), default=L) == L:
+        return d  # every running row at the batch's width: its draws in order (a finished one's are never read)
+    c = torch.arange(2 * L + 1, device=device)  # [2L+1] a column
+    n = ints_to_device(lengths, device)[:, None]  # [B, 1] l_b
     accept = (c >= L) & (c < L + n)  # [B, 2L+1]: the columns of the accept draws
     index = torch.where(c < n, c, torch.where(accept, c - L + n, 2 * n))  # which of the row's draws goes there
     used = (c < n) | accept | (c == 2 * L)

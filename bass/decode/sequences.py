@@ -2,9 +2,9 @@
 
 Stop conditions are applied token by token to what a round emits, so a sequence that accepts five
 tokens of which the second is EOS keeps exactly the tokens regular decoding would have produced.
-A round's rows are detokenized together (`StopRule.extend_rows`: one call into the tokenizer for all of
-them) and searched for every stop string at once (one regular expression), so the host's cost of a
-round grows by a few microseconds per row.
+A round's rows are handled together (`StopRule.extend_rows`): decoded by the tokenizer's Rust decoder
+without transformers' Python layers, and searched for every stop string at once (one regular
+expression), so the host's cost of a round grows by a few microseconds per row.
 """
 
 from __future__ import annotations
@@ -76,9 +76,11 @@ def fast_decoder(tokenizer) -> Callable[[list[list[int]]], list[str]]:
     """`tokenizer.batch_decode(rows, skip_special_tokens=True)`, as a function of lists of ids.
 
     transformers' fast tokenizers decode in Rust, then optionally clean up spaces; the Python layers
-    around that cost about three times the decoding itself. Where the clean-up is off and `decode` is
-    transformers' own, the Rust batch decoder is called directly: the same texts, one call for a round's
-    rows. Anything else goes through `tokenizer.decode`, row by row.
+    around that cost about three times the decoding itself (13 against 4 µs for a few Qwen tokens). Where
+    the clean-up is off and `decode` is transformers' own, the Rust decoder is called directly, row by row:
+    the same texts. (Its `decode_batch` hands a round's few short rows to a thread pool whose wake-ups cost
+    more than the decoding: 1.1 against 0.95 µs a row on 2 cores, and 215 µs for a round of 8 rows while the
+    model's threads held the cores.) Anything else goes through `tokenizer.decode`.
     """
     def slow(rows: list[list[int]]) -> list[str]:
         return [tokenizer.decode(ids, skip_special_tokens=True) for ids in rows]
@@ -94,7 +96,7 @@ def fast_decoder(tokenizer) -> Callable[[list[list[int]]], list[str]]:
         return slow
 
     def fast(rows: list[list[int]]) -> list[str]:
-        return rust.decode_batch(rows, skip_special_tokens=True)
+        return [rust.decode(ids, skip_special_tokens=True) for ids in rows]
 
     return fast
 

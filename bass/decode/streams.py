@@ -76,3 +76,32 @@ def draw(streams: list[int], drawn: list[int], n: int, device: torch.device | st
         keys = to_device(torch.tensor(streams, dtype=torch.long), device)
     start = drawn[0] if all(d == drawn[0] for d in drawn) else to_device(torch.tensor(drawn, dtype=torch.long), device)
     return stream_uniforms(keys, start, n)
+
+
+class RowDraws:
+    """A batch's next draws, drawn ahead in blocks of `block` per row so that most rounds cost no kernel.
+
+    Rows that advance together (one draft length for all) read the next columns of one block, a view; the block is
+    drawn again, every row from its own position in one set of kernels (`draw`), when the batch's rows change,
+    when its running rows fall out of step, or when one reaches the block's end. Finished rows riding along are
+    not waited for: what they are handed is never read."""
+
+    def __init__(self, block: int = 256):
+        self.block = block
+        self._rows: list | None = None  # the rows (`bass.decode.sequences.Sequence`) the block is of, in order
+        self._keys: torch.Tensor | None = None  # [B] their streams on the device
+        self._base: list[int] = []  # each row's draws before the block's first column
+        self._data: torch.Tensor | None = None  # [B, W]
+
+    def take(self, rows: list, n: int, device: torch.device | str) -> torch.Tensor:
+        """[B, n]: each running row's draws drawn .. drawn + n - 1 (`Sequence.drawn`; the caller advances it)."""
+        if self._rows is None or len(self._rows) != len(rows) or any(a is not b for a, b in zip(self._rows, rows,
+                                                                                               strict=True)):
+            self._rows, self._data = list(rows), None
+            self._keys = to_device(torch.tensor([s.stream for s in rows], dtype=torch.long), device)
+        offsets = {s.drawn - b for s, b in zip(rows, self._base, strict=False) if not s.finished}
+        if self._data is not None and len(offsets) == 1 and 0 <= (off := offsets.pop()) <= self._data.shape[1] - n:
+            return self._data[:, off:off + n]
+        self._base = [s.drawn for s in rows]
+        self._data = draw([], self._base, max(n, self.block), device, self._keys)
+        return self._data[:, :n]

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from bass.decode.rules import DraftRule, TokenSubset, draft_rule, run_then
@@ -21,7 +22,7 @@ from bass.drafters.base import Drafter, Proposal
 from bass.drafters.chain import chained_proposal, draft_chain
 from bass.runtime.cache import CacheArena, KVCache
 from bass.runtime.prefill_graphs import PrefillGraphs, prefill
-from bass.runtime.transfer import ints_to_device, padded_ids
+from bass.runtime.transfer import ints_to_device, padded_ids, to_device
 from kernels import capturable
 
 CATCH_UP = 16  # backlog entries that make a round without drafts feed them (FeatureDrafter._catch_up)
@@ -288,8 +289,8 @@ class FeatureDrafter(Drafter):
         self._joined = False
         B, T, H = rec.hidden.shape
         C = self.feats.shape[1]
-        rows = [b * C + min(k + t, C - 1) for b, k in enumerate(self.known) for t in range(T)]  # [B * T], on the host
-        self.feats.view(B * C, H).index_copy_(0, ints_to_device(rows, rec.hidden.device),
+        rows = np.minimum(np.asarray(self.known)[:, None] + np.arange(T), C - 1) + np.arange(B)[:, None] * C  # [B, T]
+        self.feats.view(B * C, H).index_copy_(0, to_device(torch.from_numpy(rows.ravel()), rec.hidden.device),
                                               rec.hidden.reshape(B * T, H).to(self.feats.dtype))
         # every token but the last emitted one has its true feature now
         self.known = [len(h) - 1 - p for h, p in zip(histories, self.prompt_entries, strict=True)]
