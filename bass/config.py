@@ -60,8 +60,13 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     seed: int = 0
     time_budget_s: float | None = None
+    # EOS and stop strings do not end a sequence: it runs to max_new_tokens (equal work for a timed comparison,
+    # as vLLM's ignore_eos); the caller cuts the texts where they would have stopped
+    ignore_eos: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.ignore_eos, bool):
+            raise ValueError(f"ignore_eos must be True or False, got {self.ignore_eos!r}")
         if not (_real(self.temperature) and math.isfinite(self.temperature) and self.temperature >= 0):
             raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}")
         if not _integer(self.top_k) or self.top_k < 0:
@@ -132,9 +137,6 @@ class EngineConfig:
     ngram_min: int = 1
     layer_skip_layers: int | None = None
     cuda_graphs: bool = True  # capture decode-time forwards on CUDA (ignored on the CPU)
-    # on CUDA, time cuBLAS against the skinny Triton GEMM for each projection shape at load, and use the
-    # faster (`bass.models.linear`); False: cuBLAS throughout
-    tune_projections: bool = True
     # launch a round that needs nothing unread before reading the round before (`bass.decode.pipeline`):
     # None = on CUDA, where the device runs ahead of the host; on the CPU it would only delay each report
     look_ahead: bool | None = None
@@ -142,13 +144,6 @@ class EngineConfig:
     # value, since the verify uses the q each token was drawn from. None: the draft file's own (what the
     # pipeline measured to accept most: 0.7 for the shipped draft), else 1 (processed as the target's)
     draft_temperature: float | None = None
-    # on CUDA, replay a draft model's whole proposal (its L steps and their rules) as one CUDA graph instead
-    # of one per step (`bass.drafters.chain.chained_proposal`); False: one graph per draft step
-    proposal_graphs: bool = True
-    # on CUDA, replay the prefill from a CUDA graph per prompt-width bucket (`bass.runtime.prefill_graphs`):
-    # eagerly, the host's launches take several times the device's work; False: the prefill runs eagerly at the
-    # prompt's width
-    prefill_graphs: bool = True
     # requests join a running batch while its rows stay within this many (the largest CUDA-graph batch bucket);
     # a single request of more rows runs alone
     max_batch_rows: int = 64

@@ -19,7 +19,7 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                projections the engine tuned at load (`bass.models.linear`) and with cuBLAS throughout (a
                second engine over the same models), the four interleaved; with --chain-pair, the same with
                each of the feature draft's proposals as one graph (the engine's default) and step by step
-               (`EngineConfig.proposal_graphs`). With --interleave,
+               (`Tuning.proposal_graphs`). With --interleave,
                regular and the drafters' rows at each k are measured interleaved too (one `measure`), where by
                default each row runs after the one before.
 
@@ -66,6 +66,7 @@ import torch
 
 from bass.config import HUMANEVAL_STOPS, DraftLengthConfig, EngineConfig, SamplingParams
 from bass.engine import Engine
+from bass.engine.tuning import Tuning
 from bass.events import GenerationResult
 from bass.models import linear
 from bass.runtime.device import device_line
@@ -106,22 +107,22 @@ class Bench:
     def cublas_runner(self, method: str, k: int, drafter: str | None = None) -> Runner:
         """A runner on a second engine over the same models whose projections are all cuBLAS: its own CUDA
         graphs, captured under `bass.models.linear.cublas_only` (the first engine's keep the tuned kernels)."""
-        return self._second_runner("cublas", dict(tune_projections=False), linear.cublas_only, method, k, drafter)
+        return self._second_runner("cublas", Tuning(tune_projections=False), linear.cublas_only, method, k, drafter)
 
     def stepwise_runner(self, method: str, k: int, drafter: str | None = None) -> Runner:
         """A runner on a second engine over the same models that makes each proposal step by step, one graph per
-        draft step (`EngineConfig.proposal_graphs=False`), where the first chains them in one graph."""
-        return self._second_runner("stepwise", dict(proposal_graphs=False), contextlib.nullcontext, method, k,
+        draft step (`Tuning.proposal_graphs=False`), where the first chains them in one graph."""
+        return self._second_runner("stepwise", Tuning(proposal_graphs=False), contextlib.nullcontext, method, k,
                                    drafter)
 
-    def _second_runner(self, name: str, change: dict, context: Callable, method: str, k: int,
+    def _second_runner(self, name: str, tuning: Tuning, context: Callable, method: str, k: int,
                        drafter: str | None) -> Runner:
-        """A runner on the second engine `name`: the bench's config with `change`, over the same models, each
+        """A runner on the second engine `name`: the bench's config with `tuning`, over the same models, each
         of its generations (and its priming) inside `context()`; made, primed and its draft lengths warmed
         (`Engine.warm_draft_lengths`) on first use."""
         if name not in self.second:
             eng = self.engine
-            self.second[name] = Engine(dataclasses.replace(eng.config, **change), target=eng.target, draft=eng.draft)
+            self.second[name] = Engine(eng.config, target=eng.target, draft=eng.draft, tuning=tuning)
             with context():  # primed and warmed as the first engine's drafting rows are (`run_all`)
                 self.prime(k, [drafter or eng.default_drafter], self.second[name])
                 self.second[name].warm_draft_lengths(self.prompts[0], self.params, k=k, method="bass",

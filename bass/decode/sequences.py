@@ -110,7 +110,8 @@ class StopRule:
         self.params = params
         self._decode_rows = fast_decoder(tokenizer)
         # every stop string at once: the leftmost match is the earliest stop
-        self._stops = re.compile("|".join(map(re.escape, params.stop))) if params.stop else None
+        self._stops = re.compile("|".join(map(re.escape, params.stop))) if params.stop and not params.ignore_eos \
+            else None
         self._lookback = max(map(len, params.stop), default=1) - 1
 
     def _decode(self, ids: list[int]) -> str:
@@ -152,7 +153,7 @@ class StopRule:
         room = self.params.max_new_tokens - seq.num_generated
         kept = emitted[:room]
         reason = "length" if seq.num_generated + len(kept) >= self.params.max_new_tokens else None
-        if not self.eos_ids.isdisjoint(kept):
+        if not self.params.ignore_eos and not self.eos_ids.isdisjoint(kept):
             j = next(j for j, t in enumerate(kept) if t in self.eos_ids)
             kept, reason = kept[:j + 1], "eos"
         return kept, reason

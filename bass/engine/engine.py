@@ -21,9 +21,10 @@ from pathlib import Path
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams, check_draft_file
 from bass.drafters import build_drafter
 from bass.drafters.base import Drafter, NoDrafter
-from bass.engine import validate
+from bass.engine import validate, warmup
 from bass.engine.runner import Runner
 from bass.engine.scheduler import Scheduler
+from bass.engine.tuning import Tuning
 from bass.events import GenerationEvent, GenerationResult
 from bass.models import linear
 from bass.models.draft import DRAFT_FILE, DRAFT_SHA256, shipped_draft
@@ -31,8 +32,8 @@ from bass.models.feature_draft import FeatureDraft
 from bass.models.loader import LoadedModel, check_same_vocab, load_model
 from bass.runtime.attention import available_backends, get_backend, resolve_backend
 from bass.runtime.cache import CacheArena
-from bass.runtime.device import resolve_device, resolve_dtype
-from bass.runtime.graphs import WIDTH_BUCKETS, GraphedModel
+from bass.runtime.device import device_line, resolve_device, resolve_dtype
+from bass.runtime.graphs import BATCH_BUCKETS, WIDTH_BUCKETS, GraphedModel
 from bass.runtime.prefill_graphs import PrefillGraphs
 
 # what `Engine.warm_draft_lengths` drafts: 1..8, then one length per verify width bucket up to 16 (L = w - 1), so
@@ -41,6 +42,9 @@ WARM_LENGTHS = tuple(sorted(set(range(1, 9)) | {w - 1 for w in WIDTH_BUCKETS if 
 
 
 _CUDA_LOCK = threading.RLock()
+# the K/V storage reserved at load where graphs are captured: the largest batch (rows of k = 1 prompts each) of
+# HumanEval-sized prompts and answers; a request beyond it moves the storage, and its graphs are captured anew
+RESERVE_PROMPT_TOKENS, RESERVE_NEW_TOKENS = 1024, 512
 
 
 def _load(role: str, spec: str, kwargs: dict) -> LoadedModel:
@@ -54,8 +58,9 @@ class Engine:
     """One target (and optionally one draft model), loaded once, serving any number of requests."""
 
     def __init__(self, config: EngineConfig | None = None, *, progress: Callable[[str, float], None] | None = None,
-                 target: LoadedModel | None = None, draft: LoadedModel | None = None):
+                 target: LoadedModel | None = None, draft: LoadedModel | None = None, tuning: Tuning | None = None):
         self.config = config or EngineConfig()
+        self.tuning = tuning or Tuning()
         self.device = resolve_device(self.config.device)
         self.dtype = resolve_dtype(self.config.dtype, self.device)
         # held by whoever runs the models (the device thread, a warm-up, a load): on CUDA one for the process, since
@@ -73,6 +78,10 @@ class Engine:
         self.serving = validate.Serving(tuple(self.available_drafters()), drafter, self.backend, self.attention,
                                         self.target.config.max_position_embeddings, models, self.dtype,
                                         self.look_ahead, self.config.draft_length)
+        if self.captures_graphs and self.tuning.warm_up:
+            if progress:
+                progress("capturing and timing the graphs", 0.9)
+            self.warm_up()
 
     def _setup(self, target: LoadedModel | None, draft: LoadedModel | None,
                progress: Callable[[str, float], None] | None) -> None:
@@ -94,7 +103,7 @@ class Engine:
         # the target's and the draft's prefills, with static shapes (`use_static_shapes`)
         self._prefill_graphs = self._draft_prefill_graphs = None
         self.projection_report: list[dict] = []  # what `bass.models.linear.tune` measured at load
-        if self.device.type == "cuda" and self.config.tune_projections:
+        if self.device.type == "cuda" and self.tuning.tune_projections:
             self.tune_projections()
         if self.device.type == "cuda" and self.config.cuda_graphs:
             self.use_static_shapes(capture=True)
@@ -139,7 +148,7 @@ class Engine:
         and (capture=True, CUDA) replayed CUDA graphs. capture=False runs the same path eagerly."""
         self._arena, self._draft_arena = CacheArena(persistent=True), CacheArena(persistent=True)
         self._target_fwd = GraphedModel(self.target.model, self._arena, use_graphs=capture)
-        if self.config.prefill_graphs:
+        if self.tuning.prefill_graphs:
             self._prefill_graphs = PrefillGraphs(self.target.model, use_graphs=capture)
             if self.draft is not None:
                 features = self.target.config.hidden_size if isinstance(self.draft.model, FeatureDraft) else None
@@ -256,7 +265,7 @@ class Engine:
                              ngram_max=c.ngram_max, ngram_min=c.ngram_min, layer_skip_layers=c.layer_skip_layers,
                              draft_forward=self._draft_fwd, draft_arena=self._draft_arena,
                              draft_prefills=self._draft_prefill_graphs,
-                             temperature_scale=scale, chained=c.proposal_graphs)
+                             temperature_scale=scale, chained=self.tuning.proposal_graphs)
 
     def capture_queued(self, stop: Callable[[], bool] | None = None) -> None:
         """Capture the CUDA graphs of the shapes that ran in wider graphs (`bass.runtime.graphs`): between batches,
@@ -270,6 +279,22 @@ class Engine:
     def captures_graphs(self) -> bool:
         """Whether decode-time forwards replay CUDA graphs (`use_static_shapes(capture=True)`)."""
         return bool(getattr(self._target_fwd, "use_graphs", False))
+
+    def warm_up(self) -> None:
+        """At load, with CUDA graphs: reserve the K/V storage of the largest batch, capture the one-prompt prefills
+        and every batch bucket's rounds at each draft length the cost table prices, and time them into the table
+        the "auto" draft length reads (`bass.engine.warmup`)."""
+        rows = self.config.max_batch_rows
+        for arena, model in ((self._arena, self.target.model), (self._draft_arena, self.draft and self.draft.model)):
+            if model is not None:
+                arena.reserve(model.new_cache(1, 1), rows, RESERVE_PROMPT_TOKENS, rows, RESERVE_NEW_TOKENS + 2)
+        with self.device_lock:
+            for prefills in (self._prefill_graphs, self._draft_prefill_graphs):
+                if prefills is not None:
+                    prefills.warm(1, self.attention())
+        buckets = [b for b in BATCH_BUCKETS if b < rows] + [rows]
+        self.runner.cost_table = warmup.cost_table(self.generate, self.scheduler.settle, buckets,
+                                                   device_line(self.device))
 
     def warm_draft_lengths(self, prompt: str | Sequence[int], params: SamplingParams,
                            lengths: Iterable[int] = WARM_LENGTHS, **kw) -> None:

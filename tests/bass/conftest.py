@@ -88,3 +88,19 @@ def fake_graphs(monkeypatch):
 
     monkeypatch.setattr(bass.runtime.graphs, "capture", capture)
     monkeypatch.setattr(torch.cuda, "graph_pool_handle", object)
+
+
+@pytest.fixture
+def joins(monkeypatch):
+    """Rows running in the batch at each join (0: the request started a batch)."""
+    seen: list[int] = []
+    from bass.engine.batch import Batch
+
+    join = Batch.join
+
+    def spy(self, request):
+        seen.append(sum(not s.finished for s in self.state.live))
+        return join(self, request)
+
+    monkeypatch.setattr(Batch, "join", spy)
+    return seen

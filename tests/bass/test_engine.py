@@ -8,6 +8,7 @@ import transformers
 
 from bass.config import DraftLengthConfig, SamplingParams
 from bass.drafters.base import Drafter, Proposal
+from bass.engine.tuning import Tuning
 
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print(", "class Stack:\n    def", "x = [1, 2, 3]\n"]
 GREEDY = SamplingParams(max_new_tokens=24)
@@ -213,7 +214,7 @@ def test_static_shape_path_gives_the_same_tokens(tiny_dir, drafter):
 
 def _graphed(tiny_dir, monkeypatch):
     """(eager engine, CPU-twin static engine, request settings, shapes built by each `capture_queued` call).
-    Proposals run step by step (`proposal_graphs=False`): these tests follow each forward's shapes; the chains
+    Proposals run step by step (`Tuning.proposal_graphs=False`): these tests follow each forward's shapes; the chains
     of whole proposals have theirs (`test_proposal_graphs.py`)."""
     from bass.config import EngineConfig
     from bass.engine import Engine
@@ -223,8 +224,8 @@ def _graphed(tiny_dir, monkeypatch):
     capture_queued = GraphedModel.capture_queued
     monkeypatch.setattr(GraphedModel, "capture_queued",
                         lambda self, stop=None: built.append(capture_queued(self, stop)) or built[-1])
-    cfg = EngineConfig(target=str(tiny_dir("llama")), draft=str(tiny_dir("llama", 1)), proposal_graphs=False)
-    eager, static = Engine(cfg), Engine(cfg)
+    cfg = EngineConfig(target=str(tiny_dir("llama")), draft=str(tiny_dir("llama", 1)))
+    eager, static = Engine(cfg, tuning=Tuning(proposal_graphs=False)), Engine(cfg, tuning=Tuning(proposal_graphs=False))
     static.use_static_shapes(capture=False)
     kw = dict(params=GREEDY, method="bass", drafter="model", draft_length=DraftLengthConfig("fixed", l0=2))
     return eager, static, kw, built

@@ -2,7 +2,6 @@
 twin runs the same static buffers, padding and queue eagerly, so these check its logic; the CUDA tests of the
 engine (greedy BASS equals regular, the chi-square test with the shipped draft) check its graphs."""
 
-import dataclasses
 
 import pytest
 import torch
@@ -12,6 +11,7 @@ from bass.config import DraftLengthConfig, SamplingParams
 from bass.drafters.chain import chain_widths
 from bass.drafters.feature import FeatureDrafter
 from bass.engine import Engine
+from bass.engine.tuning import Tuning
 from bass.runtime.graphs import ChainKey
 
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print("]
@@ -28,8 +28,8 @@ def _twins(tiny_engine, seed: int, graphs: bool = False, feature: bool = True, *
     device = {"device": "cuda"} if graphs else {}
     engine = tiny_engine("llama", **({"feature_seed": seed} if feature else {"draft_seed": seed}), **device, **cfg)
     chained = Engine(engine.config, target=engine.target, draft=engine.draft)
-    stepwise = Engine(dataclasses.replace(engine.config, proposal_graphs=False), target=engine.target,
-                      draft=engine.draft)
+    stepwise = Engine(engine.config, target=engine.target, draft=engine.draft,
+                      tuning=Tuning(proposal_graphs=False))
     for e in (chained, stepwise):
         e.use_static_shapes(capture=graphs)
     return chained, stepwise
