@@ -19,6 +19,9 @@ HUMANEVAL_STOPS = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
 # top-p 0.95); greedy decoding (temperature 0, `SamplingParams`' default) would make all k of them the same text.
 CANDIDATE_TEMPERATURE, CANDIDATE_TOP_P = 0.8, 0.95
 
+# The longest prompt a request may bring on each kind of device, in tokens (`EngineConfig.max_prompt_tokens`)
+MAX_PROMPT_TOKENS = {"cuda": 16384, "cpu": 2048}
+
 
 def check_k(k: int, name: str = "k") -> None:
     """Refuse a number of candidates the engine cannot serve; `name` is how the caller's user spells it (a flag)."""
@@ -147,6 +150,10 @@ class EngineConfig:
     # requests join a running batch while its rows stay within this many (the largest CUDA-graph batch bucket);
     # a single request of more rows runs alone
     max_batch_rows: int = 64
+    # the longest prompt a request may bring, in tokens; None: the device's (`MAX_PROMPT_TOKENS`). A long prompt is
+    # prefilled a chunk at a time beside the others' rounds, but it holds its own visitor for that long: on a
+    # 2-core CPU the embedded target prefills about 20 tokens a second
+    max_prompt_tokens: int | None = None
     # device memory the requests' K/V and activations may take (GB); None: 80 % of what is free on the GPU after
     # load, or half of the CPU's available memory (`bass.engine.validate.memory_budget`)
     memory_budget_gb: float | None = None
@@ -176,6 +183,8 @@ class EngineConfig:
         if isinstance(self.max_batch_rows, bool) or not isinstance(self.max_batch_rows, int) \
                 or self.max_batch_rows < 1:
             raise ValueError(f"max_batch_rows must be a whole number >= 1, got {self.max_batch_rows!r}")
+        if self.max_prompt_tokens is not None and (not _integer(self.max_prompt_tokens) or self.max_prompt_tokens < 1):
+            raise ValueError(f"max_prompt_tokens must be a whole number >= 1 or None, got {self.max_prompt_tokens!r}")
         if self.memory_budget_gb is not None and (isinstance(self.memory_budget_gb, bool) or not isinstance(
                 self.memory_budget_gb, (int, float)) or not self.memory_budget_gb > 0):
             raise ValueError(f"memory_budget_gb must be a number of GB > 0 or None, got {self.memory_budget_gb!r}")

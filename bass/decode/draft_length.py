@@ -109,8 +109,8 @@ class Acceptance:
 
     @property
     def rates(self) -> np.ndarray:
-        """[L_MAX] α_1 .. α_L_MAX."""
-        return self.passed / self.reached
+        """[L_MAX] α_1 .. α_L_MAX (0 at a position no row reached and no prior weighs)."""
+        return np.divide(self.passed, self.reached, out=np.zeros(L_MAX), where=self.reached > 0)
 
     def expected(self) -> list[float]:
         """E(L) for L = 0 .. L_MAX: tokens a row emits per round (module docstring)."""

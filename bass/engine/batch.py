@@ -1,11 +1,13 @@
 """A running batch: requests join it between rounds, decode together, and leave as their candidates finish.
 
-Each request is prefilled on its own when it joins: its G prompts' K/V go once into free prefix slots of
-the batch's cache (shared by its k candidates) and its G x k rows are appended after the running ones, in the
-target's cache and in the drafter's (`CacheArena.admit`, `Drafter.admit`). Its rows carry its
-`RequestContext` (stop rule, clock, budget, cancel) and their own random streams, so nothing a request
-computes depends on what else runs, save the batch's draft length. The batch's rounds are read back into one
-event stream per request (`Request.put`).
+Each request is prefilled on its own when it joins: its G prompts' K/V go once into free prefix slots of the batch's
+cache (shared by its k candidates) and its G x k rows are appended after the running ones, in the target's cache and
+in the drafter's (`CacheArena.admit`, `Drafter.admit`). A prompt longer than a chunk is prefilled a chunk at a time
+between the batch's rounds (`bass.engine.prefill`), so that others join and decode meanwhile; it streams
+"prefilling" events with its progress, and its Stop ends it before its next chunk. Its rows carry its
+`RequestContext` (stop rule, clock, budget, cancel) and their own random streams, so nothing a request computes
+depends on what else runs, save the batch's draft length. The batch's rounds are read back into one event stream per
+request (`Request.put`).
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ from bass.decode.sampling import process_logits, sample_from
 from bass.decode.sequences import Sequence, StopRule
 from bass.decode.streams import draw, row_keys
 from bass.drafters.base import Drafter
+from bass.engine.prefill import ChunkedPrefill, Prefilled, chunk_tokens, prefill_at_once
 from bass.engine.request import Line, Request, RoundRecord
 from bass.engine.runner import Runner
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceUpdate
 from bass.metrics import candidates_ms_per_token
 from bass.runtime.cache import KVCache
-from bass.runtime.prefill_graphs import prefill
 from bass.runtime.transfer import ints_to_device
 
 
@@ -47,12 +49,14 @@ class Batch:
         self.policy = DraftLengthPolicy(kind.draft_length, runner.cost_table)
         self.state = DecodeState([], None)
         self.requests: list[Request] = []  # those with rows still to finish
+        self.prefilling: list[tuple[Request, ChunkedPrefill, float]] = []  # (request, its prefill, when it began)
+        self.chunk = chunk_tokens(runner.arena_device)
         self.slot_of: dict[int, int] = {}  # a row's uid -> its prompt's prefix slot
         self._uids = itertools.count()
 
     # ---- joining (`bass.decode.pipeline.Joiner`) -----------------------------------------------------------
     def pending(self) -> bool:
-        return self.line.head_if(self.fits) is not None
+        return bool(self.prefilling) or self.line.head_if(self.fits) is not None
 
     def fits(self, request: Request) -> bool:
         """Whether `request` may join now: the batch's first request, always (it was validated to fit alone);
@@ -61,17 +65,46 @@ class Batch:
             return True
         if self.exclusive or request.exclusive or request.kind != self.kind:
             return False
-        rows = len(self.state.live) + request.rows
+        rows = len(self.state.live) + sum(r.rows for r, _, _ in self.prefilling) + request.rows
         return rows <= self.runner.max_batch_rows and self.line.bytes_running() + request.bytes <= self.line.budget
 
     def admit(self, state: DecodeState) -> None:
+        """One chunk of each long prompt's prefill (joining once it is in), then every request of the line that
+        fits: a short prompt prefilled and joined now, a long one to prefill chunk by chunk."""
+        self._prefill_chunk()
         while (request := self.line.pop_if(self.fits)) is not None:
-            self.join(request)
+            self.line.started(request)
+            if max(map(len, request.ids)) > self.chunk and not self.exclusive:
+                self.prefilling.append((request, ChunkedPrefill(self.runner.target.model, request.ids, self.attn,
+                                                                self.chunk), time.perf_counter()))
+            else:
+                t = time.perf_counter()
+                self.join(request, prefill_at_once(self.runner.target.model, self.runner.prefill_graphs, request.ids,
+                                                   self.attn), t)
 
     @torch.inference_mode()
-    def join(self, request: Request) -> None:
-        """Prefill `request` and add its unfinished rows to the batch (nothing in flight)."""
-        first = start(self.runner, self.line, request, self.attn, self._uids)
+    def _prefill_chunk(self) -> None:
+        """The next chunk of each prompt prefilling (a request's Stop seen first), and the join of those now whole:
+        one chunk each, so that a short prompt arriving behind a long one is not held until the long one is in."""
+        for entry in list(self.prefilling):
+            request, chunks, t = entry
+            if request.cancel is not None and request.cancel.is_set() or request.abandoned.is_set():
+                self.prefilling.remove(entry)
+                self.line.finished(request)
+                request.put(GenerationEvent("done", 0, 0.0, 0, result=cancelled_result(request)))
+                continue
+            chunks.step()
+            request.put(GenerationEvent("prefilling", 0, time.perf_counter() - t, 0,
+                                        prefilled=(sum(chunks.done), chunks.total)))
+            if chunks.finished:
+                self.prefilling.remove(entry)
+                self.join(request, chunks.result(), t)
+
+    @torch.inference_mode()
+    def join(self, request: Request, prefilled: Prefilled, t_start: float) -> None:
+        """Start `request` from its prefill (begun at perf_counter() `t_start`) and add its unfinished rows to the
+        batch (nothing in flight)."""
+        first = start(self.runner, request, prefilled, t_start, self._uids)
         state = self.state
         used = {self.slot_of[s.uid] for s in state.live}
         free = (g for g in itertools.count() if g not in used)
@@ -143,10 +176,9 @@ class First(NamedTuple):
     tokens: list[int]  # each row's first token
 
 
-def start(runner: Runner, line: Line, request: Request, attn, uids: itertools.count) -> First:
-    """Prefill `request`, sample each row's first token, and stream its "prefill" and first "round" events."""
-    line.started(request)
-    t_start = time.perf_counter()
+def start(runner: Runner, request: Request, prefilled: Prefilled, t_start: float, uids: itertools.count) -> First:
+    """Sample each row's first token from `request`'s prefill (begun at perf_counter() `t_start`), and stream its
+    "prefill" and first "round" events."""
     ids, k, params = request.ids, request.k, request.params
     keys = [(g, s) for g in range(len(ids)) for s in range(k)]
     ctx = RequestContext(StopRule(runner.tokenizer, runner.eos_ids, params), cancel=request.cancel,
@@ -154,7 +186,7 @@ def start(runner: Runner, line: Line, request: Request, attn, uids: itertools.co
     seqs = [Sequence(seq=g * k + s, prompt_index=g, sample_index=s, prompt_len=len(ids[g]), history=list(ids[g]),
                      ctx=ctx, row_id=next(uids), stream=key, drawn=1)
             for (g, s), key in zip(keys, row_keys(params.seed, keys), strict=True)]
-    logits, cache, features = prefill(runner.target.model, runner.prefill_graphs, ids, attn)
+    logits = prefilled.logits
     probs = process_logits(logits[:, 0].repeat_interleave(k, 0), params)
     first = sample_from(probs, draw([s.stream for s in seqs], [0] * len(seqs), 1, logits.device)[:, 0]).tolist()
     prefill_s = time.perf_counter() - t_start  # (the tolist above was the request's one wait for its prefill)
@@ -171,7 +203,7 @@ def start(runner: Runner, line: Line, request: Request, attn, uids: itertools.co
         updates.append(SequenceUpdate(s.seq, (t,), new_text, 0, 0, s.finished, s.finish_reason))
     request.put(GenerationEvent("round", 0, time.perf_counter() - ctx.t0, 0, tuple(updates),
                                 tuple(s.text for s in seqs)))
-    return First(cache, features, first)
+    return First(prefilled.cache, prefilled.features, first)
 
 
 def route(request: Request, report: RoundReport, updates: list[SequenceUpdate]) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from bass.config import DraftLengthConfig, EngineConfig, SamplingParams, check_draft_file
+from bass.config import MAX_PROMPT_TOKENS, DraftLengthConfig, EngineConfig, SamplingParams, check_draft_file
 from bass.drafters import build_drafter
 from bass.drafters.base import Drafter, NoDrafter
 from bass.engine import validate, warmup
@@ -75,9 +75,11 @@ class Engine:
         self.scheduler = Scheduler(self.runner, validate.memory_budget(self.config.memory_budget_gb, self.device))
         models = tuple(m.config for m in (self.target, self.draft) if m is not None)
         drafter = self.default_drafter if self.config.drafter == "auto" else self.config.drafter
+        prompt_limit = self.config.max_prompt_tokens or MAX_PROMPT_TOKENS.get(self.device.type,
+                                                                              MAX_PROMPT_TOKENS["cpu"])
         self.serving = validate.Serving(tuple(self.available_drafters()), drafter, self.backend, self.attention,
-                                        self.target.config.max_position_embeddings, models, self.dtype,
-                                        self.look_ahead, self.config.draft_length)
+                                        self.target.config.max_position_embeddings, prompt_limit, models,
+                                        self.dtype, self.look_ahead, self.config.draft_length)
         if self.captures_graphs and self.tuning.warm_up:
             if progress:
                 progress("capturing and timing the graphs", 0.9)

@@ -34,3 +34,8 @@ class Runner:
     def tokenizer(self):
         return self.target.tokenizer
 
+    @property
+    def arena_device(self):
+        """The device the models run on."""
+        return next(self.target.model.parameters()).device
+

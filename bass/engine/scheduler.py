@@ -15,6 +15,7 @@ round; the other requests of the batch go on.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import threading
@@ -45,7 +46,8 @@ class Scheduler:
         self._running: list[Request] = []
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._request_s: float | None = None  # smoothed seconds from a request's start to its result
+        self._prefill_s_per_token: float | None = None  # smoothed, from the requests served (`wait_estimate`)
+        self._row_tokens_per_s: float | None = None
         self._served = 0  # batches run to their end (and the captures after them)
 
     # ---- the callers' side ------------------------------------------------------------------------------------
@@ -76,7 +78,7 @@ class Scheduler:
                     if place is not None and (place != told or now - told_at >= QUEUED_EVERY_S):
                         told, told_at = place, now
                         yield GenerationEvent("queued", 0, now - request.arrived, 0, queue_position=place,
-                                              wait_estimate_s=self.wait_estimate(place))
+                                              wait_estimate_s=self.wait_estimate(request))
                     continue
                 if isinstance(item, BaseException):
                     done = True
@@ -123,12 +125,24 @@ class Scheduler:
                     return i + 1
         return None
 
-    def wait_estimate(self, place: int) -> float | None:
-        """Seconds until the request at `place` starts: the smoothed request time per place ahead of it, spread
-        over the requests running together; None before any request has finished."""
-        if self._request_s is None:
+    def wait_estimate(self, request: Request) -> float | None:
+        """Seconds until `request`, in line, starts: the prompts ahead of it to prefill, at the prefill rate measured
+        on the requests served; and, where the rows running and ahead leave it no room, the decoding the running
+        requests have left (tokens to their limits), at the measured tokens per second of a row, earliest to end
+        first, until enough rows are free. None before any request has finished."""
+        if self._prefill_s_per_token is None or self._row_tokens_per_s is None:
             return None
-        return self._request_s * place / max(1, len(self._running))
+        with self._cv:
+            ahead = list(itertools.takewhile(lambda r: r is not request, self._queue))
+            running = list(self._running)
+        wait = self._prefill_s_per_token * sum(r.prompt_tokens for r in ahead)
+        short = sum(r.rows for r in running + ahead) + request.rows - self.runner.max_batch_rows
+        for left_s, rows in sorted(((r.params.max_new_tokens - _generated(r)) / self._row_tokens_per_s, r.rows)
+                                   for r in running):
+            if short <= 0:
+                break
+            wait, short = max(wait, left_s), short - rows
+        return wait
 
     def _withdraw(self, request: Request) -> bool:
         """Take a request that has not started out of the line."""
@@ -173,9 +187,13 @@ class Scheduler:
                 self._running.remove(request)
             if not self._running and not self._queue:
                 request.settles_at = self._served + 1
-        if request.started_at is not None:
-            took = time.perf_counter() - request.started_at
-            self._request_s = took if self._request_s is None else 0.7 * self._request_s + 0.3 * took
+        if request.ctx is not None and request.seqs:  # (not a request cancelled in line or while it prefilled)
+            decode_s = time.perf_counter() - request.ctx.t0
+            per_token = request.prefill_s / max(1, request.prompt_tokens)
+            row_rate = _generated(request) / decode_s if decode_s > 0 else None
+            self._prefill_s_per_token = _smoothed(self._prefill_s_per_token, per_token)
+            if row_rate:
+                self._row_tokens_per_s = _smoothed(self._row_tokens_per_s, row_rate)
 
     def bytes_running(self) -> int:
         with self._cv:
@@ -211,3 +229,13 @@ class Scheduler:
                 with self._cv:
                     self._served += 1
                     self._cv.notify_all()
+
+
+def _generated(request: Request) -> float:
+    """Tokens a row of `request` has generated so far, on average (read from another thread: a snapshot)."""
+    seqs = list(request.seqs)
+    return sum(s.num_generated for s in seqs) / len(seqs) if seqs else 0.0
+
+
+def _smoothed(old: float | None, new: float, keep: float = 0.7) -> float:
+    return new if old is None else keep * old + (1 - keep) * new

@@ -6,6 +6,7 @@ one-at-a-time system would see it."""
 from __future__ import annotations
 
 import itertools
+import time
 
 import torch
 
@@ -16,6 +17,7 @@ from bass.decode.rules import processing, verify_rule
 from bass.decode.sequences import Sequence
 from bass.drafters.base import Drafter
 from bass.engine.batch import finish, route, start
+from bass.engine.prefill import prefill_at_once
 from bass.engine.request import Line, Request
 from bass.engine.runner import Runner
 
@@ -34,7 +36,10 @@ class SingleRun:
         request = self.line.pop_if(lambda r: r is self.head)
         if request is None:  # (withdrawn in the meantime)
             return
-        first = start(self.runner, self.line, request, self.attn, itertools.count())
+        self.line.started(request)
+        t = time.perf_counter()
+        first = start(self.runner, request, prefill_at_once(self.runner.target.model, self.runner.prefill_graphs,
+                                                            request.ids, self.attn), t, itertools.count())
         k, capacity = request.k, request.params.max_new_tokens + 2
         cache = self.runner.arena.fork(first.cache, k, capacity, width=max(map(len, request.ids)))
         params = processing(request.params)

@@ -37,6 +37,7 @@ class Serving:
     backend: str  # the default attention backend
     attention: Callable[[str], object]  # raises ValueError for a backend it cannot run
     context: int  # the target's positions: prompt + new tokens
+    max_prompt_tokens: int  # the longest prompt this engine takes
     models: tuple  # the model configs whose K/V a request holds (target, draft)
     dtype: torch.dtype
     look_ahead: bool
@@ -124,6 +125,9 @@ def request(serving: Serving, budget: int, ids: list[list[int]], o: Options) -> 
     backend = o.backend or serving.backend
     serving.attention(backend)  # an unknown backend fails here, with its message
     for i, p in enumerate(ids):
+        if len(p) > serving.max_prompt_tokens:
+            raise ValueError(f"prompt {i} has {len(p)} tokens; this engine takes prompts of at most "
+                             f"{serving.max_prompt_tokens}: shorten it (or raise EngineConfig.max_prompt_tokens)")
         if len(p) + params.max_new_tokens > serving.context:
             raise ValueError(f"prompt {i} has {len(p)} tokens; with max_new_tokens={params.max_new_tokens} it "
                              f"exceeds the model's context of {serving.context}: shorten the prompt or lower "

@@ -98,9 +98,9 @@ def joins(monkeypatch):
 
     join = Batch.join
 
-    def spy(self, request):
+    def spy(self, request, *args):
         seen.append(sum(not s.finished for s in self.state.live))
-        return join(self, request)
+        return join(self, request, *args)
 
     monkeypatch.setattr(Batch, "join", spy)
     return seen

@@ -157,7 +157,7 @@ def test_time_budget_and_cancel(tiny_engine):
     (dict(prompts=["ok", "  "]), "prompt 1 is empty"),
     (dict(k=0), "k must be"),
     (dict(k=65), "k must be"),
-    (dict(prompts="x " * 1200), "context"),
+    (dict(prompts="x " * 900, params=SamplingParams(max_new_tokens=400)), "context"),
     (dict(method="beam"), "method"),
     (dict(backend="flash"), "backend"),
     (dict(drafter="model"), "drafter"),
@@ -168,6 +168,19 @@ def test_bad_requests_raise_clear_errors(tiny_engine, kwargs, match):
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         engine.generate(args.pop("prompts"), **args)
+
+
+def test_a_prompt_past_the_devices_limit_is_refused_before_anything_runs(tiny_dir):
+    from bass.config import MAX_PROMPT_TOKENS, EngineConfig
+    from bass.engine import Engine
+
+    assert MAX_PROMPT_TOKENS["cpu"] < MAX_PROMPT_TOKENS["cuda"]
+    engine = Engine(EngineConfig(target=str(tiny_dir("llama")), draft=None, max_prompt_tokens=50))
+    with pytest.raises(ValueError, match="at most 50: shorten it"):
+        engine.generate("x " * 60, params=GREEDY)
+    assert not engine.scheduler._queue  # nothing was queued
+    with pytest.raises(ValueError, match="max_prompt_tokens"):
+        EngineConfig(max_prompt_tokens=0)
 
 
 def test_bad_configuration_raises_clear_errors(tiny_dir, tmp_path):
