@@ -93,11 +93,13 @@ def fast_decoder(tokenizer) -> Callable[[list[int]], str]:
 
 
 class StopRule:
-    """Appends emitted tokens to a sequence and decides whether, and why, it finished."""
+    """Appends emitted tokens to a sequence and decides whether, and why, it finished. With
+    `params.ignore_eos` it knows no end-of-text token and no stop string: only the token limit ends a sequence."""
 
     def __init__(self, tokenizer, eos_ids: Iterable[int], params: SamplingParams):
         self.tokenizer = tokenizer
-        self.eos_ids = frozenset(eos_ids)
+        self.eos_ids = frozenset() if params.ignore_eos else frozenset(eos_ids)
+        self.stop = () if params.ignore_eos else params.stop
         self.params = params
         self._decode_ids = fast_decoder(tokenizer)
 
@@ -105,7 +107,7 @@ class StopRule:
         return self._decode_ids(ids)
 
     def _find_stop(self, text: str, start: int) -> int:
-        hits = [i for s in self.params.stop if (i := text.find(s, max(0, start - len(s) + 1))) >= 0]
+        hits = [i for s in self.stop if (i := text.find(s, max(0, start - len(s) + 1))) >= 0]
         return min(hits) if hits else -1
 
     def _delta(self, tail: list[int], prefix_off: int, read_off: int, flush: bool) -> tuple[str, int, int]:
@@ -135,7 +137,7 @@ class StopRule:
         base, scanned = seq.history[seq.prompt_len + seq._prefix_off:], len(seq.text)  # generated[prefix_off:]
         delta, prefix_off, read_off = self._delta(base + kept, seq._prefix_off, seq._read_off, reason is not None)
         text = seq.text + delta
-        cut = self._find_stop(text, scanned) if self.params.stop and delta else -1  # no new text, no new stop
+        cut = self._find_stop(text, scanned) if self.stop and delta else -1  # no new text, no new stop
         if cut >= 0:
             # keep the shortest prefix of this round's tokens whose text already holds the stop string
             for j in range(1, len(kept) + 1):
