@@ -38,8 +38,8 @@ from bass.metrics import format_seconds
 from bass.runtime.graphs import decoding_captures
 
 # A fixed draft length makes a seed reproduce the candidates: a different length consumes the random stream
-# differently (`bass.decode.round`, random numbers). The engine's default is fixed.
-SEEDED_DRAFT_LENGTH = DraftLengthConfig()
+# differently (`bass.decode.round`, random numbers). Named here, not taken from the engine's default, which may vary.
+SEEDED_DRAFT_LENGTH = DraftLengthConfig(policy="fixed", l0=3)
 MAX_REPEATS = 20
 WARM_TOKENS = 8  # the warm-up's token limit on an engine without CUDA graphs
 POLL_S = 0.2  # how often the wait for the last verdicts reports

@@ -154,11 +154,7 @@ def sentence(cmp: Comparison) -> str:
         return text + (f"; no speed-up is claimed, as {' and '.join(partial)}." if partial else
                        "; no other method ran to compare it with.")
     text = _speeds(cmp, bass, fair, k)
-    firsts = [f"{format_seconds_or_none(runs[m].first_pass_s)} ({method_name(m)})" for m in fair
-              if runs[m].first_run is not None]
-    if bass.first_run is not None and firsts:
-        text += (f"; in a normal run with stop strings its first passing candidate came at "
-                 f"{format_seconds_or_none(bass.first_pass_s)} vs {', '.join(firsts)} ({FIRST_PASS_CAVEAT})")
+    text += _first_passes(cmp, fair)
     if partial:
         text += f"; not compared: {', '.join(partial)}"
     return text + "."
@@ -180,6 +176,19 @@ def _speeds(cmp: Comparison, bass: MethodResult, fair: list[str], k: int) -> str
         why, counts = "stop strings ended them", f"every method wrote {bass.tokens}"
     return (f"BASS wrote its {k} candidates " + " and ".join(clauses) + f" in tokens per second of wall time{median} "
             f"({why}: {counts} tokens)")
+
+
+def _first_passes(cmp: Comparison, fair: list[str]) -> str:
+    """The clause on each method's first passing candidate in its normal run ("" without those runs)."""
+    runs = cmp.results
+    ran = [m for m in ["bass", *fair] if runs[m].first_run is not None]
+    if "bass" not in ran or len(ran) < 2:
+        return ""
+    if all(runs[m].first_pass_s is None for m in ran):
+        return "; in a normal run with stop strings no candidate of any method passed the tests"
+    others = ", ".join(f"{format_seconds_or_none(runs[m].first_pass_s)} ({method_name(m)})" for m in ran[1:])
+    return (f"; in a normal run with stop strings its first passing candidate came at "
+            f"{format_seconds_or_none(runs['bass'].first_pass_s)} vs {others} ({FIRST_PASS_CAVEAT})")
 
 
 def _median_of(res: MethodResult) -> str:

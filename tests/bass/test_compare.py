@@ -319,3 +319,9 @@ def test_cut_texts_are_what_a_normal_run_of_the_seed_writes(tiny_engine):
             [(c.text, c.token_ids, c.finish_reason) for c in normal], method
         reasons |= {c.finish_reason for c in normal}
     assert reasons >= {"eos", "stop"}  # both kinds of stop were cut at
+
+
+def test_no_pass_in_any_normal_run_reads_as_such():
+    cmp = run_comparison(MethodEngine(["ab", "cd"]), request(), passes)
+    assert sentence(cmp).endswith("in wall time; in a normal run with stop strings no candidate of any method "
+                                  "passed the tests.")
