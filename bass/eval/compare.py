@@ -133,27 +133,35 @@ def _ran(result: GenerationResult | None) -> bool:
 
 @dataclass
 class _Tally:
-    """What a comparison has gathered so far (`compare_steps`' state)."""
+    """What a comparison has gathered so far (`compare_steps`' state): the runs, failures and verdicts, the runs
+    done of the `total` planned, and `snapshot`, the comparison they make (rebuilt as a run ends)."""
 
     req: CompareRequest
     repeats: int
     cutter: FirstStop
-    tested: bool
+    check: Checker | None
+    total: int
+    done: int = 0
     runs: dict[str, list[MethodRun]] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
     passed: dict[str, tuple[bool | None, ...]] = field(default_factory=dict)
     first: dict[str, tuple[MethodRun, tuple[bool | None, ...]]] = field(default_factory=dict)
+    snapshot: Comparison | None = None
+
+    def step(self, phase: str, method: str | None, event: GenerationEvent | None = None, pending: int = 0) -> Step:
+        return Step(phase, method, self.done, self.total, self.snapshot, event, pending)
 
     def result(self, method: str) -> MethodResult:
-        res = MethodResult(method, tuple(self.runs[method]), tested=self.tested)
+        res = MethodResult(method, tuple(self.runs[method]), tested=self.check is not None)
         if self.req.equal_work:
             res = replace(res, shown=tuple(self.cutter.cut(c) for c in res.run.result.candidates))
         first_run, first_passed = self.first.get(method, (None, None))
         return replace(res, passed=self.passed.get(method), first_run=first_run, first_passed=first_passed)
 
-    def comparison(self) -> Comparison:
-        return Comparison({m: self.result(m) for m in self.req.methods if self.runs.get(m)}, dict(self.failures),
-                          self.req.equal_work, self.repeats)
+    def update(self) -> Comparison:
+        self.snapshot = Comparison({m: self.result(m) for m in self.req.methods if self.runs.get(m)},
+                                   dict(self.failures), self.req.equal_work, self.repeats)
+        return self.snapshot
 
 
 def compare_steps(engine, req: CompareRequest, check: Checker | None = None,
@@ -163,69 +171,74 @@ def compare_steps(engine, req: CompareRequest, check: Checker | None = None,
     for no tests."""
     cancel = cancel or threading.Event()
     repeats = req.repeats or default_repeats(engine)
-    tally = _Tally(req, repeats, FirstStop.of(engine, req.params.stop), check is not None)
     methods = req.methods
     order = [m for r in range(repeats) for m in (methods if r % 2 == 0 else methods[::-1])]
     total = len(methods) * (int(req.warm_up) + int(check is not None)) + len(order)
-    done, cmp = 0, tally.comparison()
+    tally = _Tally(req, repeats, FirstStop.of(engine, req.params.stop), check, total)
+    tally.update()
     if req.warm_up:
-        for method in methods:
-            if cancel.is_set():
-                break
-            yield Step("warm-up", method, done, total, cmp)
-            for event in _untimed(engine, req, method, cancel):
-                yield Step("warm-up", method, done, total, cmp, event)
-            done += 1
-        settle = getattr(getattr(engine, "scheduler", None), "settle", None)
-        if settle is not None:
-            settle()  # the graphs the warm-up queued, captured before any clock starts
+        yield from _warm_up(engine, tally, cancel)
     for method in order:
-        runs = tally.runs.setdefault(method, [])
-        if cancel.is_set() or method in tally.failures or (runs and runs[-1].state == "cut"):
-            continue
-        yield Step("timed", method, done, total, cmp)
-        before, result = decoding_captures(), None
-        try:
-            for event in stream_method(engine, req, method, req.timed_params, cancel):
-                if event.kind == "done":
-                    result = event.result
-                yield Step("timed", method, done, total, cmp, event)
-        except ValueError as exc:
-            tally.failures[method] = str(exc)
-            continue
-        done += 1
-        if _ran(result):
-            runs.append(MethodRun.of(method, result, req.params.time_budget_s, decoding_captures() - before))
-            cmp = tally.comparison()
-    if check is not None and not cancel.is_set():
-        yield Step("testing", None, done, total, cmp)
-        for method in cmp.results:
-            tally.passed[method] = _verdicts(check, cmp.results[method].candidates)
-        cmp = tally.comparison()
-        for method in list(cmp.results):
+        yield from _timed_run(engine, tally, method, cancel)
+    if check is not None:
+        if not cancel.is_set():
+            yield tally.step("testing", None)
+            for method, res in tally.snapshot.results.items():
+                tally.passed[method] = _verdicts(check, res.candidates)
+            tally.update()
+        for method in list(tally.snapshot.results):
             if cancel.is_set():
                 break
-            yield from _first_pass_run(engine, req, method, check, cancel, tally, Step("first pass", method, done,
-                                                                                       total, cmp))
-            done += 1
-            cmp = tally.comparison()
-    if check is not None:  # stopped before the tests: what was never tested says so
-        for method, res in cmp.results.items():
+            yield from _first_pass_run(engine, tally, method, cancel)
+        for method, res in tally.snapshot.results.items():  # stopped before the tests: never tested, and so said
             tally.passed.setdefault(method, (None,) * len(res.candidates))
-        cmp = tally.comparison()
-    yield Step("done", None, done, total, cmp)
+        tally.update()
+    yield tally.step("done", None)
 
 
-def _untimed(engine, req: CompareRequest, method: str, cancel: threading.Event) -> Iterator[GenerationEvent]:
-    """A warm-up run: the request itself where the engine replays CUDA graphs, else `WARM_TOKENS` of it; a
-    method the engine refuses is left for its timed run to report."""
+def _warm_up(engine, tally: _Tally, cancel: threading.Event) -> Iterator[Step]:
+    """An untimed run of each method (the request itself where the engine replays CUDA graphs, else `WARM_TOKENS`
+    of it), then the graphs they queued captured before any clock starts. A method the engine refuses is left for
+    its timed run to report."""
+    req = tally.req
     params = replace(req.timed_params, time_budget_s=None)
     if not getattr(engine, "captures_graphs", False):
         params = replace(params, max_new_tokens=min(WARM_TOKENS, params.max_new_tokens))
-    try:
-        yield from stream_method(engine, req, method, params, cancel)
-    except ValueError:
+    for method in req.methods:
+        if cancel.is_set():
+            return
+        yield tally.step("warm-up", method)
+        try:
+            for event in stream_method(engine, req, method, params, cancel):
+                yield tally.step("warm-up", method, event)
+        except ValueError:
+            pass
+        tally.done += 1
+    settle = getattr(getattr(engine, "scheduler", None), "settle", None)
+    if settle is not None:
+        settle()
+
+
+def _timed_run(engine, tally: _Tally, method: str, cancel: threading.Event) -> Iterator[Step]:
+    """One timed run of `method`, counting the CUDA graphs captured inside it; none for a method that failed or
+    was cut by the time budget (it would be cut again), nor after a cancel."""
+    runs = tally.runs.setdefault(method, [])
+    if cancel.is_set() or method in tally.failures or (runs and runs[-1].state == "cut"):
         return
+    yield tally.step("timed", method)
+    before, result = decoding_captures(), None
+    try:
+        for event in stream_method(engine, tally.req, method, tally.req.timed_params, cancel):
+            if event.kind == "done":
+                result = event.result
+            yield tally.step("timed", method, event)
+    except ValueError as exc:
+        tally.failures[method] = str(exc)
+        return
+    tally.done += 1
+    if _ran(result):
+        runs.append(MethodRun.of(method, result, tally.req.params.time_budget_s, decoding_captures() - before))
+        tally.update()
 
 
 def _verdicts(check: Checker, candidates) -> tuple[bool | None, ...]:
@@ -238,30 +251,32 @@ def _verdicts(check: Checker, candidates) -> tuple[bool | None, ...]:
     return tuple(got.get(i) for i in range(len(candidates)))
 
 
-def _first_pass_run(engine, req: CompareRequest, method: str, check: Checker, cancel: threading.Event,
-                    tally: _Tally, step: Step) -> Iterator[Step]:
+def _first_pass_run(engine, tally: _Tally, method: str, cancel: threading.Event) -> Iterator[Step]:
     """A normal run of `method`, each candidate tested the moment it finishes; then its last verdicts awaited (a
     cancel abandons them)."""
-    yield step
-    worker = VerdictWorker(check, bool)
+    req = tally.req
+    yield tally.step("first pass", method)
+    worker = VerdictWorker(tally.check, bool)
     result = None
     try:
         for event in stream_method(engine, req, method, req.natural_params, cancel):
             submit_finished(worker, event)
             if event.kind == "done":
                 result = event.result
-            yield replace(step, event=event)
+            yield tally.step("first pass", method, event)
         worker.close(timeout_s=0)
         for pending, _ in worker.drain(cancel, POLL_S):
-            yield replace(step, phase="testing", pending=pending)
+            yield tally.step("testing", method, pending=pending)
     except ValueError:
         return
     finally:
         worker.close(timeout_s=0)
+        tally.done += 1
     if _ran(result):
         verdicts = worker.verdicts
         passed = tuple(verdicts[i].passed if i in verdicts else None for i in range(len(result.candidates)))
         tally.first[method] = (MethodRun.of(method, result, req.params.time_budget_s), passed)
+        tally.update()
 
 
 def run_comparison(engine, req: CompareRequest, check: Checker | None = None,

@@ -14,9 +14,12 @@ from scripted import ScriptedEngine
 
 from bass import cli
 from bass.config import SamplingParams
+from bass.decode.sequences import Sequence, StopRule
 from bass.eval.compare import SEEDED_DRAFT_LENGTH, WARM_TOKENS, CompareRequest, run_comparison
 from bass.eval.compare_report import COLUMNS, format_table, sentence, table_cells, table_rows
 from bass.eval.compare_results import Comparison
+from bass.eval.first_stop import FirstStop
+from bass.events import Candidate, SequenceStats
 from bass.metrics import candidates_ms_per_token, format_seconds
 
 ROUND_S = {"bass": 0.1, "regular": 0.2, "single": 0.4}  # seconds per scripted round of each method
@@ -220,6 +223,36 @@ def test_table_text_has_every_column_in_order():
     assert [line.split()[0] for line in lines[1:]] == ["BASS", "regular", "single-seq"]
     untested = format_table(table_rows(run_comparison(MethodEngine(["ab", "cd"]), request(), None))).splitlines()
     assert "no tests" in untested[1] and "—" in untested[1]  # no first pass without tests
+
+
+class CharTokenizer:
+    """Token i is chr(i); 0 is the end-of-text token, which decodes to nothing."""
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(i) for i in ids if i != 0)
+
+
+def test_first_stop_cuts_where_the_stop_rule_would_have_ended_the_sequence():
+    """Random token streams over a few characters and EOS, run to the limit, then cut: the text, tokens and reason
+    the engine's stop rule gives when it runs them normally (its own, round-by-round implementation)."""
+    rng = torch.Generator().manual_seed(0)
+    alphabet = [0] + [ord(c) for c in "\ndefx"] * 8  # EOS one draw in 41
+    params = SamplingParams(max_new_tokens=30, stop=("\ndef", "xxx"))
+    cutter = FirstStop(params.stop, [0], CharTokenizer().decode)
+    reasons = set()
+    for _ in range(300):
+        ids = [alphabet[i] for i in torch.randint(len(alphabet), (30,), generator=rng).tolist()]
+        ran = Candidate(0, 0, CharTokenizer().decode(ids), tuple(ids), "length", SequenceStats(30, 30, 0, 0, 1.0))
+        seq = Sequence(seq=0, prompt_index=0, sample_index=0, prompt_len=1, history=[ord("#")])
+        rule = StopRule(CharTokenizer(), [0], params)
+        for j in range(0, 30, 4):  # rounds of 4 tokens
+            if not seq.finished:
+                rule.extend(seq, ids[j:j + 4])
+        got = cutter.cut(ran)
+        assert (got.text, list(got.token_ids), got.finish_reason) == (seq.text, seq.generated, seq.finish_reason)
+        assert got.stats == ran.stats  # the work it did is kept
+        reasons.add(got.finish_reason)
+    assert reasons == {"eos", "stop", "length"}
 
 
 def test_request_refuses_bad_input_with_what_to_do():
