@@ -4,7 +4,8 @@
     python -m bass generate --prompt-file F --tests-file T [--stop-at-first-pass]   (test as they finish)
     python -m bass eval humaneval --k 8 --budget-s 60 --method bass [--limit 20] [--stop-at-first-pass] [--json]
     python -m bass eval humaneval --k 8 --budgets 0.25,0.5,1.0 --methods bass,regular,single [--out F.json]
-    python -m bass compare --humaneval 0 -k 8 | --prompt-file P [--tests-file T]  (one sentence, one table)
+    python -m bass compare --humaneval 0 -k 8 | --prompt-file P [--tests-file T] [--repeats 3] [--out F.json]
+                                            (one sentence, one table; --natural-stops lets stop strings end them)
 """
 
 from __future__ import annotations
@@ -110,6 +111,19 @@ def read_text_file(path: str, what: str) -> str:
                          f"{err.start} is not); save it as UTF-8 and try again") from None
 
 
+def read_tests(path: str) -> str:
+    """The tests file's text, refused before any model loads when no candidate could pass it, as the app refuses
+    such tests: it does not parse, or it holds no assert that can fail (`sandbox.split_tests`)."""
+    tests = read_text_file(path, "tests file")
+    from sandbox import split_tests
+
+    try:
+        split_tests(tests)
+    except ValueError as err:
+        raise ValueError(f"--tests-file {path}: {err} (nothing was generated)") from None
+    return tests
+
+
 def read_prompts(a: argparse.Namespace) -> list[str]:
     """The prompts of --prompt, --prompt-file or --prompts-file, refused before any model loads (seconds, not a
     minute) if one is empty or there are none."""
@@ -160,7 +174,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
 
     prompts = read_prompts(a)
     check_k(a.k, "-k")  # before any model loads (a minute for the embedded target on a CPU)
-    tests = read_text_file(a.tests_file, "tests file") if a.tests_file else None
+    tests = read_tests(a.tests_file) if a.tests_file else None
     if a.stop_at_first_pass and tests is None:
         raise ValueError("--stop-at-first-pass needs --tests-file: the tests decide what passes")
     if tests is not None and (len(prompts) != 1 or a.chat):
@@ -270,39 +284,43 @@ def cmd_eval(a: argparse.Namespace) -> int:
 
 def cmd_compare(a: argparse.Namespace) -> int:
     """The same request under each method, one after another: one sentence, one table (`bass.eval.compare`)."""
-    from dataclasses import asdict
-
-    from bass.eval.compare import NOTE, CompareRequest, format_table, run_comparison
+    from bass.eval.compare import CompareRequest, check_repeats, run_comparison
+    from bass.eval.compare_report import NOTE, comparison_dict, format_table, table_rows
 
     methods = tuple(m.strip() for m in a.methods.split(","))
+    check_repeats(a.repeats, "--repeats")
+    if a.out:
+        check_out(a.out)
     prompt, check = _compare_task(a)
     params = sampling_params(a, time_budget_s=a.budget_s)
     req = CompareRequest(prompt, a.k, params, methods, chat=a.chat,
-                         draft_length=DraftLengthConfig(policy=a.draft_policy, l0=a.draft_l0))
+                         draft_length=DraftLengthConfig(policy=a.draft_policy, l0=a.draft_l0),
+                         equal_work=not a.natural_stops, repeats=a.repeats, warm_up=a.warmup)
     if note := identical_candidates_note(a.k, params):
         print(note, file=sys.stderr)
     from bass.engine import Engine
-    from bass.eval.compare import warm_up
     from bass.runtime.device import device_line
 
     engine = Engine(engine_config(a), progress=None if a.json else _progress)
-    if a.warmup:
-        warm_up(engine, req)
     cmp = run_comparison(engine, req, check, log=None if a.json else _progress_line)
-    if a.json:
-        print(json.dumps({"sentence": cmp.sentence, "rows": [asdict(r) for r in cmp.rows],
-                          "failures": dict(cmp.failures), "device": device_line(engine.device),
-                          "settings": {"k": a.k, "methods": list(methods), "seed": params.seed,
-                                       "max_new_tokens": params.max_new_tokens, "stop": list(params.stop),
-                                       "time_budget_s": params.time_budget_s, "draft_policy": a.draft_policy,
-                                       "draft_l0": a.draft_l0}}))
-        return 0 if cmp.runs else 1
-    print(f"\n{cmp.sentence}\n\n{format_table(cmp.rows)}\n")
-    for method, why in cmp.failures.items():
-        print(f"{method} failed: {why}")
-    print("What these numbers mean:\n" + "\n".join(f"  - {line}" for line in NOTE))
-    print(device_line(engine.device))
-    return 0 if cmp.runs else 1
+    report = {**comparison_dict(cmp), "device": device_line(engine.device),
+              "settings": {"k": a.k, "methods": list(methods), "seed": params.seed, "humaneval": a.humaneval,
+                           "max_new_tokens": params.max_new_tokens, "stop": list(params.stop),
+                           "time_budget_s": params.time_budget_s, "draft_policy": a.draft_policy,
+                           "draft_l0": a.draft_l0, "equal_work": cmp.equal_work, "repeats": cmp.repeats,
+                           "warm_up": a.warmup}}
+
+    def text() -> str:
+        lines = [f"\n{report['sentence']}\n", format_table(table_rows(cmp)), ""]
+        lines += [f"{method} failed: {why}" for method, why in cmp.failures.items()]
+        if cmp.captures:
+            lines.append(f"note: {cmp.captures} CUDA graph capture(s) happened inside the timed runs, and their "
+                         "wall times include them")
+        lines += ["What these numbers mean:", *(f"  - {line}" for line in NOTE), report["device"]]
+        return "\n".join(lines)
+
+    _emit(a, report, text)
+    return 0 if cmp.results else 1
 
 
 def _compare_task(a: argparse.Namespace) -> tuple:
@@ -330,7 +348,7 @@ def _compare_task(a: argparse.Namespace) -> tuple:
         return prompt, None
     if a.chat:
         raise ValueError("--tests-file tests completions of a code prompt: leave out --chat")
-    tests = read_text_file(a.tests_file, "tests file")
+    tests = read_tests(a.tests_file)
     from sandbox import shared_service
 
     def check_tests(items) -> list[bool]:
@@ -419,8 +437,14 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--methods", default="bass,regular,single", help="comma-separated methods, run in this order")
     c.add_argument("--budget-s", type=float, default=None, help="a time budget per method, seconds (default none: "
                    "every method writes all its candidates; a method cut by it is marked, never compared)")
-    c.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the untimed short run of each "
-                   "method first (which keeps one-time costs, such as CUDA graph capture, out of the first method)")
+    c.add_argument("--natural-stops", action="store_true", help="let end of text and stop strings end each "
+                   "candidate (lengths then differ per method: the speed-up is in tokens per second); by default "
+                   "every candidate runs to --max-new-tokens and is cut at its first stop afterwards")
+    c.add_argument("--repeats", type=int, default=None, help="timed runs of each method, the order alternating; the "
+                   "table shows the median and the spread (default 3 on a GPU, 1 on a CPU)")
+    c.add_argument("--out", default=None, help="also write the JSON report to this file")
+    c.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the untimed run of each method "
+                   "first (which keeps one-time costs, such as CUDA graph capture, off every method's clock)")
     c.add_argument("--json", action="store_true", help="print exactly one JSON object")
     # a seed reproduces the candidates only with a fixed draft length (`bass.eval.compare.SEEDED_DRAFT_LENGTH`)
     c.set_defaults(func=cmd_compare, draft_policy=SEEDED_DRAFT_LENGTH.policy, draft_l0=SEEDED_DRAFT_LENGTH.l0,

@@ -53,7 +53,9 @@ class SamplingParams:
     temperature 0 means greedy. top_k 0 and top_p 1 disable those filters. `time_budget_s` is wall-clock
     seconds per request, prefill included: no round starts once it has passed. Both the target's and the
     draft's distributions are processed the same way before the acceptance test (DESIGN.md §1), the draft's
-    at `EngineConfig.draft_temperature` times the temperature.
+    at `EngineConfig.draft_temperature` times the temperature. `ignore_eos`: end of text and stop strings do not
+    end a sequence: it runs to `max_new_tokens` (vLLM's `ignore_eos`), so that methods compared on one request do
+    the same work (`bass.eval.compare`).
     """
 
     temperature: float = 0.0
@@ -68,8 +70,6 @@ class SamplingParams:
     ignore_eos: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.ignore_eos, bool):
-            raise ValueError(f"ignore_eos must be True or False, got {self.ignore_eos!r}")
         if not (_real(self.temperature) and math.isfinite(self.temperature) and self.temperature >= 0):
             raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {self.temperature!r}")
         if not _integer(self.top_k) or self.top_k < 0:
@@ -84,6 +84,8 @@ class SamplingParams:
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
         if self.time_budget_s is not None and not (_real(self.time_budget_s) and self.time_budget_s > 0):
             raise ValueError(f"time_budget_s must be a number of seconds > 0, or None, got {self.time_budget_s!r}")
+        if not isinstance(self.ignore_eos, bool):
+            raise ValueError(f"ignore_eos must be True or False, got {self.ignore_eos!r}")
 
     @property
     def greedy(self) -> bool:

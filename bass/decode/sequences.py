@@ -102,7 +102,8 @@ def fast_decoder(tokenizer) -> Callable[[list[list[int]]], list[str]]:
 
 
 class StopRule:
-    """Appends emitted tokens to a sequence and decides whether, and why, it finished."""
+    """Appends emitted tokens to a sequence and decides whether, and why, it finished. With
+    `params.ignore_eos` it knows no end-of-text token and no stop string: only the token limit ends a sequence."""
 
     def __init__(self, tokenizer, eos_ids: Iterable[int], params: SamplingParams):
         self.tokenizer = tokenizer

@@ -60,6 +60,15 @@ def test_eos_and_length():
     assert s2.finish_reason == "length" and len(s2.generated) == 4
 
 
+def test_ignore_eos_runs_every_sequence_to_the_token_limit():
+    rule = StopRule(CharTokenizer(), [0], SamplingParams(max_new_tokens=12, stop=("\ndef ",), ignore_eos=True))
+    s = _seq()
+    rule.extend(s, [ord("y"), 0, ord("z")])  # an EOS mid-round
+    assert not s.finished and s.generated == [ord("y"), 0, ord("z")]
+    rule.extend(s, [ord(c) for c in "\ndef g(): pass"])  # a stop string, and past the limit
+    assert s.finish_reason == "length" and len(s.generated) == 12 and s.text == "yz\ndef g():"
+
+
 def test_padded_ids_pads_ragged_rows_with_zeros():
     from bass.runtime.transfer import padded_ids
 
