@@ -4,7 +4,7 @@
     python -m bass generate --prompt-file F --tests-file T [--stop-at-first-pass]   (test as they finish)
     python -m bass eval humaneval --k 8 --budget-s 60 --method bass [--limit 20] [--stop-at-first-pass] [--json]
     python -m bass eval humaneval --k 8 --budgets 0.25,0.5,1.0 --methods bass,regular,single [--out F.json]
-    python -m bass compare --humaneval 0 -k 8 | --prompt-file P [--tests-file T] [--repeats 3] [--out F.json]
+    python -m bass compare --humaneval 0[,35,...] -k 8 | --prompt-file P [--tests-file T] [--repeats 3] [--out F]
                                             (one sentence, one table; --natural-stops lets stop strings end them)
 """
 
@@ -291,52 +291,75 @@ def cmd_compare(a: argparse.Namespace) -> int:
     check_repeats(a.repeats, "--repeats")
     if a.out:
         check_out(a.out)
-    prompt, check = _compare_task(a)
+    tasks = _compare_tasks(a)
     params = sampling_params(a, time_budget_s=a.budget_s)
-    req = CompareRequest(prompt, a.k, params, methods, chat=a.chat,
-                         draft_length=DraftLengthConfig(policy=a.draft_policy, l0=a.draft_l0),
-                         equal_work=not a.natural_stops, repeats=a.repeats, warm_up=a.warmup)
     if note := identical_candidates_note(a.k, params):
         print(note, file=sys.stderr)
     from bass.engine import Engine
     from bass.runtime.device import device_line
 
     engine = Engine(engine_config(a), progress=None if a.json else _progress)
-    cmp = run_comparison(engine, req, check, log=None if a.json else _progress_line)
-    report = {**comparison_dict(cmp), "device": device_line(engine.device),
-              "settings": {"k": a.k, "methods": list(methods), "seed": params.seed, "humaneval": a.humaneval,
-                           "max_new_tokens": params.max_new_tokens, "stop": list(params.stop),
-                           "time_budget_s": params.time_budget_s, "draft_policy": a.draft_policy,
-                           "draft_l0": a.draft_l0, "equal_work": cmp.equal_work, "repeats": cmp.repeats,
-                           "warm_up": a.warmup}}
-
-    def text() -> str:
-        lines = [f"\n{report['sentence']}\n", format_table(table_rows(cmp)), ""]
-        lines += [f"{method} failed: {why}" for method, why in cmp.failures.items()]
-        if cmp.captures:
-            lines.append(f"note: {cmp.captures} CUDA graph capture(s) happened inside the timed runs, and their "
-                         "wall times include them")
-        lines += ["What these numbers mean:", *(f"  - {line}" for line in NOTE), report["device"]]
-        return "\n".join(lines)
-
-    _emit(a, report, text)
-    return 0 if cmp.results else 1
+    reports, texts = [], []
+    for number, (prompt, check) in tasks:
+        req = CompareRequest(prompt, a.k, params, methods, chat=a.chat,
+                             draft_length=DraftLengthConfig(policy=a.draft_policy, l0=a.draft_l0),
+                             equal_work=not a.natural_stops, repeats=a.repeats, warm_up=a.warmup)
+        cmp = run_comparison(engine, req, check, log=None if a.json else _progress_line)
+        report = {**comparison_dict(cmp), "device": device_line(engine.device),
+                  "settings": {"k": a.k, "methods": list(methods), "seed": params.seed, "humaneval": number,
+                               "max_new_tokens": params.max_new_tokens, "stop": list(params.stop),
+                               "time_budget_s": params.time_budget_s, "draft_policy": a.draft_policy,
+                               "draft_l0": a.draft_l0, "equal_work": cmp.equal_work, "repeats": cmp.repeats,
+                               "warm_up": a.warmup}}
+        reports.append(report)
+        texts.append(_compare_text(report, cmp, format_table(table_rows(cmp))))
+    texts.append("What these numbers mean:\n" + "\n".join(f"  - {line}" for line in NOTE) + "\n" + reports[0]["device"])
+    _emit(a, reports[0] if len(reports) == 1 else {"comparisons": reports}, lambda: "\n".join(texts))
+    return 0 if all(r["runs"] for r in reports) else 1
 
 
-def _compare_task(a: argparse.Namespace) -> tuple:
-    """The prompt and the tester of `compare` (None: no tests), checked before any model loads."""
+def _compare_text(report: dict, cmp, table: str) -> str:
+    """One comparison's sentence, table and notes, as the CLI prints it."""
+    head = "" if report["settings"]["humaneval"] is None else f"HumanEval/{report['settings']['humaneval']}: "
+    lines = [f"\n{head}{report['sentence']}\n", table, ""]
+    lines += [f"{method} failed: {why}" for method, why in cmp.failures.items()]
+    if cmp.captures:
+        lines.append(f"note: {cmp.captures} CUDA graph capture(s) happened inside the timed runs, and their "
+                     "wall times include them")
+    return "\n".join(lines)
+
+
+def _problem_numbers(text: str) -> list[int]:
+    """--humaneval's problem numbers: 'N' or 'N,N,...'."""
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--humaneval takes problem numbers such as 0 or 0,35,90; got {text!r}") \
+            from None
+
+
+def _compare_tasks(a: argparse.Namespace) -> list[tuple[int | None, tuple]]:
+    """(problem number or None, (prompt, tester)) of each comparison, checked before any model loads."""
+    if a.humaneval is None:
+        return [(None, _compare_task(a, None))]
+    return [(n, _compare_task(a, n)) for n in a.humaneval]
+
+
+def _compare_task(a: argparse.Namespace, number: int | None) -> tuple:
+    """The prompt and the tester of `compare` (None: no tests) of HumanEval problem `number`, or of the prompt
+    flags where it is None."""
     check_k(a.k, "-k")
     if a.budget_s is not None and a.budget_s <= 0:
         raise ValueError(f"--budget-s must be > 0 seconds per method (leave it out for none); got {a.budget_s:g}")
-    if a.humaneval is not None:
+    if number is not None:
         from sandbox import load_humaneval, shared_service
 
         problems = load_humaneval()
-        if not 0 <= a.humaneval < len(problems):
-            raise ValueError(f"--humaneval takes a problem number from 0 to {len(problems) - 1}; got {a.humaneval}")
+        if not 0 <= number < len(problems):
+            raise ValueError(f"--humaneval takes a problem number from 0 to {len(problems) - 1}; got {number}")
         if a.tests_file or a.chat:
             raise ValueError("--humaneval brings its own tests and completes code: leave out --tests-file and --chat")
-        prob = problems[a.humaneval]
+        prob = problems[number]
         a.humaneval_stops = True
 
         def check_problem(items) -> list[bool]:
@@ -429,8 +452,8 @@ def parser() -> argparse.ArgumentParser:
     src = c.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="one prompt, given inline")
     src.add_argument("--prompt-file", help="a text file holding one prompt")
-    src.add_argument("--humaneval", type=int, metavar="N", help="HumanEval problem N (0-163): its prompt, tests "
-                     "and stop strings")
+    src.add_argument("--humaneval", type=_problem_numbers, metavar="N[,N...]", help="HumanEval problem N (0-163): its "
+                     "prompt, tests and stop strings; several, comma-separated: one comparison each, one model load")
     add_engine_flags(c)
     add_sampling_flags(c)
     c.add_argument("--tests-file", default=None, help="tests each completion runs against as soon as it finishes")

@@ -294,6 +294,24 @@ def test_cli_prints_the_sentence_table_and_note_and_writes_the_json(monkeypatch,
     assert report["runs"]["BASS"]["time_to_first_pass_s"] == pytest.approx(PREFILL_S + 12 * ROUND_S["bass"])
 
 
+def test_cli_compares_several_humaneval_problems_on_one_engine(monkeypatch, capsys, tmp_path):
+    import bass.engine
+
+    made = []
+    texts = {m: ["    return 1\n", "    return 2\n"] for m in ROUND_S}
+    monkeypatch.setattr(bass.engine, "Engine", lambda config, progress=None: made.append(1) or MethodEngine(texts))
+    out = tmp_path / "he.json"
+    assert cli.main(["compare", "--humaneval", "0,2", "-k", "2", "--max-new-tokens", "16", "--no-warmup",
+                     "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert made == [1] and "HumanEval/0: BASS wrote" in printed and "HumanEval/2: BASS wrote" in printed
+    report = json.loads(out.read_text())
+    assert [c["settings"]["humaneval"] for c in report["comparisons"]] == [0, 2]
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["compare", "--humaneval", "0,x", "-k", "2"])
+    assert exc.value.code == 2 and "problem numbers such as 0 or 0,35,90" in capsys.readouterr().err
+
+
 def test_cli_natural_stops(monkeypatch, capsys, tmp_path):
     texts = {m: ["    return 1\n", "    return 2\n"] for m in ROUND_S}
     assert _cli(monkeypatch, tmp_path, texts, "--natural-stops", "--json", "--no-warmup") == 0
