@@ -33,7 +33,7 @@ from pathlib import Path
 
 from bass import DraftLengthConfig, Engine, EngineConfig, SamplingParams
 from bass.config import HUMANEVAL_STOPS
-from bass.drafters import build_drafter
+from bass.drafters import DrafterSettings, DraftModel, build_drafter
 from bass.models.loader import LoadedModel
 from bass.runtime.device import device_line
 from sandbox.humaneval import load_humaneval
@@ -162,8 +162,8 @@ def _model_drafter(engine: Engine, loaded: LoadedModel, temperature_scale: float
     arena = CacheArena(persistent=engine.device.type == "cuda")
     forward = GraphedModel(loaded.model, arena, use_graphs=True) if engine.device.type == "cuda" else None
     attn = get_backend(engine.backend, engine.device)
-    return lambda: build_drafter("model", engine.target_forward, loaded.model, attn, draft_forward=forward,
-                                 draft_arena=arena, temperature_scale=temperature_scale)
+    return lambda: build_drafter("model", engine.target_forward, DraftModel(loaded.model, forward, arena), attn,
+                                 DrafterSettings(temperature_scale=temperature_scale))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -23,44 +24,56 @@ from bass.models.feature_draft import FeatureDraft
 from bass.runtime.cache import CacheArena
 from bass.runtime.prefill_graphs import PrefillGraphs
 
-__all__ = ["Drafter", "NoDrafter", "Proposal", "build_drafter"]
+__all__ = ["DraftModel", "Drafter", "DrafterSettings", "NoDrafter", "Proposal", "build_drafter"]
 
 
-def build_drafter(name: str, target: torch.nn.Module, draft: torch.nn.Module | None, attn: Callable, *,
-                  ngram_max: int = 3, ngram_min: int = 1, layer_skip_layers: int | None = None,
-                  draft_forward: Callable | None = None, draft_arena: CacheArena | None = None,
-                  draft_prefills: PrefillGraphs | None = None, temperature_scale: float = 1.0,
-                  chained: bool = True) -> Drafter:
-    """The drafter called `name` ("none", "ngram", "model", "layer-skip").
+@dataclass(frozen=True)
+class DraftModel:
+    """A draft model as the round loop runs it: the model, what the loop calls for it (its `GraphedModel` on CUDA),
+    the K/V storage its batches share, and its prefill's graphs (`bass.runtime.prefill_graphs`)."""
 
-    `target` is what the loop calls for the target (the model, or its `GraphedModel`);
-    `draft_forward` / `draft_arena` do the same for the draft model, `draft_prefills` replays its prefill
-    (`bass.runtime.prefill_graphs`); a drafter that samples draws at
-    `temperature_scale` times the request's temperature (`Drafter.proposal_params`); `chained`: a draft model
-    makes each proposal as one CUDA graph where it can (`chained_proposal`).
-    """
-    drafter = _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, draft_forward, draft_arena,
-                     draft_prefills, chained)
-    drafter.temperature_scale = temperature_scale
+    model: torch.nn.Module
+    forward: Callable | None = None  # None: the model itself
+    arena: CacheArena | None = None  # None: fresh caches per batch
+    prefills: PrefillGraphs | None = None
+
+
+@dataclass(frozen=True)
+class DrafterSettings:
+    """How a drafter drafts: n-gram lookup's lengths, layer-skip's layers (None: half the target's), the multiple
+    of the request's temperature a sampling drafter draws at (`Drafter.proposal_params`), and whether a draft
+    model makes each proposal as one CUDA graph where it can (`bass.drafters.chain.chained_proposal`)."""
+
+    ngram_max: int = 3
+    ngram_min: int = 1
+    layer_skip_layers: int | None = None
+    temperature_scale: float = 1.0
+    chained: bool = True
+
+
+def build_drafter(name: str, target: Callable, draft: DraftModel | None, attn: Callable,
+                  settings: DrafterSettings = DrafterSettings()) -> Drafter:
+    """The drafter called `name` ("none", "ngram", "model", "layer-skip") for one batch; `target` is what the
+    loop calls for the target (the model, or its `GraphedModel`)."""
+    drafter = _new(name, target, draft, attn, settings)
+    drafter.temperature_scale = settings.temperature_scale
     return drafter
 
 
-def _build(name, target, draft, attn, ngram_max, ngram_min, layer_skip_layers, draft_forward, draft_arena,
-           draft_prefills, chained) -> Drafter:
+def _new(name: str, target: Callable, draft: DraftModel | None, attn: Callable, s: DrafterSettings) -> Drafter:
     if name == "none":
         return NoDrafter()
     if name == "ngram":
-        return NgramDrafter(ngram_max, ngram_min)
+        return NgramDrafter(s.ngram_max, s.ngram_min)
     if name == "model":
         if draft is None:
             raise ValueError("drafter='model' needs a draft model: set EngineConfig.draft (e.g. a small model "
                              "of the target's family)")
-        if isinstance(draft, FeatureDraft):
-            return FeatureDrafter(draft, target, attn, forward=draft_forward, arena=draft_arena,
-                                  prefills=draft_prefills, chained=chained)
-        return ModelDrafter(draft, attn, target.config.vocab_size, forward=draft_forward, arena=draft_arena,
-                            prefills=draft_prefills, chained=chained)
+        parts = dict(forward=draft.forward, arena=draft.arena, prefills=draft.prefills, chained=s.chained)
+        if isinstance(draft.model, FeatureDraft):
+            return FeatureDrafter(draft.model, target, attn, **parts)
+        return ModelDrafter(draft.model, attn, target.config.vocab_size, **parts)
     if name == "layer-skip":
-        n = layer_skip_layers or max(1, target.config.num_layers // 2)
+        n = s.layer_skip_layers or max(1, target.config.num_layers // 2)
         return LayerSkipDrafter(target, attn, n)
     raise ValueError(f"unknown drafter {name!r}: choose 'ngram', 'model' or 'layer-skip'")

@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bass.config import MAX_PROMPT_TOKENS, DraftLengthConfig, EngineConfig, SamplingParams, check_draft_file
-from bass.drafters import build_drafter
+from bass.drafters import DrafterSettings, DraftModel, build_drafter
 from bass.drafters.base import Drafter, NoDrafter
 from bass.engine import validate, warmup
 from bass.engine.runner import Runner
@@ -263,11 +263,11 @@ class Engine:
         scale = c.draft_temperature
         if scale is None:  # the draft's own (its file's), else the target's processing
             scale = getattr(self.draft.model, "temperature_scale", 1.0) if name == "model" and self.draft else 1.0
-        return build_drafter(name, self._target_fwd, self.draft.model if self.draft else None, attn,
-                             ngram_max=c.ngram_max, ngram_min=c.ngram_min, layer_skip_layers=c.layer_skip_layers,
-                             draft_forward=self._draft_fwd, draft_arena=self._draft_arena,
-                             draft_prefills=self._draft_prefill_graphs,
-                             temperature_scale=scale, chained=self.tuning.proposal_graphs)
+        draft = None if self.draft is None else DraftModel(self.draft.model, self._draft_fwd, self._draft_arena,
+                                                           self._draft_prefill_graphs)
+        return build_drafter(name, self._target_fwd, draft, attn,
+                             DrafterSettings(c.ngram_max, c.ngram_min, c.layer_skip_layers, scale,
+                                             self.tuning.proposal_graphs))
 
     def capture_queued(self, stop: Callable[[], bool] | None = None) -> None:
         """Capture the CUDA graphs of the shapes that ran in wider graphs (`bass.runtime.graphs`): between batches,
