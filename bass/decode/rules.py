@@ -24,7 +24,7 @@ import torch
 
 from bass.config import SamplingParams
 from bass.decode.sampling import draft_sample, process_logits_deferred, sample_from
-from bass.decode.verify import Verdict, verify_logits, verify_top_p_fused
+from bass.decode.verify import VerifyResult, verify_logits, verify_top_p_fused
 
 
 def processing(params: SamplingParams) -> SamplingParams:
@@ -75,7 +75,7 @@ class VerifyRule:
 
     def exact(self, logits: torch.Tensor, drafts: torch.Tensor, draft_len: torch.Tensor, u_accept: torch.Tensor,
               u_sample: torch.Tensor, draft_probs: torch.Tensor | None = None, draft_ids: torch.Tensor | None = None
-              ) -> Verdict:
+              ) -> VerifyResult:
         """The same verdict with top-p by a full sort of the vocabulary, for every row (the caller uses it
         where `__call__` left rows undecided; on decided rows the two agree)."""
         return verify_logits(logits, self.params, drafts, draft_len, draft_probs, u_accept, u_sample, draft_ids,
