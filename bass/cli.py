@@ -206,6 +206,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
 def _generate_tested(engine, prompt: str, tests: str, a: argparse.Namespace, params) -> tuple:
     """Generate with streaming verdicts: each completion runs against `tests` as soon as it finishes."""
     from bass.eval.humaneval import stream_with_verdicts
+    from bass.eval.verdicts import VerdictWorker
     from sandbox import shared_service
 
     sandbox = shared_service()  # in its own process: off the engine's host thread
@@ -213,8 +214,8 @@ def _generate_tested(engine, prompt: str, tests: str, a: argparse.Namespace, par
     def check(items) -> list[bool]:
         return [o.all_passed for o in sandbox.run_candidates([prompt + text for _, text in items], tests)]
 
-    result, verdicts = stream_with_verdicts(engine, prompt, k=a.k, params=params, method=a.method, check=check,
-                                            passed=bool, stop_at_first_pass=a.stop_at_first_pass)
+    worker = VerdictWorker(check, bool, stop_at_first_pass=a.stop_at_first_pass)
+    result, verdicts = stream_with_verdicts(engine, prompt, worker, k=a.k, params=params, method=a.method)
     return result, [verdicts[i].passed if i in verdicts else None for i in range(len(result.candidates))]
 
 

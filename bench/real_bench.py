@@ -139,6 +139,7 @@ class Bench:
         """BASS whose finished candidates go to the sandbox in the background (`bass.eval.humaneval`), as the app does;
         `where`: "service" (the sandbox's own process, as the app and the eval run it) or "in-process"."""
         from bass.eval.humaneval import stream_with_verdicts
+        from bass.eval.verdicts import VerdictWorker
         from sandbox import run_humaneval, shared_service
 
         if where == "service":
@@ -150,8 +151,8 @@ class Bench:
             def check(items):
                 return [o.all_passed for o in run_humaneval([prob] * len(items), [text for _, text in items])]
 
-            result, _ = stream_with_verdicts(self.engine, prob.prompt, k=k, params=self.pass_params(p), method="bass",
-                                             check=check, passed=bool, drafter=drafter)
+            result, _ = stream_with_verdicts(self.engine, prob.prompt, VerdictWorker(check, bool), k=k,
+                                             params=self.pass_params(p), method="bass", drafter=drafter)
             return result
         return run
 

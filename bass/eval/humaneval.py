@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from bass.config import HUMANEVAL_STOPS, EngineConfig, SamplingParams, check_k
 from bass.eval.budgets import budget_key, counted_finish_times, record_round_starts
-from bass.eval.verdicts import Checker, Verdict, VerdictWorker, either, submit_finished
+from bass.eval.verdicts import Verdict, VerdictWorker, either, submit_finished
 from bass.events import Candidate, GenerationResult
 from bass.metrics import (
     candidates_ms_per_token,
@@ -82,24 +82,20 @@ def summarize(rows: Sequence[dict]) -> dict:
     return out
 
 
-def stream_with_verdicts(engine, prompt, *, k: int, params: SamplingParams, method: str, check: Checker,
-                         passed: Callable[[object], bool], stop_at_first_pass: bool = False, chat: bool = False,
-                         cancel=None, worker: VerdictWorker | None = None,
-                         round_starts: dict[int, float | None] | None = None, drafter: str | None = None
+def stream_with_verdicts(engine, prompt, worker: VerdictWorker, *, cancel=None,
+                         round_starts: dict[int, float | None] | None = None, **request
                          ) -> tuple[GenerationResult, dict[int, Verdict]]:
-    """Generate k candidates, testing each in the background the moment it finishes by itself.
+    """Generate `request`'s candidates (`Engine.stream`'s arguments: k, params, method, drafter, chat), handing
+    each to `worker` the moment it finishes by itself, to be tested in the background.
 
-    Sequences cut by the budget or a cancel are not tested. With `stop_at_first_pass` the first passing
-    verdict cancels the sequences still decoding. Returns the result and the verdicts by sequence.
-    `worker` replaces the one built from `check`, `passed` and `stop_at_first_pass` (tests observe it).
+    Sequences cut by the budget or a cancel are not tested. A worker made with `stop_at_first_pass` cancels the
+    sequences still decoding at the first passing verdict. Returns the result and the verdicts by sequence.
     `round_starts`, when given, receives for each finished sequence the budget check's reading before its
-    last round (`bass.eval.budgets.record_round_starts`). `drafter`: None for the engine's default.
+    last round (`bass.eval.budgets.record_round_starts`).
     """
-    worker = worker or VerdictWorker(check, passed, stop_at_first_pass=stop_at_first_pass)
     result = None
     try:
-        for event in engine.stream(prompt, k=k, params=params, method=method, chat=chat, drafter=drafter,
-                                   cancel=either(cancel, worker.first_pass)):
+        for event in engine.stream(prompt, **request, cancel=either(cancel, worker.first_pass)):
             submit_finished(worker, event)
             if round_starts is not None:
                 record_round_starts(event, round_starts)
@@ -167,9 +163,9 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
             return [o.all_passed for o in check([prob] * len(items), [text for _, text in items])]
 
         starts: dict[int, float | None] = {}
-        result, verdicts = stream_with_verdicts(engine, prob.prompt, k=k, params=params, method=method,
-                                                check=test, passed=bool, stop_at_first_pass=stop_at_first_pass,
-                                                round_starts=starts)
+        worker = VerdictWorker(test, bool, stop_at_first_pass=stop_at_first_pass)
+        result, verdicts = stream_with_verdicts(engine, prob.prompt, worker, round_starts=starts, k=k, params=params,
+                                                method=method)
         passed = [verdicts[i].passed if i in verdicts else None for i in range(len(result.candidates))]
         prefill_s = result.stats.prefill_s
         rows.append(problem_row(prob.task_id, result.candidates, passed, prefill_s))
