@@ -440,7 +440,13 @@ def main(argv: list[str] | None = None) -> dict:
                 problems=[p.task_id for p in pool], started=started, load_s=time.perf_counter() - t0,
                 args={k: v for k, v in vars(a).items() if k != "scenarios"} | {"scenarios": [s.label for s in
                                                                                           a.scenarios]})
-    print(info["device"], f"| target {info['target']}, draft {info['draft']}", flush=True)
+    table = engine.runner.cost_table
+    info["cost_table"] = None if table is None else table.to_dict()  # what "auto" reads (`bass.engine.warmup`)
+    print(info["device"], f"| target {info['target']}, draft {info['draft']}; loaded (and warmed) in "
+          f"{info['load_s']:.1f} s", flush=True)
+    if table is not None:
+        print("cost table, ms a round (rows x L):", " ".join(f"{k}={v:.2f}" for k, v in
+                                                         info["cost_table"]["round_ms"].items()), flush=True)
     def log(line: str) -> None:
         print(line, flush=True)
 
