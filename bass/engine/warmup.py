@@ -2,10 +2,10 @@
 for the largest batch it admits, capture every graph a batch of each bucket meets at each draft length the
 cost table prices, and time those rounds into the table (`bass.decode.draft_length.CostTable`).
 
-A round's cost is timed as it runs for requests: a batch of `rows` rows of one prompt decodes with a fixed
-draft length L (L = 0: plain steps), once to capture its graphs and once timed, and c(rows, L) is the median
-time between consecutive rounds of the timed run that drafted L, so the host's share is in it as well as the
-device's. Widest batches first: a narrower batch borrows the wider graphs while it runs and its own are
+A round's cost is timed as it runs for requests: a batch of `rows` rows of one prompt decodes with a fixed draft
+length L (L = 0: plain steps), every row to its token limit, once to capture its graphs and once timed, and c(rows,
+L) is the median time between consecutive rounds of the timed run that drafted L, so the host's share is in it as
+well as the device's. Widest batches first: a narrower batch borrows the wider graphs while it runs and its own are
 captured between requests (`bass.runtime.graphs`), before anything is timed.
 """
 
@@ -38,7 +38,7 @@ def cost_table(generate: Callable[..., GenerationResult], settle: Callable[[], o
     `Engine.generate`, `settle` waits for the captures queued between requests; `params`: the sampling processing
     whose graphs are captured (default: the app's candidates, T 0.8, top-p 0.95)."""
     params = replace(params or SamplingParams(temperature=CANDIDATE_TEMPERATURE, top_p=CANDIDATE_TOP_P),
-                     max_new_tokens=new_tokens, stop=(), time_budget_s=None, seed=0)
+                     max_new_tokens=new_tokens, stop=(), time_budget_s=None, seed=0, ignore_eos=True)
 
     def run(rows: int, L: int) -> GenerationResult:
         return generate(WARM_PROMPT, k=rows, params=params, method="bass",
