@@ -74,8 +74,7 @@ def wait_for_engine(session: EngineSession, pair_label: str | None, cancel: thre
     while True:
         state = session.state()
         if state.error:
-            raise UserError(f"Loading the model failed: {state.error}",
-                            "check the model name and the log, or choose another model pair")
+            raise UserError(f"Loading the model failed: {state.error}", session.failure_hint())
         if state.ready:
             return
         if cancel.is_set():

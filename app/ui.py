@@ -67,6 +67,13 @@ def _gpu() -> bool:
         return False
 
 
+def _installed(target: str) -> bool:
+    """Whether an offline model's packages are installed (a Space installs requirements.txt only)."""
+    from bass.models.embedded import EMBEDDED, installed
+
+    return target not in EMBEDDED or installed(target)
+
+
 def _session_key(request: gr.Request | None) -> str:
     return getattr(request, "session_hash", None) or "local"
 
@@ -75,7 +82,7 @@ def build_demo(session: EngineSession, concurrency: int = DEFAULT_CONCURRENCY) -
     """The whole app around one engine session; `concurrency` Generate requests run at once (Compare: one)."""
     problems, problems_note = _problems()
     gpu = _gpu()
-    pairs = model_pairs(session.default_pair, gpu, online=gpu and hub_reachable())
+    pairs = model_pairs(session.default_pair, gpu, online=gpu and hub_reachable(), installed=_installed)
 
     # Gradio serves each download from a copy in its cache: prune those copies on the schedule of our exports
     with gr.Blocks(title="BASS · multi-candidate coding assistant", fill_width=True,
@@ -273,8 +280,7 @@ def _model_banner(session: EngineSession) -> tuple:
     """Banner + drafter/backend choices from the loaded engine; the timer stops once the model is ready."""
     state = session.state()
     if state.error:
-        return (render.error_html(f"Loading the model failed: {state.error}",
-                                  "choose another model pair, or check the server log"),
+        return (render.error_html(f"Loading the model failed: {state.error}", session.failure_hint()),
                 gr.skip(), gr.skip(), gr.Timer(active=False))
     if not state.ready:
         if not state.loading:
