@@ -10,7 +10,7 @@ from __future__ import annotations
 from app import render
 from app.charts import LiveRun
 from app.ranking import PassSummary, RankedCandidate
-from app.settings import RunSettings
+from app.settings import TESTS_GO_IN_THE_BOX, RunSettings
 from bass.events import FINISHED_IN_TIME
 
 
@@ -75,9 +75,11 @@ def best_label(best: RankedCandidate | None, summary: PassSummary) -> str:
 
 
 def final_note(s: RunSettings, cancelled: bool, stopped_at_pass: bool) -> str:
-    """The line above the ranked cards: how they are ordered, what a Stop left, what the seed reproduces."""
-    note = ("Stopped: the candidates as far as they got; those still decoding were not tested." if cancelled else
-            "Ranked: passing candidates first, then by tests passed, then by who finished first.")
+    """The line above the ranked cards: where tests go (when the prompt asked the model for them), how the cards
+    are ordered, what a Stop left, and the seed that reproduces them (the visitor's, or the one drawn)."""
+    note = f"{TESTS_GO_IN_THE_BOX} " if s.tests_requested else ""
+    note += ("Stopped: the candidates as far as they got; those still decoding were not tested." if cancelled else
+             "Ranked: passing candidates first, then by tests passed, then by who finished first.")
     if stopped_at_pass and not cancelled:
         note += " Stopped at the first pass: the others keep what they had generated, untested."
     if s.style == "completion":
@@ -91,7 +93,8 @@ def final_note(s: RunSettings, cancelled: bool, stopped_at_pass: bool) -> str:
         note += (f" Seed {s.params.seed} reproduces these candidates (drafting with a fixed length "
                  f"L = {s.draft_length.l0}); each of the k is its own draw.")
     else:
-        note += " No seed was set, so these are fresh draws: set a Seed to get the same candidates on every run."
+        note += (f" No seed was set, so these are fresh draws from seed {s.params.seed}: type {s.params.seed} into "
+                 "Seed to get these candidates again.")
     return note
 
 

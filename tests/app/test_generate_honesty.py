@@ -15,7 +15,7 @@ from app.generate import error_view, generate_views
 from app.problems import load_problems
 from app.render import highlight, live_cards_html, plural
 from app.session import EngineSession
-from app.settings import CHAT_INSTRUCTION, METHOD_LABELS, SEEDED_DRAFT_LENGTH, parse_settings
+from app.settings import CHAT_INSTRUCTION, METHOD_LABELS, SEEDED_DRAFT_LENGTH, TESTS_GO_IN_THE_BOX, parse_settings
 from app.ui import _stream
 from bass.config import EngineConfig
 from bass.events import GenerationEvent, SequenceUpdate
@@ -81,13 +81,19 @@ def test_ranked_cards_keep_the_strip_and_each_has_a_copy_button():
                                                                                for c in copied)
 
 
-def test_a_seed_is_sent_with_the_fixed_draft_length_and_a_blank_one_without():
+def test_a_blank_seed_draws_a_new_one_each_run_and_the_note_names_it_so_that_it_can_be_reproduced():
     session = fake_session()
-    final(session, he0(seed=7))
-    final(session, he0(seed=None))
-    seeded, fresh = session.engine.calls
+    seeded_view = final(session, he0(seed=7))
+    fresh_views = [final(session, he0(seed=None)), final(session, he0(seed=""))]
+    seeded, *fresh = session.engine.calls
     assert (seeded["draft_length"].policy, seeded["draft_length"].l0) == ("fixed", SEEDED_DRAFT_LENGTH.l0)
-    assert seeded["params"].seed == 7 and fresh["draft_length"] is None
+    assert seeded["params"].seed == 7 and "Seed 7 reproduces these candidates" in seeded_view.candidates
+    drawn = [call["params"].seed for call in fresh]
+    assert drawn[0] != drawn[1]  # a fresh draw per press
+    for seed, call, view in zip(drawn, fresh, fresh_views):
+        assert call["draft_length"] == seeded["draft_length"]  # typed back in, the seed gives the same run
+        assert f"fresh draws from seed {seed}: type {seed} into Seed" in view.candidates
+        assert "reproduces" not in view.candidates  # nothing claims a seed the visitor never gave
 
 
 def test_the_same_seed_gives_the_same_candidates_and_k_distinct_draws(tiny_dir):
@@ -121,6 +127,20 @@ def test_chat_code_is_tested_and_copied_without_its_example_usage():
     assert view.best_code == "def add(a, b):\n    return a + b"
     assert badges(view.candidates) == ["PASS"] and "print(add" not in view.candidates
     assert session.engine.calls[0]["prompts"].endswith(CHAT_INSTRUCTION)
+
+
+def test_a_chat_prompt_that_asks_for_tests_is_told_where_tests_go():
+    """The model is asked for code alone: a request for tests is not dropped in silence."""
+    answer = "```python\ndef add(a, b):\n    return a + b\n```"
+    session = fake_session(texts=[answer])
+    s = parse_settings("Write a function add(a, b) that returns their sum, with tests", "", "auto", 1, 0.8, 0.95, 64,
+                       0, METHOD_LABELS["bass"], None, None, None, 1)
+    views = list(generate_views(session, s, threading.Event()))
+    assert TESTS_GO_IN_THE_BOX in views[0].status and TESTS_GO_IN_THE_BOX in views[-1].candidates
+    plain = list(generate_views(fake_session(texts=[answer]), parse_settings(
+        "Write a function add(a, b) that returns their sum", "", "auto", 1, 0.8, 0.95, 64, 0, METHOD_LABELS["bass"],
+        None, None, None, 1), threading.Event()))
+    assert all("Unit tests box" not in v.status + v.candidates for v in plain)
 
 
 def test_round_zero_shows_no_rate_and_counts_are_plural_aware():
