@@ -62,7 +62,7 @@ def compare_budget(value) -> float | None:
         budget = float("nan")
     if not 0 <= budget <= MAX_BUDGET_S:
         raise UserError(f"Time budget per method must be between 0 and {MAX_BUDGET_S} seconds, got {value!r}.",
-                        "set it to 0 to let every method write all its candidates")
+                        "set it to 0 to let every method write all its candidates", "bass-compare-budget")
     return budget or None
 
 
@@ -74,7 +74,8 @@ def compare_repeats(value) -> int:
         repeats = float("nan")
     if not (1 <= repeats <= MAX_REPEATS and repeats == int(repeats)):
         raise UserError(f"Timed runs per method must be a whole number from 1 to {MAX_REPEATS}, got {value!r}.",
-                        "3 reads a GPU's median steadily; on a CPU each run takes minutes, so 1")
+                        "3 reads a GPU's median steadily; on a CPU each run takes minutes, so 1",
+                        "bass-compare-repeats")
     return int(repeats)
 
 

@@ -1,8 +1,9 @@
 """What the Generate tab's status line and best-candidate box say at each phase. Pure text from events and
 settings, so that tests read exactly what a visitor reads.
 
-Phases: in line (the engine's "queued" events: place and wait estimate), decoding (round, draft length,
-acceptance, verdicts so far), stopping (Stop pressed: the run ends after its round, or leaves the line), done.
+Phases: before the visitor's first run (the model's load), in line (the engine's "queued" events: place and wait
+estimate), decoding (round, draft length, acceptance, verdicts so far), stopping (Stop pressed: the run ends after
+its round, or leaves the line), done.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from app import render
 from app.charts import LiveRun
 from app.ranking import PassSummary, RankedCandidate
+from app.session import LoadState
 from app.settings import TESTS_GO_IN_THE_BOX, RunSettings
 from bass.events import FINISHED_IN_TIME
 
@@ -17,6 +19,19 @@ from bass.events import FINISHED_IN_TIME
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+def idle_status(state: LoadState) -> str:
+    """The status box before this visitor's first run: "Ready" only once the model is."""
+    if state.error:
+        return render.status_html("The model could not be loaded (the box above says why): nothing can run yet.",
+                                  kind="idle")
+    if state.ready:
+        return render.status_html("Ready when you are.", kind="idle")
+    if state.loading:
+        return render.status_html("The model is still loading (progress above): a run you start now begins when "
+                                  "it is ready.", state.message, kind="idle")
+    return render.status_html("The model loads when you press Generate.", kind="idle")
 
 
 def queued_status(event, stopping: bool = False) -> str:

@@ -10,7 +10,7 @@ import threading
 import pandas as pd
 from app_fakes import BAD, GOOD, fake_session
 
-from app.charts import DRAFT_LENGTH_COLOUR, DRAFT_LENGTH_SERIES, MIN_ROUND_SPAN, LiveRun, chart_look, seq_label
+from app.charts import DRAFT_LENGTH_COLOUR, DRAFT_LENGTH_SERIES, LiveRun, chart_look, seq_label
 from app.generate import error_view, generate_views
 from app.problems import load_problems
 from app.render import highlight, live_cards_html, plural
@@ -158,7 +158,7 @@ def test_wrapped_code_hangs_at_its_indentation():
     assert re.findall(r"--hang:(\d+)ch", html) == ["2", "6", "10"]
 
 
-def test_charts_fix_colours_start_at_zero_fit_the_legend_and_tick_whole_rounds():
+def test_charts_fix_colours_start_at_zero_fit_the_legend_and_fit_the_rounds_that_ran():
     rows = [(1, 3, seq_label(5)), (2, 1, seq_label(5)), (2, 4, DRAFT_LENGTH_SERIES)]
     frame = pd.DataFrame(rows, columns=["round", "accepted tokens", "sequence"])
     small, large = chart_look(frame, 8, x_is_round=True), chart_look(frame, 16, x_is_round=True)
@@ -166,5 +166,6 @@ def test_charts_fix_colours_start_at_zero_fit_the_legend_and_tick_whole_rounds()
     assert large.color_map[DRAFT_LENGTH_SERIES] == DRAFT_LENGTH_COLOUR
     assert DRAFT_LENGTH_COLOUR not in [large.color_map[seq_label(i)] for i in range(16)]
     assert len(set(large.color_map.values())) == 17
-    assert small.y_lim == [0.0, 4 * 1.1] and small.x_lim == [0.0, float(MIN_ROUND_SPAN)]
+    assert small.y_lim == [0.0, 4 * 1.1] and small.x_lim == [0.0, 2.0]  # a run that ended at round 2
+    assert small.x_format == "d"  # whole rounds only, however few
     assert large.height >= 19 * 17 + 90 > small.height >= 260
