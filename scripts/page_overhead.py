@@ -1,0 +1,120 @@
+"""What the page costs the engine: one request through the Python API, then the same request through the page.
+
+    python scripts/page_overhead.py [--target embedded] [--k 4] [--max-new 160] [--seed 1] [--app-dir DIR]
+
+The request is HumanEval/0 with the page's defaults (its sampling, the fixed draft length of a seeded run) and a
+seed, so that both runs write the same tokens in the same rounds. The API run calls `Engine.generate` in this
+process (after a short warm-up run); the page run starts `python -m app` (from --app-dir, default this checkout)
+and presses Generate in Debian's Chromium on the same machine (after a warm-up run too), then reads the engine's
+own time (prefill + decode, from the download's batch statistics). Prints both, and the page's extra share.
+Heavy (two loads of the model, a browser): run it alone on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "app"))
+
+from test_browser import _click, _free_port, _open, _set_number, new_driver, pick_humaneval0  # noqa: E402
+
+
+def api_seconds(target: str, k: int, max_new: int, seed: int) -> float:
+    """The engine's prefill + decode seconds for the request, called from Python as the page's session would."""
+    from app.problems import load_problems
+    from app.session import ModelPair, EngineSession
+    from app.settings import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, METHOD_LABELS, parse_settings
+    from bass import Engine
+
+    config = EngineSession(env={}).config_for(ModelPair(target, target))
+    engine = Engine(config)
+    p = load_problems()[0]
+
+    def run(tokens: int):
+        s = parse_settings(p.prompt, p.editable_tests(), "auto", k, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, tokens, 0,
+                           METHOD_LABELS["bass"], None, None, None, seed)
+        return engine.generate(s.engine_prompt, k=s.k, params=s.params, method=s.method, chat=s.chat,
+                               draft_length=s.draft_length)
+
+    run(8)  # warm-up
+    stats = run(max_new).stats
+    engine.close()
+    return stats.prefill_s + stats.decode_s
+
+
+def page_seconds(target: str, k: int, max_new: int, seed: int, app_dir: Path) -> tuple[float, float]:
+    """(the engine's prefill + decode seconds, seconds from the click to the ranked cards) through the page."""
+    port = _free_port()
+    env = {**os.environ, "BASS_TARGET": target, "PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False",
+           "HF_HUB_OFFLINE": "1"}
+    log = open(tempfile.mktemp(suffix=".log"), "w")
+    app = subprocess.Popen([sys.executable, "-m", "app"], cwd=app_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
+    driver = new_driver(Path(tempfile.mkdtemp()))
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(url, timeout=2)
+                break
+            except OSError:
+                time.sleep(1)
+        driver.set_window_size(1440, 1800)
+        _open(driver, url)
+        while "Model ready" not in driver.find_element("css selector", "#bass-model-status").text:
+            time.sleep(1)
+        pick_humaneval0(driver)
+        _set_number(driver, "#bass-k input[type=number]", str(k))
+        _set_number(driver, "#bass-seed input", str(seed))
+        timings = []
+        for tokens in (8, max_new):  # a warm-up, then the measured run
+            _set_number(driver, "#bass-max-new input[type=number]", str(tokens))
+            for old in driver.find_elements("css selector", "#bass-candidates .bass-ranked"):
+                driver.execute_script("arguments[0].remove()", old)
+            began = time.monotonic()
+            _click(driver, "#bass-generate")
+            while not driver.find_elements("css selector", "#bass-candidates .bass-ranked"):
+                if driver.find_elements("css selector", "#bass-status .bass-error"):
+                    raise SystemExit(driver.find_element("css selector", "#bass-status").text)
+                time.sleep(0.2)
+            timings.append(time.monotonic() - began)
+        link = driver.execute_script("return [...document.querySelectorAll('a[href]')].map(a => a.href)"
+                                     ".find(h => h.includes('bass_candidates.json'));")
+        with urllib.request.urlopen(link) as resp:
+            batch = json.load(resp)["batch"]
+        return batch["prefill_s"] + batch["decode_s"], timings[-1]
+    finally:
+        driver.quit()
+        app.terminate()
+        app.wait(30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--target", default="embedded")
+    parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--max-new", type=int, default=160)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--app-dir", type=Path, default=REPO)
+    parser.add_argument("--skip-api", action="store_true")
+    a = parser.parse_args()
+    api = None if a.skip_api else api_seconds(a.target, a.k, a.max_new, a.seed)
+    if api is not None:
+        print(f"API : engine {api:.1f} s", flush=True)
+    page, to_ranked = page_seconds(a.target, a.k, a.max_new, a.seed, a.app_dir)
+    print(f"page: engine {page:.1f} s (click to ranked cards {to_ranked:.1f} s), app from {a.app_dir}")
+    if api is not None:
+        print(f"the page's extra: {100 * (page / api - 1):+.1f} %")
+
+
+if __name__ == "__main__":
+    main()
