@@ -32,7 +32,7 @@ from test_browser import _click, _free_port, _open, _set_number, new_driver, pic
 def api_seconds(target: str, k: int, max_new: int, seed: int) -> float:
     """The engine's prefill + decode seconds for the request, called from Python as the page's session would."""
     from app.problems import load_problems
-    from app.session import ModelPair, EngineSession
+    from app.session import EngineSession, ModelPair
     from app.settings import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, METHOD_LABELS, parse_settings
     from bass import Engine
 
@@ -57,8 +57,10 @@ def page_seconds(target: str, k: int, max_new: int, seed: int, app_dir: Path) ->
     port = _free_port()
     env = {**os.environ, "BASS_TARGET": target, "PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False",
            "HF_HUB_OFFLINE": "1"}
-    log = open(tempfile.mktemp(suffix=".log"), "w")
-    app = subprocess.Popen([sys.executable, "-m", "app"], cwd=app_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
+    log_path = Path(tempfile.mkdtemp()) / "app.log"
+    with log_path.open("w") as log:
+        app = subprocess.Popen([sys.executable, "-m", "app"], cwd=app_dir, env=env, stdout=log,
+                               stderr=subprocess.STDOUT)
     driver = new_driver(Path(tempfile.mkdtemp()))
     try:
         url = f"http://127.0.0.1:{port}/"
