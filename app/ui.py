@@ -48,7 +48,9 @@ _COMPARE_WAITING = render.status_html("Queued…", "starts as soon as the model 
 DEFAULT_CONCURRENCY = 8  # Generate requests handled at once; the engine batches them (BASS_CONCURRENCY)
 # Bring the status (on Generate) and then the results (when the run ends) into view: at 1280 x 800 both sat below
 # the fold, and nothing on screen changed when the button was pressed.
-_SCROLL_TO = "() => {{ document.querySelector('{}')?.scrollIntoView({{behavior: 'smooth', block: 'start'}}); }}"
+# The inputs pass through: an event's JavaScript hands its return value to the Python function as its inputs.
+_SCROLL_TO = ("(...inputs) => {{ document.querySelector('{}')?.scrollIntoView({{behavior: 'smooth', block: 'start'}}); "
+              "return inputs; }}")
 
 
 def _problems() -> tuple[tuple[Problem, ...], str]:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_browser import _click, _open, _set_number, _wait, pick_humaneval0, serving
+from test_browser import _click, _open, _set_number, _wait, browser, pick_humaneval0, serving  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
