@@ -119,6 +119,7 @@ class EngineSession:
         self._loading: ModelPair | None = None
         self._message, self._fraction, self._error, self._note = "model not loaded yet", 0.0, None, ""
         self._cancels: dict[str, threading.Event] = {}
+        self._logged: tuple[str, int | None] | None = None  # the last progress step written to the log
 
     # ---- loading ---------------------------------------------------------------------------------
     def config_for(self, pair: ModelPair) -> EngineConfig:
@@ -149,7 +150,11 @@ class EngineSession:
         with self._lock:
             self._message = message
             self._fraction = None if fraction is None else max(0.0, min(1.0, float(fraction)))
-        log.info("model: %s%s", message, "" if fraction is None else f" ({fraction:.0%})")
+        # the page shows every step; the log a line per stage and per tenth of it
+        logged = (message, None if fraction is None else int(10 * fraction))
+        if logged != self._logged:
+            self._logged = logged
+            log.info("model: %s%s", message, "" if fraction is None else f" ({fraction:.0%})")
 
     def _warm(self, engine: Engine) -> str:
         """On a GPU, build the decode graphs of every draft length at the largest k the page offers, with its

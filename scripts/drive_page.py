@@ -34,9 +34,9 @@ def _wait_for_model(driver, timeout_s: float) -> None:
         if banner != shown:
             width = driver.execute_script("const f = document.querySelector('#bass-model-status .bass-bar-fill');"
                                           "return f ? f.style.width || 'animated' : '';")
-            print(f"[{time.strftime('%H:%M:%S')}] banner: {banner.splitlines()[0] if banner else ''}"
-                  f"{' · ' + banner.splitlines()[1] if len(banner.splitlines()) > 1 else ''}"
-                  f"{' · bar ' + width if width else ''} | status: {_text(driver, '#bass-status')}", flush=True)
+            status = _text(driver, "#bass-status").replace("\n", " · ")
+            print(f"[{time.strftime('%H:%M:%S')}] banner: {banner.replace(chr(10), ' · ')}"
+                  f"{' · bar ' + width if width else ''} | status: {status}", flush=True)
             shown = banner
         if banner.startswith(("Model ready", "⚠")):
             return

@@ -6,7 +6,8 @@ The request is HumanEval/0 with the page's defaults (its sampling, the fixed dra
 seed, so that both runs write the same tokens in the same rounds. The API run calls `Engine.generate` in this
 process (after a short warm-up run); the page run starts `python -m app` (from --app-dir, default this checkout)
 and presses Generate in Debian's Chromium on the same machine (after a warm-up run too), then reads the engine's
-own time (prefill + decode, from the download's batch statistics). Prints both, and the page's extra share.
+own time (prefill + decode) from the batch statistics of the run's download, which the app writes under /tmp.
+Prints both, and the page's extra share.
 Heavy (two loads of the model, a browser): run it alone on the machine.
 """
 
@@ -89,15 +90,25 @@ def page_seconds(target: str, k: int, max_new: int, seed: int, app_dir: Path) ->
                     raise SystemExit(driver.find_element("css selector", "#bass-status").text)
                 time.sleep(0.2)
             timings.append(time.monotonic() - began)
-        link = driver.execute_script("return [...document.querySelectorAll('a[href]')].map(a => a.href)"
-                                     ".find(h => h.includes('bass_candidates.json'));")
-        with urllib.request.urlopen(link) as resp:
-            batch = json.load(resp)["batch"]
+        batch = _exported_batch(began, seed, max_new)
         return batch["prefill_s"] + batch["decode_s"], timings[-1]
     finally:
         driver.quit()
         app.terminate()
         app.wait(30)
+
+
+def _exported_batch(since: float, seed: int, max_new: int) -> dict:
+    """The batch statistics of the run's download (`app.export` writes it under /tmp/bass-app-*), found by its
+    settings among those written since `since` (a time.monotonic reading)."""
+    written_after = time.time() - (time.monotonic() - since)
+    for path in sorted(Path(tempfile.gettempdir()).glob("bass-app-*/*/bass_candidates.json"),
+                       key=lambda p: p.stat().st_mtime, reverse=True):
+        data = json.loads(path.read_text())
+        if path.stat().st_mtime >= written_after and (data["settings"]["seed"],
+                                                       data["settings"]["max_new_tokens"]) == (seed, max_new):
+            return data["batch"]
+    raise SystemExit("the run's download was not found under /tmp/bass-app-*")
 
 
 def main() -> None:
