@@ -272,11 +272,13 @@ def build_demo(session: EngineSession, concurrency: int = DEFAULT_CONCURRENCY) -
             return gr.Tabs(selected="compare"), _COMPARE_WAITING, False
 
         # Several visitors generate at once: the engine batches their requests, each with its own stream and
-        # cancel event. Beyond `concurrency` they wait in the page's queue, whose place the status box shows.
+        # cancel event. Beyond `concurrency` they wait in the page's queue ("Queued…" in the status box). No
+        # Gradio progress on the run: its running timer redraws continuously on the visitor's CPU, and the status
+        # box shows the phase, the place in line and the time itself.
         generate_btn.click(on_generate_clicked, settings_inputs, [tabs, status, stop_note, idle], queue=False,
                            js=_SCROLL_TO.format("#bass-status")).then(
             on_generate, settings_inputs, live_outputs, validator=generate_marks, concurrency_limit=concurrency,
-            concurrency_id="generate", show_progress="minimal", show_progress_on=status).then(
+            concurrency_id="generate", show_progress="hidden").then(
             None, js=_SCROLL_TO.format("#bass-summary"))
         # Compare measures the methods one after another, alone on the engine: one comparison at a time.
         compare_inputs = [cmp_budget, cmp_repeats, cmp_natural, *settings_inputs]

@@ -9,11 +9,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_browser import _click, _open, _set_number, _wait, browser, pick_humaneval0, serving  # noqa: F401
+from test_browser import _click, _open, _set_number, _wait, new_driver, pick_humaneval0, serving
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 RUN_S = 120
+
+
+@pytest.fixture
+def browser(tmp_path) -> Iterator:
+    driver = new_driver(tmp_path)
+    yield driver
+    driver.quit()
 
 
 @pytest.fixture(scope="module")
