@@ -17,6 +17,7 @@ GPU_INTERVAL_S = 0.25
 # Measured on a 2-core CPU with the embedded model (scripts/page_overhead.py): every 2 s the page cost the engine
 # about 5 % (every 1 s, about 14 %), the browser on the same machine included
 CPU_INTERVAL_S = 2.0
+STATUS_INTERVAL_S = 0.25  # an update of the status line alone (Compare's): a few hundred bytes, no chart to redraw
 SHARE = 0.03  # of the wall clock that live updates may take on the server
 SMOOTHING = 0.3  # weight of the newest cost in its running average
 
