@@ -91,7 +91,7 @@ def best_label(best: RankedCandidate | None, summary: PassSummary) -> str:
 
 def final_note(s: RunSettings, cancelled: bool, stopped_at_pass: bool) -> str:
     """The line above the ranked cards: where tests go (when the prompt asked the model for them), how the cards
-    are ordered, what a Stop left, and the seed that reproduces them (the visitor's, or the one drawn)."""
+    are ordered, what a Stop left, and the seed that reproduces them (only a seed the visitor set does)."""
     note = f"{TESTS_GO_IN_THE_BOX} " if s.tests_requested else ""
     note += ("Stopped: the candidates as far as they got; those still decoding were not tested." if cancelled else
              "Ranked: passing candidates first, then by tests passed, then by who finished first.")
@@ -108,8 +108,8 @@ def final_note(s: RunSettings, cancelled: bool, stopped_at_pass: bool) -> str:
         note += (f" Seed {s.params.seed} reproduces these candidates (drafting with a fixed length "
                  f"L = {s.draft_length.l0}); each of the k is its own draw.")
     else:
-        note += (f" No seed was set, so these are fresh draws from seed {s.params.seed}: type {s.params.seed} into "
-                 "Seed to get these candidates again.")
+        note += (f" No seed was set, so these are fresh draws (seed {s.params.seed}, drafted at the lengths the "
+                 "engine picked for its load): set a seed to get candidates you can reproduce.")
     return note
 
 

@@ -89,9 +89,10 @@ class RunSettings:
         return self.prompt + CHAT_INSTRUCTION if self.chat else self.prompt
 
     @property
-    def draft_length(self) -> DraftLengthConfig:
-        """The fixed policy, so that the run's seed, set or drawn, reproduces its text."""
-        return SEEDED_DRAFT_LENGTH
+    def draft_length(self) -> DraftLengthConfig | None:
+        """With a seed, the fixed policy, so that the seed reproduces the text whoever else is decoding; without,
+        the engine's default, whose draft length follows the batch (fastest when many visitors decode at once)."""
+        return SEEDED_DRAFT_LENGTH if self.seed_given else None
 
     @property
     def tests_requested(self) -> bool:

@@ -66,7 +66,7 @@ def test_a_blank_seed_draws_a_new_one_per_press_and_names_it(batching_url, brows
         _click(browser, "#bass-generate")
         _wait(browser, lambda d: "Done." in _status(d) and d.find_elements(
             "css selector", "#bass-candidates .bass-ranked"), RUN_S, "the run to end")
-        found = re.search(r"fresh draws from seed (\d+): type \1 into Seed", _note(browser))
+        found = re.search(r"fresh draws \(seed (\d+), drafted at the lengths", _note(browser))
         assert found, _note(browser)
         assert "reproduces" not in _note(browser)
         drawn.append(found[1])

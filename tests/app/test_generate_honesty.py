@@ -81,7 +81,7 @@ def test_ranked_cards_keep_the_strip_and_each_has_a_copy_button():
                                                                                for c in copied)
 
 
-def test_a_blank_seed_draws_a_new_one_each_run_and_the_note_names_it_so_that_it_can_be_reproduced():
+def test_a_blank_seed_draws_a_new_one_each_run_and_runs_at_the_engines_draft_length():
     session = fake_session()
     seeded_view = final(session, he0(seed=7))
     fresh_views = [final(session, he0(seed=None)), final(session, he0(seed=""))]
@@ -91,8 +91,8 @@ def test_a_blank_seed_draws_a_new_one_each_run_and_the_note_names_it_so_that_it_
     drawn = [call["params"].seed for call in fresh]
     assert drawn[0] != drawn[1]  # a fresh draw per press
     for seed, call, view in zip(drawn, fresh, fresh_views):
-        assert call["draft_length"] == seeded["draft_length"]  # typed back in, the seed gives the same run
-        assert f"fresh draws from seed {seed}: type {seed} into Seed" in view.candidates
+        assert call["draft_length"] is None  # the engine's default: the draft length follows the batch
+        assert f"fresh draws (seed {seed}, drafted at the lengths the engine picked for its load)" in view.candidates
         assert "reproduces" not in view.candidates  # nothing claims a seed the visitor never gave
 
 

@@ -74,10 +74,12 @@ def test_a_seed_reproduces_with_a_fixed_draft_length_and_a_blank_one_is_fresh():
     fresh = [parse(seed=None), parse(seed=""), parse(seed="  ")]
     assert all(not s.seed_given for s in fresh)
     assert len({s.params.seed for s in fresh}) == 3  # three draws of 2**31 seeds
-    # the drawn seed, typed into the box, runs with the same seed and the same draft length: the same text
+    # a blank seed leaves the draft length to the engine (it follows the batch); the drawn seed, typed into the
+    # box, runs with that seed and the fixed length: the text it shows is the text the seed reproduces from now on
+    assert all(s.draft_length is None for s in fresh)
     again = parse(seed=str(fresh[0].params.seed))
     assert again.seed_given and again.params.seed == fresh[0].params.seed
-    assert again.draft_length == fresh[0].draft_length
+    assert again.draft_length == seeded.draft_length
 
 
 @pytest.mark.parametrize("tests", [
