@@ -86,7 +86,8 @@ class LiveRun:
     accept_rows: list[tuple[int, int, str]] = field(default_factory=list)
     # per sequence, (accepted, proposed) of every round in which it was given a draft: the card's sparkline
     per_round: list[list[tuple[int, int]]] = field(default_factory=list)
-    phase: str = "waiting"  # waiting | prefill | decoding | done
+    phase: str = "waiting"  # waiting | queued | prefilling | decoding | done
+    prefilled: tuple[int, int] | None = None  # "prefilling": (prompt tokens read, of all of them)
     round: int = 0
     time_s: float = 0.0
     prefill_s: float = 0.0
@@ -108,6 +109,9 @@ class LiveRun:
         """Fold one event into the state (events must arrive in stream order)."""
         if event.kind == "queued":  # waiting in the engine's line: nothing decoded yet
             self.phase = "queued"
+            return
+        if event.kind == "prefilling":  # a long prompt read a chunk at a time, beside the other visitors' rounds
+            self.phase, self.prefilled, self.time_s = "prefilling", event.prefilled, event.time_s
             return
         if event.kind == "prefill":
             self.phase, self.prefill_s = "decoding", event.time_s

@@ -135,7 +135,7 @@ def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
                     clock.started(time.perf_counter(), event.time_s)
                 run.add(event)
                 submit_finished(worker, event)  # returns at once: the tests run on the worker's thread
-                urgent = urgent or event.kind == "prefill"
+                urgent = urgent or event.kind in ("prefill", "prefilling")
                 if event.kind == "done":
                     result = event.result
             if got.error is not None:

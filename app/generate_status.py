@@ -52,7 +52,13 @@ def queued_status(event, stopping: bool = False) -> str:
 
 def decoding_status(run: LiveRun, s: RunSettings, method: str, verdicts: dict, stopping: bool = False) -> str:
     """Round, draft length, acceptance, finished and tested counts, and the progress towards the token limit
-    (or the time budget, whichever is nearer)."""
+    (or the time budget, whichever is nearer). A long prompt first: how much of it the model has read."""
+    if run.phase == "prefilling" and run.prefilled:
+        read, total = run.prefilled
+        title = "Stopping… (your run only)" if stopping else "Reading your prompt…"
+        detail = (f"{read:,} of {total:,} prompt tokens read · {run.time_s:.1f} s "
+                  "(other visitors keep decoding meanwhile)")
+        return render.status_html(title, detail, read / max(total, 1))
     done = sum(run.finished)
     fraction = max(run.tokens) / s.params.max_new_tokens if run.tokens else 0.0
     if s.params.time_budget_s:

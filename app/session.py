@@ -95,7 +95,7 @@ EngineFactory = Callable[..., "Engine"]
 WARM_PROMPT = 'def running_mean(xs: list[float]) -> list[float]:\n    """The mean of xs[:i + 1] for each i."""\n'
 
 
-def _load_engine(config: EngineConfig, progress: Callable[[str, float], None]) -> Engine:
+def _load_engine(config: EngineConfig, progress: Callable[[str, float | None], None]) -> Engine:
     # Imported here, not at module level: torch and the engine take seconds to import, and the page
     # should be up (showing the load's progress) before they are.
     from bass import Engine
@@ -191,7 +191,7 @@ class EngineSession:
         with self._lock:
             self._engine, self._pair, self._loading, self._note = engine, pair, None, note
             self._message, self._fraction = ready, 1.0
-        log.info("model: %s", ready)  # the console's last load line said "deriving the draft (0%)" before
+        log.info("model: %s", ready)  # the load's last step, so the console does not end on a partial stage
 
     def state(self) -> LoadState:
         with self._lock:

@@ -57,7 +57,8 @@ def _load(role: str, spec: str, kwargs: dict) -> LoadedModel:
 class Engine:
     """One target (and optionally one draft model), loaded once, serving any number of requests."""
 
-    def __init__(self, config: EngineConfig | None = None, *, progress: Callable[[str, float], None] | None = None,
+    def __init__(self, config: EngineConfig | None = None, *,
+                 progress: Callable[[str, float | None], None] | None = None,
                  target: LoadedModel | None = None, draft: LoadedModel | None = None, tuning: Tuning | None = None):
         self.config = config or EngineConfig()
         self.tuning = tuning or Tuning()
@@ -86,7 +87,7 @@ class Engine:
             self.warm_up()
 
     def _setup(self, target: LoadedModel | None, draft: LoadedModel | None,
-               progress: Callable[[str, float], None] | None) -> None:
+               progress: Callable[[str, float | None], None] | None) -> None:
         load = dict(device=self.device, dtype=self.dtype, progress=progress)
         if draft is None:
             check_draft_file(self.config.draft)
@@ -118,7 +119,7 @@ class Engine:
             check_draft_file(spec)
             path = DRAFT_FILE if spec == "auto" else Path(spec).expanduser()
             if load["progress"]:
-                load["progress"]("deriving the draft", 0.0)
+                load["progress"]("deriving the draft", None)
             model = shipped_draft(self.target.model, path, DRAFT_SHA256 if spec == "auto" else None)
             if model is None:
                 if spec != "auto":

@@ -19,6 +19,7 @@ from app.generate_status import decoding_status, queued_status
 from app.problems import load_problems
 from app.settings import METHOD_LABELS, parse_settings
 from app.ui import stop_feedback
+from bass.events import GenerationEvent
 
 ADD_PROMPT = 'def add(a: int, b: int) -> int:\n    """Return a + b."""\n'
 ADD_GOOD = "    return a + b\n"
@@ -161,3 +162,17 @@ def test_a_queued_visitors_summary_times_everything_from_the_start_of_their_pref
     assert waited > 1.0, summary  # the first visitor's run took seconds
     assert ttfp - 0.1 <= shown < ttfp + 1.0 < waited + ttfp, summary
     assert "after" in views[-1].status and "s in line" in views[-1].status
+
+
+def test_a_long_prompt_shows_how_much_of_it_the_model_has_read():
+    """The engine reads a long prompt a chunk at a time between the other visitors' rounds ("prefilling" events):
+    the visitor sees the count grow, not a page that looks stuck; the first round's event ends that view."""
+    s = he0()
+    run = LiveRun(k=2)
+    for done in (512, 1024):
+        run.add(GenerationEvent("prefilling", 0, done / 1000, 0, prefilled=(done, 4096)))
+        html = decoding_status(run, s, "BASS", {})
+        assert title(html) == "Reading your prompt…" and f"{done:,} of 4,096 prompt tokens read" in html
+    assert title(decoding_status(run, s, "BASS", {}, stopping=True)).startswith("Stopping")
+    run.add(GenerationEvent("prefill", 0, 1.2, 0))
+    assert run.phase == "decoding" and title(decoding_status(run, s, "BASS", {})) == "Generating…"
