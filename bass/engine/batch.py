@@ -26,7 +26,7 @@ from bass.decode.sampling import process_logits, sample_from
 from bass.decode.sequences import Sequence, StopRule
 from bass.decode.streams import draw, row_keys
 from bass.drafters.base import Drafter
-from bass.engine.prefill import ChunkedPrefill, Prefilled, chunk_tokens, prefill_at_once
+from bass.engine.prefill import ChunkedPrefill, ChunkPacer, Prefilled, chunk_tokens, prefill_at_once
 from bass.engine.request import Line, Request, RoundRecord
 from bass.engine.runner import Runner
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceUpdate
@@ -51,6 +51,7 @@ class Batch:
         self.requests: list[Request] = []  # those with rows still to finish
         self.prefilling: list[tuple[Request, ChunkedPrefill, float]] = []  # (request, its prefill, when it began)
         self.chunk = chunk_tokens(runner.arena_device)
+        self.pacer = ChunkPacer(self.chunk)
         self.slot_of: dict[int, int] = {}  # a row's uid -> its prompt's prefix slot
         self._uids = itertools.count()
 
@@ -75,8 +76,8 @@ class Batch:
         while (request := self.line.pop_if(self.fits)) is not None:
             self.line.started(request)
             if max(map(len, request.ids)) > self.chunk and not self.exclusive:
-                self.prefilling.append((request, ChunkedPrefill(self.runner.target.model, request.ids, self.attn,
-                                                                self.chunk), time.perf_counter()))
+                self.prefilling.append((request, ChunkedPrefill(self.runner.target.model, request.ids, self.attn),
+                                        time.perf_counter()))
             else:
                 t = time.perf_counter()
                 self.join(request, prefill_at_once(self.runner.target.model, self.runner.prefill_graphs, request.ids,
@@ -85,7 +86,9 @@ class Batch:
     @torch.inference_mode()
     def _prefill_chunk(self) -> None:
         """The next chunk of each prompt prefilling (a request's Stop seen first), and the join of those now whole:
-        one chunk each, so that a short prompt arriving behind a long one is not held until the long one is in."""
+        one chunk each, so that a short prompt arriving behind a long one is not held until the long one is in; each
+        chunk as long as the pacer allows while rows decode (`ChunkPacer`)."""
+        self.pacer.admitted(time.perf_counter())
         for entry in list(self.prefilling):
             request, chunks, t = entry
             if request.cancel is not None and request.cancel.is_set() or request.abandoned.is_set():
@@ -93,7 +96,11 @@ class Batch:
                 self.line.finished(request)
                 request.put(GenerationEvent("done", 0, 0.0, 0, result=cancelled_result(request)))
                 continue
-            chunks.step()
+            tokens, t0 = self.pacer.tokens(decoding=bool(self.state.live)), time.perf_counter()
+            if not tokens:
+                continue  # the rows decoding have their turn
+            chunks.step(tokens)
+            self.pacer.chunk_done(tokens, time.perf_counter() - t0)
             request.put(GenerationEvent("prefilling", 0, time.perf_counter() - t, 0,
                                         prefilled=(sum(chunks.done), chunks.total)))
             if chunks.finished:

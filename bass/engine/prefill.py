@@ -20,10 +20,12 @@ from bass.runtime.cache import KVCache
 from bass.runtime.prefill_graphs import prefill
 from bass.runtime.transfer import ints_to_device, padded_ids
 
-# prompt tokens of one chunk: on a GPU a few rounds' time (a 512-token forward of the embedded target is about as
-# long as a verify of 64 rows); on a CPU, whose forward costs a few hundredths of a second a token, short enough
-# that a Stop and the other visitors' rounds come within about a second
+# the most prompt tokens of one chunk: on a GPU a few rounds' time (a 512-token forward of the embedded target is
+# about as long as a verify of 64 rows); on a CPU, whose forward costs a few hundredths of a second a token, short
+# enough that a Stop comes within about a second. `ChunkPacer` takes fewer while others decode.
 CHUNK_TOKENS = {"cuda": 512, "cpu": 32}
+MIN_CHUNK_TOKENS = 4  # a prompt always moves on, however slow its chunks
+PREFILL_SHARE = 0.5  # while rows decode, chunks take at most this much of the time the rounds take
 
 
 class Prefilled(NamedTuple):
@@ -41,8 +43,8 @@ def chunk_tokens(device: torch.device) -> int:
 class ChunkedPrefill:
     """The prefill of prompts `ids` by `model`, one chunk per `step` (module docstring)."""
 
-    def __init__(self, model: torch.nn.Module, ids: list[list[int]], attn: Callable, chunk: int):
-        self.model, self.ids, self.attn, self.chunk = model, ids, attn, chunk
+    def __init__(self, model: torch.nn.Module, ids: list[list[int]], attn: Callable):
+        self.model, self.ids, self.attn = model, ids, attn
         self.cache = model.new_cache(len(ids), max(map(len, ids)))
         self.done = [0] * len(ids)  # tokens of each prompt in the cache
         self._logits: torch.Tensor | None = None  # [G, 1, V]: a prompt's row set by the chunk that ends it
@@ -57,9 +59,9 @@ class ChunkedPrefill:
         return all(d == len(p) for d, p in zip(self.done, self.ids, strict=True))
 
     @torch.inference_mode()
-    def step(self) -> None:
-        """Prefill the next chunk of every prompt not finished."""
-        rows = [p[d:d + self.chunk] for p, d in zip(self.ids, self.done, strict=True)]
+    def step(self, tokens: int) -> None:
+        """Prefill the next `tokens` of every prompt not finished."""
+        rows = [p[d:d + tokens] for p, d in zip(self.ids, self.done, strict=True)]
         device = self.cache.suffix_len.device
         q_len = ints_to_device([len(r) for r in rows], device)
         logits = self.model(padded_ids(rows, device=device), self.cache, q_len, self.attn, last_only=True)
@@ -74,6 +76,55 @@ class ChunkedPrefill:
         """The whole prefill's outputs, once `finished`: each prompt's features at its own positions (a prompt that
         ended in an earlier chunk has padding after it, as a batch of prompts of different lengths has)."""
         return Prefilled(self._logits, self.cache, torch.cat(self._features, 1))
+
+
+class ChunkPacer:
+    """When, and how many tokens, the next chunk of a long prompt takes, so that the visitors decoding meanwhile
+    keep two thirds of their pace or more. While rows decode, the chunks get at most PREFILL_SHARE (s = 1/2) of
+    the time the rounds get, so a visitor's decode takes at most 1 + s times as long:
+
+        credit += s · round_s after each round;  a chunk runs only while credit >= 0;  credit -= its time
+        tokens  = clamp(s · round_s / s_per_token, MIN_CHUNK_TOKENS, cap)
+
+    with s_per_token the last chunk's measured time per token (it grows as the prompt's cache fills) and round_s
+    the batch's last round (the time between two admits, less the chunks run in it). A chunk of even a few tokens
+    costs a whole forward, about a round, so the credit is what holds the share. With no row decoding,
+    a chunk at every admit, of the cap: nobody is held. The cap, `CHUNK_TOKENS` of the device, bounds the time a
+    Stop waits. On a GPU the times measured are the launches' (the device runs behind the host), so chunks stay at
+    the cap there, every round."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.s_per_token: float | None = None
+        self.round_s: float | None = None
+        self.credit_s = 0.0
+        self._admitted: float | None = None  # perf_counter() of the last admit
+        self._chunks_s = 0.0  # chunk time since then
+
+    def tokens(self, decoding: bool) -> int:
+        """The next chunk's tokens; 0: none this round."""
+        if not decoding:
+            self.credit_s = 0.0
+            return self.cap
+        if self.credit_s < 0:
+            return 0
+        if self.s_per_token is None or self.round_s is None:
+            return self.cap
+        budget_s = PREFILL_SHARE * self.round_s
+        return max(MIN_CHUNK_TOKENS, min(self.cap, round(budget_s / max(self.s_per_token, 1e-9))))
+
+    def admitted(self, now: float) -> None:
+        """A round ended and the batch admits: the round's time is what passed since the last admit, less chunks."""
+        if self._admitted is not None:
+            self.round_s = max(0.0, now - self._admitted - self._chunks_s)
+            share = PREFILL_SHARE * self.round_s
+            self.credit_s = min(self.credit_s + share, share)  # no saving up for a burst
+        self._admitted, self._chunks_s = now, 0.0
+
+    def chunk_done(self, tokens: int, seconds: float) -> None:
+        self.s_per_token = seconds / max(tokens, 1)
+        self._chunks_s += seconds
+        self.credit_s -= seconds
 
 
 def prefill_at_once(model: torch.nn.Module, graphs, ids: list[list[int]], attn: Callable) -> Prefilled:

@@ -9,7 +9,7 @@ import torch
 
 import bass.engine.prefill as prefill_module
 from bass.config import SamplingParams
-from bass.engine.prefill import ChunkedPrefill
+from bass.engine.prefill import MIN_CHUNK_TOKENS, ChunkedPrefill, ChunkPacer
 from bass.runtime.attention import get_backend
 
 LONG = "for i in range(10):\n    print(i * i)\n" * 12 + "def total(xs):\n"
@@ -25,10 +25,10 @@ def test_chunks_give_the_one_forward_prefill(tiny_engine):
     padded = torch.tensor([p + [0] * (max(lens) - len(p)) for p in ids])
     want = model(padded, whole, torch.tensor(lens), attn, last_only=True)
     want_hidden = model.hidden
-    chunks = ChunkedPrefill(model, ids, attn, chunk=7)
+    chunks = ChunkedPrefill(model, ids, attn)
     steps = 0
     while not chunks.finished:
-        chunks.step()
+        chunks.step(7)
         steps += 1
     assert steps == -(-max(lens) // 7) and chunks.done == lens
     got = chunks.result()
@@ -62,7 +62,7 @@ def slow_chunks(monkeypatch):
 
     monkeypatch.setitem(prefill_module.CHUNK_TOKENS, "cpu", 4)
     step = ChunkedPrefill.step
-    monkeypatch.setattr(ChunkedPrefill, "step", lambda self: time.sleep(0.02) or step(self))
+    monkeypatch.setattr(ChunkedPrefill, "step", lambda self, tokens: time.sleep(0.02) or step(self, tokens))
 
 
 def _race(engine, stop_first_after: int | None = None) -> list[tuple[str, str]]:
@@ -101,3 +101,40 @@ def test_a_stop_ends_a_prefill_before_its_next_chunk(tiny_engine, slow_chunks):
     a = [k for n, k in seen if n == "A"]
     assert a[-1] == "done" and "prefill" not in a and a.count("prefilling") <= 4  # cancelled within a chunk or two
     assert ("B", "done") in seen
+
+
+def test_the_pacer_gives_the_chunks_at_most_half_the_rounds_time():
+    pacer = ChunkPacer(cap=32)  # times in binary fractions, so that the sums are exact
+    assert prefill_module.PREFILL_SHARE == 0.5 and pacer.tokens(decoding=True) == 32  # nothing measured yet
+    pacer.admitted(10.0)
+    pacer.chunk_done(32, 1.0)  # 1/32 s a token
+    pacer.admitted(11.5)  # a round of 0.5 s beside the 1 s chunk: the chunks are 0.75 s ahead of their half
+    assert pacer.round_s == 0.5 and pacer.tokens(decoding=True) == 0
+    for now in (12.0, 12.5):
+        pacer.admitted(now)
+    assert pacer.tokens(decoding=True) == 0  # 0.25 s still to give back
+    pacer.admitted(13.0)
+    assert pacer.tokens(decoding=True) == 8  # even again: half a round's worth, 0.25 s at 1/32 s a token
+    pacer.chunk_done(8, 4.0)  # the cache grew: half a second a token
+    assert pacer.tokens(decoding=False) == 32  # no one decoding: nobody to hold, the cap at once
+    pacer.admitted(17.5)  # (the chunks ran alone, owing nothing) a round of 0.5 s
+    assert pacer.tokens(decoding=True) == MIN_CHUNK_TOKENS  # when its turn comes, a prompt always moves on
+
+
+def test_chunks_shrink_while_another_visitor_decodes(tiny_engine, monkeypatch):
+    """Chunks that cost far more than a round (a long prompt's on a slow device) run at most every other round
+    while B decodes, and at the cap, every round, once B is done."""
+    import time
+
+    monkeypatch.setitem(prefill_module.CHUNK_TOKENS, "cpu", 16)
+    step, sizes = ChunkedPrefill.step, []
+    monkeypatch.setattr(ChunkedPrefill, "step",
+                        lambda self, tokens: sizes.append(tokens) or time.sleep(0.005 * tokens) or step(self, tokens))
+    engine = tiny_engine("llama", draft_seed=1)
+    seen = _race(engine)
+    order = [f"{n} {k}" for n, k in seen]
+    assert order.index("B done") < order.index("A prefill")
+    during_b = order[order.index("B prefill"):order.index("B done")]
+    assert during_b.count("A prefilling") < during_b.count("B round") / 2  # 80 ms chunks beside ms rounds
+    after_b = order[order.index("B done"):order.index("A prefill")]
+    assert after_b.count("A prefilling") >= 2 and sizes[-1] == 16  # alone again: a chunk of the cap each time
