@@ -10,6 +10,7 @@ whole process group and every process of the candidate's private uid, then remov
 from __future__ import annotations
 
 import contextlib
+import keyword
 import marshal
 import math
 import os
@@ -29,7 +30,7 @@ from dataclasses import dataclass, replace
 from sandbox.cgroups import BatchGroups, CandidateGroup
 from sandbox.cleanup import remove_tree
 from sandbox.collect import Run, collect
-from sandbox.config import SandboxConfig
+from sandbox.config import MAX_SOURCE_BYTES, SandboxConfig
 from sandbox.isolation import is_world_traversable
 from sandbox.judge import isolation, judge
 from sandbox.memwatch import MemoryWatch
@@ -54,6 +55,20 @@ class Job:
     tests: str | None = None
     entry_point: str | None = None
     helpers: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("program", "tests", "helpers"):
+            value = getattr(self, name)
+            if value is None and name != "program":
+                continue
+            if type(value) is not str:
+                raise ValueError(f"the job's {name} must be source text (str), not {type(value).__name__}")
+            if len(value) > MAX_SOURCE_BYTES:
+                raise ValueError(f"the job's {name} is {len(value):,} characters long, more than the "
+                                 f"{MAX_SOURCE_BYTES:,} the sandbox runs: shorten it")
+        name = self.entry_point
+        if name is not None and not (type(name) is str and name.isidentifier() and not keyword.iskeyword(name)):
+            raise ValueError(f"entry_point must be the name of a function, such as 'add' (got {str(name)[:80]!r})")
 
 
 _uids_in_use: set[int] = set()
