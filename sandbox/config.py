@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 
 # Every layer the child may apply (see isolation.py); `disabled_layers` may name any of them.
-LAYERS = ("pidns", "netns", "seccomp-net", "mountns-ro", "landlock-ro", "ipcns", "uid", "cgroup", "memwatch")
+LAYERS = ("pidns", "netns", "seccomp", "mountns-ro", "landlock-ro", "ipcns", "uid", "cgroup", "memwatch")
 
 
 MAX_TIMEOUT_S = 3600.0  # an hour per candidate: beyond it, a run is a hang, not a test

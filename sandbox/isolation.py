@@ -12,7 +12,9 @@ the isolation level. A layer that the kernel refuses is skipped, never faked:
   Capabilities go with it, so the candidate cannot signal the caller or its tests' process, write root's
   files, or undo the layers below; `RLIMIT_NPROC` counts only its processes.
 - `netns`: an empty network namespace (only a loopback that is down): no connection anywhere, not even to
-  127.0.0.1. Else `seccomp-net`: a filter that makes `socket()` fail for every family but AF_UNIX.
+  127.0.0.1.
+- `seccomp`: a system-call filter (syscall_filter.py): no kernel keys, io_uring, namespaces or mounts, and
+  sockets of AF_UNIX only (AF_INET and AF_INET6 too inside the empty network namespace).
 - `mountns-ro`: a private mount namespace where every mount is read-only but the working directory.
   Else `landlock-ro`: a Landlock ruleset that denies every write outside the working directory.
 - `ipcns`: a private System V IPC namespace.
@@ -28,7 +30,11 @@ import os
 import resource
 import signal
 import stat
-import struct
+
+if __package__:
+    from sandbox import syscall_filter
+else:  # loaded by harness.py as a top-level module, next to syscall_filter.py
+    import syscall_filter
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
@@ -45,10 +51,8 @@ MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 0x1, 0x2
 # Syscalls numbered 424 and above are the same on every architecture.
 SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
 SYS_LANDLOCK_CREATE, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT = 444, 445, 446
-SYS_IO_URING_SETUP = 425
 
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 4, 22, 38
-SECCOMP_MODE_FILTER = 2
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -176,42 +180,6 @@ def _no_new_privs() -> None:
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
 
 
-_SECCOMP_ARCH = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}  # audit arch, socket()
-
-
-def _seccomp_deny_sockets() -> None:
-    """Install a BPF filter: socket() of any family but AF_UNIX and io_uring_setup() fail with EACCES.
-
-    Program (offsets into struct seccomp_data: nr at 0, arch at 4, args[0] at 16):
-        if arch != native: kill          # blocks 32-bit syscall entry points
-        if nr >= 0x40000000: deny        # blocks the x32 ABI on x86_64
-        if nr == io_uring_setup: deny
-        if nr == socket and args[0] != AF_UNIX: deny
-        allow
-    """
-    if os.uname().machine not in _SECCOMP_ARCH:
-        raise LayerUnavailableError(0, f"seccomp filter not written for {os.uname().machine}")
-    audit_arch, socket_nr = _SECCOMP_ARCH[os.uname().machine]
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    allow, deny, kill = 0x7FFF0000, 0x00050000 | 13, 0x80000000
-    # (code, jump-if-true, jump-if-false, k); jumps count instructions to skip.
-    program = [
-        (ld, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, kill),       # 0-2
-        (ld, 0, 0, 0), (jge, 4, 0, 0x40000000), (jeq, 3, 0, SYS_IO_URING_SETUP),  # 3-5
-        (jeq, 0, 3, socket_nr), (ld, 0, 0, 16), (jeq, 1, 0, 1),         # 6-8, AF_UNIX == 1
-        (ret, 0, 0, deny), (ret, 0, 0, allow),                           # 9-10
-    ]
-    filters = b"".join(struct.pack("HBBI", *insn) for insn in program)
-    buffer = ctypes.create_string_buffer(filters)
-
-    class _Prog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    prog = _Prog(len(program), ctypes.addressof(buffer))
-    _no_new_privs()
-    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
-
-
 def _set_rlimits(limits: dict[str, int]) -> None:
     for name, value in limits.items():
         resource.setrlimit(getattr(resource, name), (value, value))
@@ -276,7 +244,7 @@ def enclose(workdir: str, *, uid: int | None, expose: list[str], disabled: set[s
 def restrict(layers: list[str], workdir: str, *, uid: int | None, expose: list[str], rlimits: dict[str, int],
              disabled: set[str]) -> list[str]:
     """The layers each process applies to itself after `enclose` (whose `layers` it extends, returning a
-    new list): rlimits, its own uid, no capabilities, no_new_privs, death with its parent, the socket
+    new list): rlimits, its own uid, no capabilities, no_new_privs, death with its parent, the seccomp
     filter. Per process, not shared: the fork between the two must not count against RLIMIT_NPROC."""
     layers = list(layers)
     _set_rlimits(rlimits)
@@ -293,11 +261,11 @@ def restrict(layers: list[str], workdir: str, *, uid: int | None, expose: list[s
     _no_new_privs()
     # Cleared by the uid change above, so set afterwards: if the parent dies, so do we.
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if "netns" not in layers and "seccomp-net" not in disabled:
-        try:
-            _seccomp_deny_sockets()
-            layers.append("seccomp-net")
-        except (LayerUnavailableError, OSError):
+    if "seccomp" not in disabled:
+        try:  # last: nothing after it in this process needs the calls it denies
+            syscall_filter.install(allow_ip="netns" in layers)
+            layers.append("seccomp")
+        except OSError:
             pass
     return layers
 

@@ -217,7 +217,7 @@ def test_no_network(batch, listener):
     outcome = batch[0]["socket"]
     assert outcome.status is Status.ERROR and outcome.first_failure.file == "candidate.py"
     assert listener[1] == []
-    assert "netns" in outcome.isolation or "seccomp-net" in outcome.isolation
+    assert "netns" in outcome.isolation or "seccomp" in outcome.isolation
 
 
 @pytest.mark.parametrize(("name", "status"), [("sys_exit", Status.ERROR), ("os_exit", Status.CRASHED),
@@ -262,7 +262,7 @@ def test_isolation_level_reported(batch):
         assert level.startswith("strict(") and level.endswith("+verdict)"), level
         layers = set(level[len("strict("):-1].split("+"))
         memory = layers & {"cgroup", "memwatch"}
-        assert layers - memory == {"netns", "ipcns", "mountns-ro", "pidns", "rlimits", "uid", "verdict"}, level
+        assert layers - memory == {"netns", "ipcns", "mountns-ro", "pidns", "rlimits", "uid", "seccomp", "verdict"}, level
         assert len(memory) == 1, level
 
 

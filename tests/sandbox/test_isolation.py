@@ -45,16 +45,16 @@ def test_network_fallbacks_block_or_admit():
     try:
         netns = _run(program)
         seccomp = _run(program, "netns")
-        open_network = _run(program, "netns", "seccomp-net")
+        open_network = _run(program, "netns", "seccomp")
     finally:
         server.close()
     assert "netns" in _layers(netns.isolation)[1] and netns.stdout == "refused: OSError\n"
-    if "seccomp-net" in seccomp.isolation:
+    if "seccomp" in seccomp.isolation:
         assert seccomp.stdout == "refused: PermissionError\n"  # socket() itself denied with EACCES
     else:  # an architecture without our filter: the report must not claim a network layer
-        assert seccomp.stdout == "connected\n" and not _layers(seccomp.isolation)[1] & {"netns", "seccomp-net"}
+        assert seccomp.stdout == "connected\n" and not _layers(seccomp.isolation)[1] & {"netns", "seccomp"}
     level, layers = _layers(open_network.isolation)
-    assert open_network.stdout == "connected\n" and not layers & {"netns", "seccomp-net"} and level != "strict"
+    assert open_network.stdout == "connected\n" and not layers & {"netns", "seccomp"} and level != "strict"
     assert {netns.status, seccomp.status, open_network.status} == {Status.RAN}
 
 
@@ -94,7 +94,7 @@ except OSError as exc:
 
 
 def test_everything_disabled_is_reported_as_minimal():
-    outcome = _run(ADD + "print(add(2, 3))\n", "netns", "seccomp-net", "mountns-ro", "landlock-ro", "ipcns", "uid",
+    outcome = _run(ADD + "print(add(2, 3))\n", "netns", "seccomp", "mountns-ro", "landlock-ro", "ipcns", "uid",
                    "pidns", "cgroup", "memwatch")
     assert (outcome.status, outcome.stdout, outcome.isolation) == (Status.RAN, "5\n", "minimal(rlimits+verdict)")
 
