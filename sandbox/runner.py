@@ -33,7 +33,7 @@ from sandbox.collect import Run, collect
 from sandbox.config import MAX_SOURCE_BYTES, SandboxConfig
 from sandbox.isolation import is_world_traversable
 from sandbox.judge import isolation, judge
-from sandbox.memwatch import MemoryWatch
+from sandbox.memwatch import MemoryWatch, UidMeter
 from sandbox.outcome import Outcome, Status
 from sandbox.splitter import TestPlan, defined_names, split_tests
 from sandbox.template import HARNESS, PYTHON, TEMPLATE_ENV, Template
@@ -185,13 +185,14 @@ def _execute(batch: _Batch, job: Job, plan: TestPlan, workdir: str, uids: tuple[
         over.append(why)
         _kill_everything(pid, candidate_uid)
 
-    if batch.watch is not None and candidate_uid is not None:
-        batch.watch.watch(candidate_uid, config.memory_mb, over_memory)
+    key = group if group is not None else candidate_uid  # what the batch's meter measures it by
+    if batch.watch is not None and key is not None:
+        batch.watch.watch(key, config.memory_mb, over_memory)
     try:
         run = collect(*(r for r, _ in pipes), nonce, deadline, config, batch.stop)
     finally:
-        if batch.watch is not None and candidate_uid is not None:
-            batch.watch.forget(candidate_uid)
+        if batch.watch is not None and key is not None:
+            batch.watch.forget(key)
         # Always sweep the uid, even after "done": the child's own sweep can race a grandchild that is
         # forking in its own session at that moment (seen: one survived and slept on as an orphan).
         # The tests' uid needs no sweep: only our own test code runs as it, inside the process group.
@@ -203,13 +204,13 @@ def _execute(batch: _Batch, job: Job, plan: TestPlan, workdir: str, uids: tuple[
 
 
 def _oom(group: CandidateGroup | None, config: SandboxConfig) -> str | None:
-    """Why the cgroup memory caps ended this candidate's processes, if they did."""
-    if group is None or not (group.oom_kills() or group.hit_own_cap()):
+    """Why the kernel's OOM killer ended a process of this candidate, if it did. The batch's cap never does
+    (the memory watch ends a candidate for it, and says so itself)."""
+    if group is None or not group.oom_kills():
         return None
     if group.hit_own_cap():
         return f"its processes together reached memory_mb ({config.memory_mb} MB; cgroup)"
-    return (f"the batch reached batch_memory_mb ({config.batch_memory_mb} MB; cgroup) and the kernel ended a "
-            "process of this candidate, the largest")
+    return "the kernel's OOM killer ended one of its processes: the host ran out of memory"
 
 
 def _run_one(batch: _Batch, index: int, job: Job, plan: TestPlan) -> Outcome:
@@ -234,7 +235,8 @@ def _run_one(batch: _Batch, index: int, job: Job, plan: TestPlan) -> Outcome:
         batch.groups.release(group)
         for uid in uids:
             _release_uid(uid)
-    watched = ("memwatch",) if batch.watch is not None and uids[0] is not None else ()
+    watched = ("memwatch",) if not batch.groups.available and batch.watch is not None and uids[0] is not None \
+        else ()
     outcome = judge(index, run, plan, time.monotonic() - started, watched)
     return replace(outcome, detail=f"{outcome.detail}; {left}".lstrip("; ")) if left else outcome
 
@@ -257,8 +259,10 @@ def run_jobs(jobs: Sequence[Job], config: SandboxConfig | None = None) -> list[O
     groups = BatchGroups(config.batch_memory_mb, config.workers) if "cgroup" not in config.disabled_layers \
         else BatchGroups.unavailable()
     watch = None
-    if not groups.available and "memwatch" not in config.disabled_layers and os.geteuid() == 0:
-        watch = MemoryWatch(config.batch_memory_mb)
+    if groups.available:
+        watch = MemoryWatch(config.batch_memory_mb, groups, interval_s=0.05)  # allocations wait on it (v1)
+    elif "memwatch" not in config.disabled_layers and os.geteuid() == 0:
+        watch = MemoryWatch(config.batch_memory_mb, UidMeter(config.batch_memory_mb))
     try:
         with Template() as template, ThreadPoolExecutor(config.workers, thread_name_prefix="sandbox") as pool:
             batch = _Batch(template, config, threading.Event(), groups, watch)
