@@ -146,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("tests", type=Path, nargs="?", help="defines check(candidate), or plain asserts; optional")
     run.add_argument("--entry-point", help="the function check() receives (default: the candidate's only one)")
     args = parser.parse_args(argv)
+    tests_file = getattr(args, "tests", None)  # covered in the candidate's view wherever it lies
     try:
-        config = SandboxConfig(timeout_s=args.timeout, memory_mb=args.memory_mb, workers=args.workers)
+        config = SandboxConfig(timeout_s=args.timeout, memory_mb=args.memory_mb, workers=args.workers,
+                               hidden_paths=(str(tests_file.resolve()),) if tests_file else ())
     except ValueError as exc:
         parser.error(str(exc))
     try:

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 
 # Every layer the child may apply (see isolation.py); `disabled_layers` may name any of them.
-LAYERS = ("pidns", "netns", "seccomp", "mountns-ro", "landlock-ro", "ipcns", "uid", "cgroup", "memwatch")
+LAYERS = ("pidns", "netns", "seccomp", "mountns-ro", "fsview", "landlock-ro", "ipcns", "uid", "cgroup", "memwatch")
 
 
 MAX_TIMEOUT_S = 3600.0  # an hour per candidate: beyond it, a run is a hang, not a test
@@ -45,7 +45,9 @@ class SandboxConfig:
     more). `memory_mb` bounds one candidate: each of its processes (address space) and, where the host
     lets us create cgroups, all its processes together (resident memory, shared memory and memfd
     included). `batch_memory_mb` bounds the whole batch the same way (default: `workers` x `memory_mb`,
-    at most three quarters of the host's memory). `disabled_layers` switches off isolation layers, to
+    at most three quarters of the host's memory). The working directory is a tmpfs of `max_disk_mb` and
+    `max_files` entries (where the mount namespace holds). `hidden_paths` are covered in the candidate's
+    view besides what it always hides (view.py). `disabled_layers` switches off isolation layers, to
     test the fallbacks or to run on a machine where a layer misbehaves; the outcome always reports the
     layers actually used.
     """
@@ -57,6 +59,9 @@ class SandboxConfig:
     max_file_mb: int = 64
     max_open_files: int = 256
     max_output_bytes: int = 64 * 1024
+    max_disk_mb: int = 64
+    max_files: int = 10_000
+    hidden_paths: tuple[str, ...] = ()
     disabled_layers: frozenset[str] = frozenset()
     batch_memory_mb: int | None = None
 
@@ -81,6 +86,15 @@ class SandboxConfig:
         _check_count("max_open_files", self.max_open_files, 16, 1 << 16, "the interpreter itself holds a few")
         _check_count("max_output_bytes", self.max_output_bytes, 1, 64 << 20, "output kept per stream; the rest "
                      "is read and dropped")
+        _check_count("max_disk_mb", self.max_disk_mb, 1, self.memory_mb, "the size of the working directory's "
+                     "tmpfs, whose pages count against memory_mb")
+        _check_count("max_files", self.max_files, 16, 1_000_000, "files and directories the working directory "
+                     "may hold")
+        paths = tuple(self.hidden_paths)
+        if len(paths) > 64 or not all(type(p) is str and os.path.isabs(p) for p in paths):
+            raise ValueError(f"hidden_paths must be at most 64 absolute paths (got {paths[:3]!r}...): the files "
+                             "and directories the candidate must not see, such as the tests file")
+        object.__setattr__(self, "hidden_paths", paths)
         unknown = set(self.disabled_layers) - set(LAYERS)
         if unknown:
             raise ValueError(f"unknown isolation layers {sorted(unknown)} in disabled_layers: choose from {LAYERS}")

@@ -19,7 +19,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -31,12 +30,12 @@ from sandbox.cgroups import BatchGroups, CandidateGroup
 from sandbox.cleanup import remove_tree
 from sandbox.collect import Run, collect
 from sandbox.config import MAX_SOURCE_BYTES, SandboxConfig
-from sandbox.isolation import is_world_traversable
 from sandbox.judge import isolation, judge
 from sandbox.memwatch import MemoryWatch, UidMeter
 from sandbox.outcome import Outcome, Status
 from sandbox.splitter import TestPlan, defined_names, split_tests
-from sandbox.template import HARNESS, PYTHON, TEMPLATE_ENV, Template
+from sandbox.template import PYTHON, TEMPLATE_ENV, Template
+from sandbox.view import batch_files, site_paths
 
 _KILL = shutil.which("kill")
 _SETPRIV = shutil.which("setpriv")  # util-linux: drops to a uid itself, so the caller need not (see _kill_everything)
@@ -97,11 +96,6 @@ def _scrubbed_env(workdir: str) -> dict[str, str]:
     return dict(TEMPLATE_ENV, HOME=workdir, TMPDIR=workdir)
 
 
-def _runtime_paths(workdir: str) -> list[str]:
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(PYTHON), str(HARNESS.parent), workdir}
-    return sorted({os.path.realpath(p) for p in paths if not is_world_traversable(os.path.realpath(p))})
-
-
 def _rlimits(config: SandboxConfig) -> dict[str, int]:
     return {"RLIMIT_CPU": math.ceil(config.timeout_s) + 1, "RLIMIT_AS": config.memory_mb << 20,
             "RLIMIT_NPROC": config.max_processes, "RLIMIT_FSIZE": config.max_file_mb << 20,
@@ -127,10 +121,6 @@ def _kill_everything(pid: int, uid: int | None) -> None:
             subprocess.run(command, user=uid, group=uid, extra_groups=[], **quiet)
 
 
-def _site_paths() -> list[str]:
-    return [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
-
-
 def _memory_file(name: str, data: bytes) -> int:
     fd = os.memfd_create(name, os.MFD_CLOEXEC)
     written = 0
@@ -149,6 +139,8 @@ class _Batch:
     stop: threading.Event
     groups: BatchGroups
     watch: MemoryWatch | None
+    temp_root: str  # where the working directories go (each candidate sees its own tmpfs there)
+    files: dict  # the file system each child sets up (mounts.confine_files)
 
 
 def _execute(batch: _Batch, job: Job, plan: TestPlan, workdir: str, uids: tuple[int | None, int | None],
@@ -159,7 +151,7 @@ def _execute(batch: _Batch, job: Job, plan: TestPlan, workdir: str, uids: tuple[
     payload = {"nonce": nonce, "program": job.program, "entry_point": job.entry_point, "workdir": workdir,
                "has_tests": bool(plan.units), "needs_entry": plan.candidate_param is not None,
                "names": list(plan.names), "uid": candidate_uid, "tests_uid": tests_uid,
-               "expose": _runtime_paths(workdir) if candidate_uid is not None else [], "site_paths": _site_paths(),
+               "fs": batch.files, "site_paths": site_paths(),
                "env": _scrubbed_env(workdir), "rlimits": _rlimits(config), "disabled": sorted(config.disabled_layers),
                "cgroups": group.directories if group is not None else []}
     # The job and the tests travel as files: the template passes them on unread (so its memory, which
@@ -221,7 +213,7 @@ def _run_one(batch: _Batch, index: int, job: Job, plan: TestPlan) -> Outcome:
     uids = (_allocate_uid(), _allocate_uid()) if os.geteuid() == 0 else (None, None)
     workdir, left, group = None, None, None
     try:
-        workdir = tempfile.mkdtemp(prefix="sandbox-")
+        workdir = tempfile.mkdtemp(prefix="sandbox-", dir=batch.temp_root)
         if uids[0] is not None:
             os.chown(workdir, uids[0], uids[0])
         group = batch.groups.candidate(index, batch.config.memory_mb)
@@ -263,9 +255,11 @@ def run_jobs(jobs: Sequence[Job], config: SandboxConfig | None = None) -> list[O
         watch = MemoryWatch(config.batch_memory_mb, groups, interval_s=0.05)  # allocations wait on it (v1)
     elif "memwatch" not in config.disabled_layers and os.geteuid() == 0:
         watch = MemoryWatch(config.batch_memory_mb, UidMeter(config.batch_memory_mb))
+    temp_root = os.path.realpath(tempfile.gettempdir())
     try:
-        with Template() as template, ThreadPoolExecutor(config.workers, thread_name_prefix="sandbox") as pool:
-            batch = _Batch(template, config, threading.Event(), groups, watch)
+        view, files = batch_files(config, temp_root)
+        with Template(view) as template, ThreadPoolExecutor(config.workers, thread_name_prefix="sandbox") as pool:
+            batch = _Batch(template, config, threading.Event(), groups, watch, temp_root, files)
             futures = [pool.submit(_run_one, batch, i, job, plans[job.tests, job.helpers])
                        for i, job in enumerate(jobs)]
             try:

@@ -262,7 +262,7 @@ def test_isolation_level_reported(batch):
         assert level.startswith("strict(") and level.endswith("+verdict)"), level
         layers = set(level[len("strict("):-1].split("+"))
         memory = layers & {"cgroup", "memwatch"}
-        expected = {"netns", "ipcns", "mountns-ro", "pidns", "rlimits", "uid", "seccomp", "verdict"}
+        expected = {"netns", "ipcns", "mountns-ro", "fsview", "pidns", "rlimits", "uid", "seccomp", "verdict"}
         assert layers - memory == expected, level
         assert len(memory) == 1, level
 
