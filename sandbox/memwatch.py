@@ -15,10 +15,11 @@ as a whole, by a *meter*:
   (cgroup v1) or only throttles (v2, `memory.high`), so the batch's cap is this thread's to enforce.
 
 A meter gives `usage(keys)` (bytes per candidate) and `excess(usage)`: how many bytes the batch must give
-back now (0 when it is within its cap). While the excess is positive the largest candidate is ended, its
-usage counted as freed. Then, while a candidate ended for the batch still holds over half of what it held
-(its memory is on its way back: a killed process takes a moment to free it), nobody else is ended, for up
-to `SETTLE_S`.
+back now (0 when it is within its cap; a meter that does not enforce candidates' own caps reads it without
+`usage`, so a sample of a batch within its cap costs one read). While the excess is positive the largest
+candidate is ended, its usage counted as freed. Then, while a candidate ended for the batch still holds
+over half of what it held (its memory is on its way back: a killed process takes a moment to free it),
+nobody else is ended, for up to `SETTLE_S`.
 
 What it does not do: stop an allocation as it happens where the meter is `UidMeter`: between two samples a
 candidate may grow by what it can allocate in `interval_s` (bounded per process by the address-space
@@ -140,8 +141,8 @@ class MemoryWatch:
             watched = dict(self._watched)
         now = time.monotonic()
         self._ended = {key: ended for key, ended in self._ended.items() if now - ended[1] < SETTLE_S}
-        if not watched:
-            return
+        if not watched or (not self._meter.own_caps and not self._ended and not self._meter.excess({})):
+            return  # the kernel holds each candidate's cap, and the batch is within its own: nothing to read
         measured = self._meter.usage(set(watched) | set(self._ended))
         usage = {key: measured.get(key, 0) for key in watched if key not in self._ended}
         if self._meter.own_caps:

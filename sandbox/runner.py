@@ -185,14 +185,20 @@ def _execute(batch: _Batch, job: Job, plan: TestPlan, workdir: str, uids: tuple[
     finally:
         if batch.watch is not None and key is not None:
             batch.watch.forget(key)
-        # Always sweep the uid, even after "done": the child's own sweep can race a grandchild that is
-        # forking in its own session at that moment (seen: one survived and slept on as an orphan).
+        # Sweep the uid, even after "done", unless the candidate ran in a PID namespace: a grandchild that
+        # is forking in its own session can outrun the group's kill (seen: one survived as an orphan), but
+        # none can leave the namespace, whose processes all die with its init, in the group killed here.
         # The tests' uid needs no sweep: only our own test code runs as it, inside the process group.
-        _kill_everything(pid, candidate_uid)
+        _kill_everything(pid, None if _in_pid_namespace(run) else candidate_uid)
         for r, _ in pipes:
             os.close(r)
     run.memory = over[0] if over else None
     return run
+
+
+def _in_pid_namespace(run: Run) -> bool:
+    """Whether the tests' process reported that the candidate's process ran in a PID namespace of its own."""
+    return any(m.get("k") == "start" and "pidns" in (m.get("layers") or ()) for m in run.messages)
 
 
 def _oom(group: CandidateGroup | None, config: SandboxConfig) -> str | None:
