@@ -66,3 +66,4 @@ def test_without_the_view_the_report_says_so(disabled):
     [outcome] = run_candidates(["print('ran')"], None, config=SandboxConfig(disabled_layers=disabled))
     assert outcome.stdout == "ran\n" and "fsview" not in outcome.isolation
     assert not outcome.isolation.startswith("strict"), outcome.isolation
+
