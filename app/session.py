@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from app.settings import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, MAX_K
 from bass.config import EngineConfig, SamplingParams
+from bass.models.advice import on_space
 
 if TYPE_CHECKING:
     from bass import Engine
@@ -56,10 +57,14 @@ def configured_pair(env: Mapping[str, str]) -> ModelPair:
     return ModelPair(label, target, draft)
 
 
-def model_pairs(default: ModelPair, gpu: bool, online: bool) -> list[ModelPair]:
-    """Pairs offered in the UI: the configured one first, the offline ones, hub pairs with a GPU and internet."""
+def model_pairs(default: ModelPair, gpu: bool, online: bool,
+                installed: Callable[[str], bool] = lambda target: True) -> list[ModelPair]:
+    """Pairs offered in the UI: the configured one first, the offline ones whose packages are `installed`
+    (a Space installs requirements.txt, which holds the embedded model's only), hub pairs with a GPU and
+    internet."""
     pairs = [default]
-    candidates = [EMBEDDED, SMALL] + (list(HUB_PAIRS) if gpu and online else [])
+    offline = [p for p in (EMBEDDED, SMALL) if installed(p.target)]
+    candidates = offline + (list(HUB_PAIRS) if gpu and online else [])
     pairs += [p for p in candidates if (p.target, p.draft) != (default.target, default.draft)]
     return pairs
 
@@ -90,7 +95,7 @@ EngineFactory = Callable[..., "Engine"]
 WARM_PROMPT = 'def running_mean(xs: list[float]) -> list[float]:\n    """The mean of xs[:i + 1] for each i."""\n'
 
 
-def _load_engine(config: EngineConfig, progress: Callable[[str, float], None]) -> Engine:
+def _load_engine(config: EngineConfig, progress: Callable[[str, float | None], None]) -> Engine:
     # Imported here, not at module level: torch and the engine take seconds to import, and the page
     # should be up (showing the load's progress) before they are.
     from bass import Engine
@@ -106,6 +111,7 @@ class EngineSession:
         self.default_pair = configured_pair(env)
         self.drafter = env.get("BASS_DRAFTER", "").strip() or None
         self.backend = env.get("BASS_BACKEND", "").strip() or None
+        self.on_space = on_space(env)
         self._factory = factory
         self._lock = threading.Lock()
         self._engine: Engine | None = None
@@ -113,6 +119,7 @@ class EngineSession:
         self._loading: ModelPair | None = None
         self._message, self._fraction, self._error, self._note = "model not loaded yet", 0.0, None, ""
         self._cancels: dict[str, threading.Event] = {}
+        self._logged: tuple[str, int | None] | None = None  # the last progress step written to the log
 
     # ---- loading ---------------------------------------------------------------------------------
     def config_for(self, pair: ModelPair) -> EngineConfig:
@@ -143,13 +150,17 @@ class EngineSession:
         with self._lock:
             self._message = message
             self._fraction = None if fraction is None else max(0.0, min(1.0, float(fraction)))
-        log.info("model: %s%s", message, "" if fraction is None else f" ({fraction:.0%})")
+        # the page shows every step; the log a line per stage and per tenth of it
+        logged = (message, None if fraction is None else int(10 * fraction))
+        if logged != self._logged:
+            self._logged = logged
+            log.info("model: %s%s", message, "" if fraction is None else f" ({fraction:.0%})")
 
     def _warm(self, engine: Engine) -> str:
         """On a GPU, build the decode graphs of every draft length at the largest k the page offers, with its
         default sampling (`Engine.warm_draft_lengths`; a smaller batch runs in a wider batch's graphs), so that
         a visitor's first runs do not: a graph captured inside a request stalls its round for tens of ms, and
-        one with a kernel to compile for up to a second. The KV arena this sizes (`bass.cache.CacheArena`,
+        one with a kernel to compile for up to a second. The KV arena this sizes (`bass.runtime.cache.CacheArena`,
         rounded up to 256 positions) holds prompts of up to 256 tokens and up to 254 new ones, the page's
         default 128 among them; a larger request grows it, and the graphs are built again then.
 
@@ -180,7 +191,7 @@ class EngineSession:
         with self._lock:
             self._engine, self._pair, self._loading, self._note = engine, pair, None, note
             self._message, self._fraction = ready, 1.0
-        log.info("model: %s", ready)  # the console's last load line said "deriving the draft (0%)" before
+        log.info("model: %s", ready)  # the load's last step, so the console does not end on a partial stage
 
     def state(self) -> LoadState:
         with self._lock:
@@ -201,6 +212,11 @@ class EngineSession:
             if pair.label == label:
                 return pair
         return self.default_pair
+
+    def failure_hint(self) -> str:
+        """What to do after a failed load, besides what its message says: where the details are."""
+        log_place = "the Space's Logs tab" if self.on_space else "the server's log"
+        return f"the message says what to do; {log_place} has the details; or choose another model pair"
 
     # ---- cancellation ----------------------------------------------------------------------------
     def new_cancel(self, key: str) -> threading.Event:

@@ -67,7 +67,7 @@ def ragged_attention_ref(
         allowed &= key_pos[:, None, :] > q_pos[:, :, None] - window
 
     acc = torch.float64 if q.dtype == torch.float64 else torch.float32
-    k, v = k.to(acc)[:, :, None], v.to(acc)[:, :, None]  # [B, Hkv, 1, P+S, D]
+    k, v = k.to(acc), v.to(acc)  # [B, Hkv, P+S, D]
     if q.dtype in (torch.float32, torch.float64) or T > SOLO_ROWS:
         out = _attend(qh.to(acc), k, v, allowed, scale)
     else:  # one query row at a time (module docstring)
@@ -79,9 +79,13 @@ def ragged_attention_ref(
 
 
 def _attend(qh: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor, scale: float) -> torch.Tensor:
-    """softmax(scale · q kᵀ, masked) v for queries qh [B, Hkv, rep, T, D] over k, v [B, Hkv, 1, L, D], where
-    allowed [B, T, L] (rows with no visible key give 0): [B, Hkv, rep, T, D]."""
-    scores = torch.matmul(qh, k.transpose(-1, -2)) * scale  # [B, Hkv, rep, T, L]
+    """softmax(scale · q kᵀ, masked) v for queries qh [B, Hkv, rep, T, D] over k, v [B, Hkv, L, D], where
+    allowed [B, T, L] (rows with no visible key give 0): [B, Hkv, rep, T, D]. A KV head's rep · T queries go in
+    one GEMM against its keys, never a broadcast copy of the keys per query head (L keys × rep each call: what
+    made a chunk of a long prompt cost seconds on a CPU)."""
+    B, H, rep, T, D = qh.shape
+    L = k.shape[2]
+    scores = torch.matmul(qh.reshape(B, H, rep * T, D), k.transpose(-1, -2)).view(B, H, rep, T, L) * scale
     scores = scores.masked_fill(~allowed[:, None, None], float("-inf"))
     probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-    return torch.matmul(probs, v)
+    return torch.matmul(probs.view(B, H, rep * T, L), v).view(B, H, rep, T, D)

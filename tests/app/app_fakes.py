@@ -8,14 +8,15 @@ import time
 import torch
 
 from app.session import EngineSession
-from bass.attention import resolve_backend
 from bass.config import EngineConfig, SamplingParams
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceStats, SequenceUpdate
+from bass.runtime.attention import resolve_backend
 
 # Completions of HumanEval/0 (has_close_elements): one correct, one wrong on some of its 7 tests.
 GOOD = ("    for i, a in enumerate(numbers):\n        for b in numbers[i + 1:]:\n"
         "            if abs(a - b) < threshold:\n                return True\n    return False\n")
 BAD = "    return False\n"
+FILLER = "\ndef unused():\n    return 0\n"  # what an equal-work sequence writes past its text
 
 
 class FakeEngine:
@@ -26,6 +27,10 @@ class FakeEngine:
     advance for the tests.
 
     A time budget counts the scripted time (`round_s` a round): the rows still decoding past it end "budget".
+
+    With `params.ignore_eos` (equal work) every sequence runs to `max_new_tokens` tokens exactly, whatever its
+    text: a token is then `chunk` characters of the text and, past its end, of `FILLER` (a stop string and more),
+    so that each method writes the same text for the same tokens and a cut at the first stop gives the text back.
 
     `pause_after_first_finish_s`: the round after the one in which a sequence first finishes lasts that
     long, or until the cancel event is set (a slow CPU round). `paused` is True meanwhile, so a test can
@@ -73,6 +78,9 @@ class FakeEngine:
             raise self.fail_with
         scripted = self.texts(prompts, k) if callable(self.texts) else self.texts
         texts = list(scripted or [GOOD if i % 2 == 0 else BAD for i in range(k)])[:k]
+        limit = params.max_new_tokens if params.ignore_eos else None
+        if limit:
+            texts = [t + FILLER * (self.chunk * limit // len(FILLER) + 1) for t in texts]
         yield GenerationEvent("prefill", 0, 0.01, 0, (), tuple("" for _ in texts))
         pos = [0] * k
         done = [False] * k
@@ -100,18 +108,18 @@ class FakeEngine:
                     stats[i][4] = t
                     updates.append(SequenceUpdate(i, (), "", 0, 0, True, cut))
                     continue
-                piece = texts[i][pos[i]:pos[i] + self.chunk]
-                pos[i] += len(piece)
-                accepted = min(proposed, (r + i) % (proposed + 1)) if proposed else 0
-                ntok = accepted + 1
-                fin = pos[i] >= len(texts[i])
                 st = stats[i]
+                accepted = min(proposed, (r + i) % (proposed + 1)) if proposed else 0
+                ntok = min(accepted + 1, limit - st[0]) if limit else accepted + 1
+                piece = texts[i][pos[i]:pos[i] + self.chunk * (ntok if limit else 1)]
+                pos[i] += len(piece)
+                fin = st[0] + ntok >= limit if limit else pos[i] >= len(texts[i])
                 st[0] += ntok
                 st[1] += 1
                 st[2] += proposed
                 st[3] += accepted
                 if fin:
-                    done[i], reasons[i], st[4] = True, "stop", t
+                    done[i], reasons[i], st[4] = True, "length" if limit else "stop", t
                 updates.append(SequenceUpdate(i, tuple(range(ntok)), piece, proposed, accepted, fin, reasons[i]))
             yield GenerationEvent("round", r, t, proposed, tuple(updates), tuple(x[:p] for x, p in zip(texts, pos)))
         cands = tuple(Candidate(0, i, texts[i][:pos[i]], tuple(range(stats[i][0])), reasons[i],

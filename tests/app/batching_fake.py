@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from app_fakes import FakeEngine
 
+from bass.eval.verdicts import either
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceStats
-from bass.verdicts import either
 
 _FIELDS = {f.name for f in dataclasses.fields(GenerationEvent)}
 

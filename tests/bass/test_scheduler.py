@@ -23,20 +23,6 @@ def _ids(result) -> list[tuple[int, ...]]:
     return [c.token_ids for c in result.candidates]
 
 
-@pytest.fixture
-def joins(monkeypatch):
-    """Rows running in the batch at each join (0: the request started a batch)."""
-    seen: list[int] = []
-    join = Batch.join
-
-    def spy(self, request):
-        seen.append(sum(not s.finished for s in self.state.live))
-        return join(self, request)
-
-    monkeypatch.setattr(Batch, "join", spy)
-    return seen
-
-
 def _held_after(monkeypatch, round_index: int, waiting: int | None = 1) -> threading.Event:
     """Hold every batch after its round `round_index` until `waiting` more requests are in line (None: until
     the caller sets the Event returned); the Event is set once they are."""
@@ -213,7 +199,7 @@ def test_memory_admission_refuses_what_can_never_fit_and_queues_what_fits_later(
     budget = engine.scheduler.budget
     from bass.engine.validate import request_bytes
 
-    one = request_bytes(engine, [engine.encode(PROMPTS[0])[0]], 2, params, FIXED)
+    one = request_bytes(engine.serving, [engine.encode(PROMPTS[0])[0]], 2, params, FIXED)
     monkeypatch.setattr(engine.scheduler, "budget", int(1.5 * one))  # room for one such request at a time
     try:
         with pytest.raises(ValueError, match="lower k or max_new_tokens"):

@@ -105,12 +105,14 @@ def test_queued_events_first_pass_and_a_lost_request():
 
 def test_scenarios_parse_and_poisson_arrivals_are_seeded():
     assert lb.parse_scenario("together:4") == lb.Scenario("together", 4)
+    assert lb.parse_scenario("together:1:1") == lb.Scenario("together", 1, k=1)  # a lone request of one candidate
     assert lb.parse_scenario("queued:32:16").k == 16 and lb.parse_scenario("poisson:16:32").label == "poisson:16:32"
     p = lb.Scenario("poisson", 2000, rate=40.0)
     times = p.arrivals(0)
     assert times[0] == 0.0 and times == sorted(times) and times == p.arrivals(0) and times != p.arrivals(1)
     assert (times[-1] / 1999) == pytest.approx(1 / 40, rel=0.1)  # mean gap 1 / rate
-    for bad in ("together", "poisson:4", "queued:4", "queued:4:0", "together:0", "crowd:3", "poisson:2:-1"):
+    for bad in ("together", "poisson:4", "queued:4", "queued:4:0", "together:0", "crowd:3", "poisson:2:-1",
+                "together:2:0"):
         with pytest.raises(Exception, match="scenario|visitor|k|rate|poisson|queued"):
             lb.parse_scenario(bad)
 
@@ -129,7 +131,7 @@ def test_end_to_end_on_tiny_cpu_models(tmp_path, capsys):
     out = tmp_path / "out"
     res = lb.main(["--target", str(target), "--draft", str(draft), "--device", "cpu", "--k", "2",
                    "--max-new-tokens", "6", "--scenarios", "together:2,poisson:3:20,queued:2:3", "--check-greedy",
-                   "--no-warmup", "--out", str(out)])
+                   "--no-warmup", "--repeats", "2", "--out", str(out)])
     assert json.loads((out / "load_bench.json").read_text())["runs"] == json.loads(json.dumps(res["runs"]))
     assert (out / "load_bench.png").stat().st_size > 0 and res["info"]["problems"][0] == "HumanEval/163"
     runs = res["runs"]
@@ -144,6 +146,10 @@ def test_end_to_end_on_tiny_cpu_models(tmp_path, capsys):
         assert all(x["finished"] == x["tested"] == r["k"] and x["error"] is None for x in v)
         assert all(x["arrival_s"] <= x["start_s"] < x["done_s"] <= r["wall_s"] for x in v)
         assert r["greedy"] == (None if r["mode"] == "one-at-a-time" else dict(identical=len(v), requests=len(v)))
+        assert len(r["wall_s_runs"]) == 2 and r["wall_s"] in r["wall_s_runs"]  # the median run of two: the faster
+        assert r["wall_s"] == min(r["wall_s_runs"]) and r["decoding_captures"] == 0  # (no graphs on the CPU)
+        regular = r["mode"] == "batched-regular"
+        assert r["mean_draft_length"] == 0 if regular else 0 < r["mean_draft_length"] <= 3  # auto: l0 on the CPU
     poisson = [x["arrival_s"] for x in runs[3]["visits"]]
     assert poisson[0] == 0 and poisson == sorted(poisson) and runs[3]["last_arrival_s"] == poisson[-1] > 0
     assert {(x["scenario"], x["against"]) for x in res["ratios"]} == {

@@ -6,8 +6,8 @@ import pytest
 from tiny import make_model
 
 import bench.budget.plot as pb
-from bass.budgets import budget_key
 from bass.cli import main
+from bass.eval.budgets import budget_key
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import bench.plot_real as pr
 def test_ratios_and_table_by_hand():
     rows = [dict(method="regular", k=8, drafter=None, policy=None, ms_per_token=4.0, throughput=2000.0,
                  acceptance=None, tokens_per_round=1.0, mean_draft_length=0.0),
-            dict(method="bass", k=8, drafter="model", policy="fixed L=3", ms_per_token=2.5, throughput=3000.0,
+            dict(method="bass", k=8, drafter="model", policy="auto", ms_per_token=2.5, throughput=3000.0,
                  acceptance=0.6, tokens_per_round=2.9, mean_draft_length=3.5),
             dict(method="bass", k=1, drafter="model", policy="fixed L=4", ms_per_token=2.0, throughput=500.0,
                  acceptance=0.7, tokens_per_round=3.1, mean_draft_length=4.0)]
@@ -51,7 +51,7 @@ def test_each_pass_counts_the_graphs_captured_inside_it(monkeypatch):
     import bench.real_passes as rb
     from bass.events import BatchStats, Candidate, GenerationResult, SequenceStats
 
-    made = {"n": 0, "deferred": 0}  # as in `bass.graphs`: every capture counts in n, a deferred one in both
+    made = {"n": 0, "deferred": 0}  # as in `bass.runtime.graphs`: every capture counts in n, a deferred one in both
     shapes: list[str] = []  # what each capture inside decoding was, in order
     monkeypatch.setattr(rb, "decoding_captures", lambda: made["n"] - made["deferred"])
     monkeypatch.setattr(rb, "deferred_captures", lambda: made["deferred"])
@@ -102,13 +102,13 @@ def test_dry_run_rows_and_ratios(dry_run):
     assert info["device"].startswith("CPU") and info["torch"] in info["device"] and info["started"] <= info["finished"]
     assert info["seeds"] == "seed + pass"
     labels = [pr.row_label(r) for r in rows]
-    bass = {r["drafter"]: r for r in rows if r["method"] == "bass" and r["policy"] == "fixed L=3" and not r.get("pair")}
+    bass = {r["drafter"]: r for r in rows if r["method"] == "bass" and r["policy"] == "auto" and not r.get("pair")}
     assert set(bass) == {"ngram", "layer-skip", "model"} and labels[0] == "regular"
     best = min(bass.values(), key=lambda r: r["ms_per_token"])["drafter"]
     single = [r for r in rows if r["method"] == "single"]
     assert len(single) == 1 and single[0]["drafter"] == best
     assert sorted(r["policy"] for r in rows if r["method"] == "bass" and r["drafter"] == best and not r.get("pair")) \
-        == ["fixed L=2", "fixed L=3", "heuristic"]  # (the default, fixed L = 3, is the drafter's own row)
+        == ["auto", "fixed L=2", "fixed L=3", "heuristic"]  # the default, auto, is the drafter's own row
     pair = [r for r in rows if r.get("pair") == "verdicts"]
     assert [r["verdicts"] for r in pair] == [None, "service", "in-process"] and {r["drafter"] for r in pair} == {best}
     ahead = [r for r in rows if r.get("pair") == "look-ahead"]  # the engine's setting (off on the CPU), then on
@@ -181,7 +181,7 @@ def test_no_policy_rows_keeps_regular_and_each_drafter(tmp_path):
                    "--max-new-tokens", "4", "--repeats", "1", "--single-ks", "", "--fixed-l", "3", "--no-verdicts",
                    "--drafters", "ngram,model", "--no-policy-rows", "--out", str(tmp_path / "out")])
     assert [(r["method"], r["drafter"], r["policy"], r.get("pair")) for r in res["rows"]] == [
-        ("regular", None, None, None), ("bass", "ngram", "fixed L=3", None), ("bass", "model", "fixed L=3", None)]
+        ("regular", None, None, None), ("bass", "ngram", "auto", None), ("bass", "model", "auto", None)]
 
 
 @pytest.mark.slow
@@ -194,7 +194,7 @@ def test_no_look_ahead_pair_keeps_the_policy_rows(tmp_path):
                    "--max-new-tokens", "4", "--repeats", "1", "--single-ks", "", "--fixed-l", "2", "--no-verdicts",
                    "--drafters", "model", "--policy-k", "2", "--no-look-ahead-pair", "--out", str(tmp_path / "out")])
     assert [(r["method"], r["policy"], r.get("pair")) for r in res["rows"]] == [
-        ("regular", None, None), ("bass", "fixed L=3", None), ("bass", "heuristic", None), ("bass", "fixed L=2", None)]
+        ("regular", None, None), ("bass", "auto", None), ("bass", "heuristic", None), ("bass", "fixed L=2", None)]
 
 
 @pytest.fixture
