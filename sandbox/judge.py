@@ -18,9 +18,9 @@ def isolation(layers: list[str] | None) -> str:
     if layers is None:
         return "unknown(the harness did not start)"
     # `layers` are those in effect in both processes, then "verdict": the tests ran in their own process.
-    network = "netns" in layers or "seccomp-net" in layers
+    network = "netns" in layers or "seccomp" in layers
     filesystem = "mountns-ro" in layers or "landlock-ro" in layers
-    if network and filesystem and "uid" in layers and "pidns" in layers:
+    if network and filesystem and {"fsview", "uid", "pidns", "seccomp"} <= set(layers):
         level = "strict"
     else:
         level = "partial" if network or filesystem else "minimal"

@@ -1,16 +1,29 @@
-"""Batch memory accounting where cgroups cannot be made: the fallback of the `cgroup` layer's memory caps.
+"""The batch's memory victim, chosen by the sandbox: a thread that samples each running candidate's memory
+and, when the batch is over `batch_memory_mb`, ends the candidate that holds the most.
 
-A thread samples, every `interval_s`, the memory of each running candidate: the sum over every process of
-the candidate's private uid (so it needs the `uid` layer) of its resident memory (`VmRSS`: anonymous,
-file-backed and shared pages it maps), plus the size of each memfd or /dev/shm file those processes hold
-open (counted once per file, mapped or not), plus the /dev/shm files the uid owns. A candidate over
-`memory_mb` is killed; when the batch's total is over `batch_memory_mb`, the largest candidate is killed,
-until it is not. Both are reported as `memory`.
+The kernel's own choice would be wrong: its OOM killer ends the largest *process* (by resident memory),
+and memory a candidate holds in memfd or tmpfs files it has unmapped belongs to no process, so an honest
+candidate of 300 MB would die for one holding 448 MB in unmapped memfds. Here each candidate is measured
+as a whole, by a *meter*:
 
-What it does not do: stop an allocation as it happens. Between two samples a candidate may grow by what
-it can allocate in `interval_s` (bounded per process by the address-space limit), so the caps hold to
-within that much; pages the kernel accounts to no process (a memfd whose descriptors are all closed
-while still mapped is counted through the mapping) are the limit of what /proc shows.
+- `UidMeter` (the `memwatch` layer, where no cgroup can be made): the sum over every process of the
+  candidate's private uid (so it needs the `uid` layer) of its resident memory (`VmRSS`), plus each memfd or
+  /dev/shm file those processes hold open (once per file, mapped or not), plus the /dev/shm files the uid
+  owns. It also enforces each candidate's own `memory_mb`, which nothing else does then.
+- `cgroups.BatchGroups` (the `cgroup` layer): each candidate group's charged memory, memfd, tmpfs and page
+  cache included. The kernel enforces each candidate's own cap; the batch's group has its OOM killer off
+  (cgroup v1) or only throttles (v2, `memory.high`), so the batch's cap is this thread's to enforce.
+
+A meter gives `usage(keys)` (bytes per candidate) and `excess(usage)`: how many bytes the batch must give
+back now (0 when it is within its cap; a meter that does not enforce candidates' own caps reads it without
+`usage`, so a sample of a batch within its cap costs one read). While the excess is positive the largest
+candidate is ended, its usage counted as freed. Then, while a candidate ended for the batch still holds
+over half of what it held (its memory is on its way back: a killed process takes a moment to free it),
+nobody else is ended, for up to `SETTLE_S`.
+
+What it does not do: stop an allocation as it happens where the meter is `UidMeter`: between two samples a
+candidate may grow by what it can allocate in `interval_s` (bounded per process by the address-space
+limit); with cgroups the kernel holds the batch at its cap meanwhile (v1: allocating processes wait).
 """
 
 from __future__ import annotations
@@ -18,8 +31,21 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Protocol
+
+SETTLE_S = 1.0  # how long a candidate ended for the batch may take to give its memory back
+
+
+class Meter(Protocol):
+    own_caps: bool  # whether the watch must also end a candidate over its own memory_mb
+    name: str  # how the detail names the measure ("cgroup", "memwatch")
+
+    def usage(self, keys: set[Hashable]) -> dict[Hashable, int]: ...
+
+    def excess(self, usage: dict[Hashable, int]) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -71,44 +97,70 @@ def usage_by_uid(uids: set[int]) -> dict[int, int]:
     return usage
 
 
-class MemoryWatch:
-    """The sampling thread of one batch; `watch`/`forget` register a running candidate by its uid."""
+class UidMeter:
+    """Candidates keyed by their private uid, measured through /proc (see the module docstring)."""
 
-    def __init__(self, batch_memory_mb: int, interval_s: float = 0.1) -> None:
+    own_caps = True
+    name = "memwatch"
+
+    def __init__(self, batch_memory_mb: int) -> None:
         self._batch_bytes = batch_memory_mb << 20
+
+    def usage(self, keys: set[Hashable]) -> dict[Hashable, int]:
+        return usage_by_uid(keys)  # type: ignore[arg-type]
+
+    def excess(self, usage: dict[Hashable, int]) -> int:
+        return max(0, sum(usage.values()) - self._batch_bytes)
+
+
+class MemoryWatch:
+    """The sampling thread of one batch; `watch`/`forget` register a running candidate under its meter's key."""
+
+    def __init__(self, batch_memory_mb: int, meter: Meter, interval_s: float = 0.1) -> None:
+        self._batch_mb = batch_memory_mb
+        self._meter = meter
         self._interval_s = interval_s
-        self._watched: dict[int, _Watched] = {}
+        self._watched: dict[Hashable, _Watched] = {}
+        self._ended: dict[Hashable, tuple[int, float]] = {}  # ended for the batch: (bytes held, when)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="sandbox-memwatch", daemon=True)
         self._thread.start()
 
-    def watch(self, uid: int, memory_mb: int, kill: Callable[[str], None]) -> None:
+    def watch(self, key: Hashable, memory_mb: int, kill: Callable[[str], None]) -> None:
         with self._lock:
-            self._watched[uid] = _Watched(memory_mb << 20, kill)
+            self._watched[key] = _Watched(memory_mb << 20, kill)
 
-    def forget(self, uid: int) -> None:
+    def forget(self, key: Hashable) -> None:
         with self._lock:
-            self._watched.pop(uid, None)
+            self._watched.pop(key, None)
 
     def check(self) -> None:
-        """One sample: kill each candidate over its cap, then the largest ones while the batch is over."""
+        """One sample: end each candidate over its own cap (UidMeter), then the largest while the batch is over."""
         with self._lock:
             watched = dict(self._watched)
-        if not watched:
-            return
-        usage = usage_by_uid(set(watched))
-        for uid, used in list(usage.items()):
-            if used > watched[uid].limit_bytes:
-                watched[uid].kill(f"its processes held {used >> 20} MB together, over memory_mb "
-                                  f"({watched[uid].limit_bytes >> 20} MB)")
-                del usage[uid]
-        while usage and sum(usage.values()) > self._batch_bytes:
-            uid = max(usage, key=usage.__getitem__)
-            watched[uid].kill(f"the batch held {sum(usage.values()) >> 20} MB, over batch_memory_mb "
-                              f"({self._batch_bytes >> 20} MB), and this candidate was the largest "
-                              f"({usage[uid] >> 20} MB)")
-            del usage[uid]
+        now = time.monotonic()
+        self._ended = {key: ended for key, ended in self._ended.items() if now - ended[1] < SETTLE_S}
+        if not watched or (not self._meter.own_caps and not self._ended and not self._meter.excess({})):
+            return  # the kernel holds each candidate's cap, and the batch is within its own: nothing to read
+        measured = self._meter.usage(set(watched) | set(self._ended))
+        usage = {key: measured.get(key, 0) for key in watched if key not in self._ended}
+        if self._meter.own_caps:
+            for key, used in list(usage.items()):
+                if used > watched[key].limit_bytes:
+                    watched[key].kill(f"its processes held {used >> 20} MB together, over memory_mb "
+                                      f"({watched[key].limit_bytes >> 20} MB; {self._meter.name})")
+                    del usage[key]
+        if any(measured.get(key, 0) > held // 2 for key, (held, _) in self._ended.items()):
+            return  # the memory of a candidate ended for the batch is still coming back
+        excess, total = self._meter.excess(usage), sum(usage.values())
+        while usage and excess > 0:
+            key = max(usage, key=usage.__getitem__)
+            watched[key].kill(f"the batch reached batch_memory_mb ({self._batch_mb} MB; {self._meter.name}) with "
+                              f"{total >> 20} MB, and this candidate held the most of it ({usage[key] >> 20} MB, "
+                              "memfd and shared memory included)")
+            self._ended[key] = (usage[key], now)
+            excess -= usage.pop(key)
 
     def _loop(self) -> None:
         while not self._stop.wait(self._interval_s):

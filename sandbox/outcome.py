@@ -48,7 +48,7 @@ class Outcome:
     stdout: str
     stderr: str
     wall_s: float
-    isolation: str  # e.g. "strict(netns+ipcns+mountns-ro+pidns+rlimits+uid+verdict)": the layers actually in effect
+    isolation: str  # e.g. "strict(netns+ipcns+mountns-ro+pidns+rlimits+uid+seccomp+verdict)": the layers in effect
     detail: str = ""  # a sentence for a human when the status alone does not say enough
 
     @property

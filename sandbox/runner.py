@@ -10,6 +10,7 @@ whole process group and every process of the candidate's private uid, then remov
 from __future__ import annotations
 
 import contextlib
+import keyword
 import marshal
 import math
 import os
@@ -18,7 +19,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -29,13 +29,13 @@ from dataclasses import dataclass, replace
 from sandbox.cgroups import BatchGroups, CandidateGroup
 from sandbox.cleanup import remove_tree
 from sandbox.collect import Run, collect
-from sandbox.config import SandboxConfig
-from sandbox.isolation import is_world_traversable
+from sandbox.config import MAX_SOURCE_BYTES, SandboxConfig
 from sandbox.judge import isolation, judge
-from sandbox.memwatch import MemoryWatch
+from sandbox.memwatch import MemoryWatch, UidMeter
 from sandbox.outcome import Outcome, Status
 from sandbox.splitter import TestPlan, defined_names, split_tests
-from sandbox.template import HARNESS, PYTHON, TEMPLATE_ENV, Template
+from sandbox.template import PYTHON, TEMPLATE_ENV, Template
+from sandbox.view import batch_files, site_paths
 
 _KILL = shutil.which("kill")
 _SETPRIV = shutil.which("setpriv")  # util-linux: drops to a uid itself, so the caller need not (see _kill_everything)
@@ -54,6 +54,20 @@ class Job:
     tests: str | None = None
     entry_point: str | None = None
     helpers: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("program", "tests", "helpers"):
+            value = getattr(self, name)
+            if value is None and name != "program":
+                continue
+            if type(value) is not str:
+                raise ValueError(f"the job's {name} must be source text (str), not {type(value).__name__}")
+            if len(value) > MAX_SOURCE_BYTES:
+                raise ValueError(f"the job's {name} is {len(value):,} characters long, more than the "
+                                 f"{MAX_SOURCE_BYTES:,} the sandbox runs: shorten it")
+        name = self.entry_point
+        if name is not None and not (type(name) is str and name.isidentifier() and not keyword.iskeyword(name)):
+            raise ValueError(f"entry_point must be the name of a function, such as 'add' (got {str(name)[:80]!r})")
 
 
 _uids_in_use: set[int] = set()
@@ -82,11 +96,6 @@ def _scrubbed_env(workdir: str) -> dict[str, str]:
     return dict(TEMPLATE_ENV, HOME=workdir, TMPDIR=workdir)
 
 
-def _runtime_paths(workdir: str) -> list[str]:
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(PYTHON), str(HARNESS.parent), workdir}
-    return sorted({os.path.realpath(p) for p in paths if not is_world_traversable(os.path.realpath(p))})
-
-
 def _rlimits(config: SandboxConfig) -> dict[str, int]:
     return {"RLIMIT_CPU": math.ceil(config.timeout_s) + 1, "RLIMIT_AS": config.memory_mb << 20,
             "RLIMIT_NPROC": config.max_processes, "RLIMIT_FSIZE": config.max_file_mb << 20,
@@ -112,10 +121,6 @@ def _kill_everything(pid: int, uid: int | None) -> None:
             subprocess.run(command, user=uid, group=uid, extra_groups=[], **quiet)
 
 
-def _site_paths() -> list[str]:
-    return [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
-
-
 def _memory_file(name: str, data: bytes) -> int:
     fd = os.memfd_create(name, os.MFD_CLOEXEC)
     written = 0
@@ -134,6 +139,8 @@ class _Batch:
     stop: threading.Event
     groups: BatchGroups
     watch: MemoryWatch | None
+    temp_root: str  # where the working directories go (each candidate sees its own tmpfs there)
+    files: dict  # the file system each child sets up (mounts.confine_files)
 
 
 def _execute(batch: _Batch, job: Job, plan: TestPlan, workdir: str, uids: tuple[int | None, int | None],
@@ -144,7 +151,7 @@ def _execute(batch: _Batch, job: Job, plan: TestPlan, workdir: str, uids: tuple[
     payload = {"nonce": nonce, "program": job.program, "entry_point": job.entry_point, "workdir": workdir,
                "has_tests": bool(plan.units), "needs_entry": plan.candidate_param is not None,
                "names": list(plan.names), "uid": candidate_uid, "tests_uid": tests_uid,
-               "expose": _runtime_paths(workdir) if candidate_uid is not None else [], "site_paths": _site_paths(),
+               "fs": batch.files, "site_paths": site_paths(),
                "env": _scrubbed_env(workdir), "rlimits": _rlimits(config), "disabled": sorted(config.disabled_layers),
                "cgroups": group.directories if group is not None else []}
     # The job and the tests travel as files: the template passes them on unread (so its memory, which
@@ -170,31 +177,38 @@ def _execute(batch: _Batch, job: Job, plan: TestPlan, workdir: str, uids: tuple[
         over.append(why)
         _kill_everything(pid, candidate_uid)
 
-    if batch.watch is not None and candidate_uid is not None:
-        batch.watch.watch(candidate_uid, config.memory_mb, over_memory)
+    key = group if group is not None else candidate_uid  # what the batch's meter measures it by
+    if batch.watch is not None and key is not None:
+        batch.watch.watch(key, config.memory_mb, over_memory)
     try:
         run = collect(*(r for r, _ in pipes), nonce, deadline, config, batch.stop)
     finally:
-        if batch.watch is not None and candidate_uid is not None:
-            batch.watch.forget(candidate_uid)
-        # Always sweep the uid, even after "done": the child's own sweep can race a grandchild that is
-        # forking in its own session at that moment (seen: one survived and slept on as an orphan).
+        if batch.watch is not None and key is not None:
+            batch.watch.forget(key)
+        # Sweep the uid, even after "done", unless the candidate ran in a PID namespace: a grandchild that
+        # is forking in its own session can outrun the group's kill (seen: one survived as an orphan), but
+        # none can leave the namespace, whose processes all die with its init, in the group killed here.
         # The tests' uid needs no sweep: only our own test code runs as it, inside the process group.
-        _kill_everything(pid, candidate_uid)
+        _kill_everything(pid, None if _in_pid_namespace(run) else candidate_uid)
         for r, _ in pipes:
             os.close(r)
     run.memory = over[0] if over else None
     return run
 
 
+def _in_pid_namespace(run: Run) -> bool:
+    """Whether the tests' process reported that the candidate's process ran in a PID namespace of its own."""
+    return any(m.get("k") == "start" and "pidns" in (m.get("layers") or ()) for m in run.messages)
+
+
 def _oom(group: CandidateGroup | None, config: SandboxConfig) -> str | None:
-    """Why the cgroup memory caps ended this candidate's processes, if they did."""
-    if group is None or not (group.oom_kills() or group.hit_own_cap()):
+    """Why the kernel's OOM killer ended a process of this candidate, if it did. The batch's cap never does
+    (the memory watch ends a candidate for it, and says so itself)."""
+    if group is None or not group.oom_kills():
         return None
     if group.hit_own_cap():
         return f"its processes together reached memory_mb ({config.memory_mb} MB; cgroup)"
-    return (f"the batch reached batch_memory_mb ({config.batch_memory_mb} MB; cgroup) and the kernel ended a "
-            "process of this candidate, the largest")
+    return "the kernel's OOM killer ended one of its processes: the host ran out of memory"
 
 
 def _run_one(batch: _Batch, index: int, job: Job, plan: TestPlan) -> Outcome:
@@ -205,7 +219,7 @@ def _run_one(batch: _Batch, index: int, job: Job, plan: TestPlan) -> Outcome:
     uids = (_allocate_uid(), _allocate_uid()) if os.geteuid() == 0 else (None, None)
     workdir, left, group = None, None, None
     try:
-        workdir = tempfile.mkdtemp(prefix="sandbox-")
+        workdir = tempfile.mkdtemp(prefix="sandbox-", dir=batch.temp_root)
         if uids[0] is not None:
             os.chown(workdir, uids[0], uids[0])
         group = batch.groups.candidate(index, batch.config.memory_mb)
@@ -219,7 +233,8 @@ def _run_one(batch: _Batch, index: int, job: Job, plan: TestPlan) -> Outcome:
         batch.groups.release(group)
         for uid in uids:
             _release_uid(uid)
-    watched = ("memwatch",) if batch.watch is not None and uids[0] is not None else ()
+    watched = ("memwatch",) if not batch.groups.available and batch.watch is not None and uids[0] is not None \
+        else ()
     outcome = judge(index, run, plan, time.monotonic() - started, watched)
     return replace(outcome, detail=f"{outcome.detail}; {left}".lstrip("; ")) if left else outcome
 
@@ -242,11 +257,15 @@ def run_jobs(jobs: Sequence[Job], config: SandboxConfig | None = None) -> list[O
     groups = BatchGroups(config.batch_memory_mb, config.workers) if "cgroup" not in config.disabled_layers \
         else BatchGroups.unavailable()
     watch = None
-    if not groups.available and "memwatch" not in config.disabled_layers and os.geteuid() == 0:
-        watch = MemoryWatch(config.batch_memory_mb)
+    if groups.available:
+        watch = MemoryWatch(config.batch_memory_mb, groups, interval_s=0.05)  # allocations wait on it (v1)
+    elif "memwatch" not in config.disabled_layers and os.geteuid() == 0:
+        watch = MemoryWatch(config.batch_memory_mb, UidMeter(config.batch_memory_mb))
+    temp_root = os.path.realpath(tempfile.gettempdir())
     try:
-        with Template() as template, ThreadPoolExecutor(config.workers, thread_name_prefix="sandbox") as pool:
-            batch = _Batch(template, config, threading.Event(), groups, watch)
+        view, files = batch_files(config, temp_root)
+        with Template(view) as template, ThreadPoolExecutor(config.workers, thread_name_prefix="sandbox") as pool:
+            batch = _Batch(template, config, threading.Event(), groups, watch, temp_root, files)
             futures = [pool.submit(_run_one, batch, i, job, plans[job.tests, job.helpers])
                        for i, job in enumerate(jobs)]
             try:

@@ -14,6 +14,10 @@ An assert that can fail reads a name (`assert f(2) == 5`, `assert ok`); one that
 True`, `assert 1 == 1`) tests nothing about the candidate and is dropped, and a bare comparison is not an
 assert. A non-blank file left with no test at all is refused ("no tests"): it would pass any candidate.
 Tests run in order in one namespace, so a unit sees the names the earlier units defined.
+
+The tests are parsed here, in the caller's process, outside every limit of the sandbox: so a file over
+`MAX_SOURCE_BYTES`, or nested more than `MAX_NESTING` levels deep (200,000 unary minuses, a sum of 200,000
+terms: the parser's own recursion would end in RecursionError or MemoryError), is refused with ValueError.
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ import ast
 import builtins
 import textwrap
 from dataclasses import dataclass
+
+from sandbox.config import MAX_SOURCE_BYTES
+
+MAX_NESTING = 200  # syntax tree levels; HumanEval's deepest test has 11, Python's own parentheses stop at 200
 
 
 @dataclass(frozen=True)
@@ -81,13 +89,46 @@ def _free_names(tree: ast.Module, candidate_param: str | None) -> tuple[str, ...
     return tuple(sorted(read - set(dir(builtins)) - {"check", candidate_param}))
 
 
+def _nesting(tree: ast.AST) -> int:
+    deepest, stack = 0, [(tree, 1)]
+    while stack:  # iterative: the tree may be deeper than the interpreter's recursion limit
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def parse_source(source: str, what: str) -> ast.Module:
+    """`source` parsed, or ValueError saying what to change: larger than MAX_SOURCE_BYTES characters, nested
+    deeper than MAX_NESTING, or not Python (then the error's `__cause__` is the SyntaxError)."""
+    if len(source) > MAX_SOURCE_BYTES:
+        raise ValueError(f"the {what} are {len(source):,} characters long, more than the {MAX_SOURCE_BYTES:,} the "
+                         "sandbox reads: shorten them")
+    try:
+        tree = ast.parse(source, filename="tests.py")
+    except SyntaxError as exc:
+        raise ValueError(f"the {what} do not parse (line {exc.lineno}: {exc.msg}); fix the {what}") from exc
+    except (RecursionError, MemoryError):
+        raise ValueError(f"the {what} nest too deeply to parse: split long chains of operators and deeply "
+                         "nested expressions") from None
+    except ValueError as exc:  # e.g. a null byte, on this Python
+        raise ValueError(f"the {what} do not parse ({exc}); fix the {what}") from None
+    depth = _nesting(tree)
+    if depth > MAX_NESTING:
+        raise ValueError(f"the {what} nest {depth} levels deep, more than the {MAX_NESTING} the sandbox accepts: "
+                         "split long chains of operators and deeply nested expressions")
+    return tree
+
+
 def defined_names(source: str | None) -> frozenset[str]:
     """Names a trusted source (a problem's helpers) binds at its top level: functions, classes, imports,
-    assignments. Empty when it does not parse."""
+    assignments. Empty when it does not parse; ValueError when it is too large or too deep (parse_source)."""
     try:
-        tree = ast.parse(source or "")
-    except SyntaxError:
-        return frozenset()
+        tree = parse_source(source or "", "helpers")
+    except ValueError as exc:
+        if isinstance(exc.__cause__, SyntaxError):
+            return frozenset()
+        raise
     names = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -112,15 +153,12 @@ def split_tests(source: str | None) -> TestPlan:
     """Cut a test file into setup and counted test units (see the module docstring for the rules).
 
     `None` or a blank file gives a plan with no units: the candidate only has to run.
-    Raises ValueError, naming the line, when the tests themselves do not parse, and ValueError ("no
-    tests") when a non-blank file has no assert that can fail.
+    Raises ValueError, naming the line, when the tests themselves do not parse, or are too large or too
+    deep (parse_source), and ValueError ("no tests") when a non-blank file has no assert that can fail.
     """
     if source is None or not source.strip():
         return TestPlan((), None)
-    try:
-        tree = ast.parse(source, filename="tests.py")
-    except SyntaxError as exc:
-        raise ValueError(f"the tests do not parse (line {exc.lineno}: {exc.msg}); fix the test file") from exc
+    tree = parse_source(source, "tests")
     checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
     if not checks:
         units = [_unit(source, n, _has_real_assert(n)) for n in tree.body if not _is_constant_assert(n)]

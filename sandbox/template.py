@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import marshal
 import os
 import socket
 import struct
@@ -9,6 +10,8 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+
+from sandbox.forkserver import SETUP_SIZE
 
 HARNESS = Path(__file__).with_name("harness.py")
 # The interpreter itself rather than a virtualenv's link to it: it starts faster (no pyvenv.cfg lookup),
@@ -21,12 +24,15 @@ TEMPLATE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "MALL
 class Template:
     """A fresh interpreter started for one batch; `spawn` forks it into a new candidate child.
 
-    Thread-safe: worker threads share it, one request at a time (a request is a fork, well under 1 ms).
-    Restarted once if it died, so one bad moment does not fail the rest of the batch.
+    `view` is the batch's file-system view (view.View.as_dict), which the template applies to a mount
+    namespace of its own before its first fork, or None for none. Thread-safe: worker threads share it,
+    one request at a time (a request is a fork, well under 1 ms). Restarted once if it died, so one bad
+    moment does not fail the rest of the batch.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, view: dict | None = None) -> None:
         self._lock = threading.Lock()
+        self._setup = marshal.dumps({"view": view})
         self._start()
 
     def _start(self) -> None:
@@ -34,6 +40,7 @@ class Template:
         self._proc = subprocess.Popen([PYTHON, "-I", "-S", "-B", str(HARNESS)], stdin=theirs,
                                       stdout=subprocess.DEVNULL, cwd="/", env=TEMPLATE_ENV, start_new_session=True)
         theirs.close()
+        ours.sendall(SETUP_SIZE.pack(len(self._setup)) + self._setup)
         self._sock = ours
 
     def spawn(self, nonce: str, out_fd: int, err_fd: int, result_fd: int, tests_fd: int, job_fd: int) -> int:

@@ -95,6 +95,16 @@ def test_tests_with_no_assert_that_can_fail_are_refused_before_generating(tests)
     assert parse(tests="def check(candidate):\n    assert candidate(2) == 4\n").tests
 
 
+@pytest.mark.parametrize("tests", ["assert add(1, " + "-" * 200_000 + "1) == 0\n",
+                                   "assert add(1, 1) == " + "+".join(["1"] * 200_000) + "\n",
+                                   "assert add(1, 1) == 2\n" + "#" * (2 << 20) + "\n"])
+def test_tests_too_deep_or_too_large_are_refused_with_a_message(tests):
+    """Python's parser would recurse until RecursionError or MemoryError in the app's process: the sandbox's
+    bounds refuse them first, with what to change."""
+    with pytest.raises(UserError, match=r"The unit tests were refused \(the tests (nest too deeply|are .* characters)"):
+        parse(tests=tests)
+
+
 @pytest.mark.parametrize("changes, field", [
     (dict(prompt=""), "bass-prompt"), (dict(tests="assert (\n"), "bass-tests"), (dict(k=0), "bass-k"),
     (dict(temperature=9), "bass-temperature"), (dict(top_p=0), "bass-top-p"), (dict(max_new_tokens=0), "bass-max-new"),

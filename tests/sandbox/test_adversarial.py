@@ -217,7 +217,7 @@ def test_no_network(batch, listener):
     outcome = batch[0]["socket"]
     assert outcome.status is Status.ERROR and outcome.first_failure.file == "candidate.py"
     assert listener[1] == []
-    assert "netns" in outcome.isolation or "seccomp-net" in outcome.isolation
+    assert "netns" in outcome.isolation or "seccomp" in outcome.isolation
 
 
 @pytest.mark.parametrize(("name", "status"), [("sys_exit", Status.ERROR), ("os_exit", Status.CRASHED),
@@ -234,9 +234,29 @@ def test_grandchildren_are_killed(batch):
     assert sandbox_processes() == []
 
 
+def test_grandchildren_die_with_the_pid_namespace_without_a_sweep(monkeypatch):
+    """In a PID namespace no process of the candidate can leave it, and all die with its init (in the process
+    group the runner kills): the runner spends no `kill -1` by uid on such a candidate."""
+    from sandbox import runner
+
+    kills, real = [], runner.subprocess.run
+
+    def recording(command, **kw):
+        kills.append(command)
+        return real(command, **kw)
+
+    monkeypatch.setattr(runner.subprocess, "run", recording)
+    (outcome,) = run_candidates([GRANDCHILD], ADD_TESTS, entry_point="add", timeout_s=TIMEOUT_S, memory_mb=512,
+                                workers=1)
+    assert outcome.status is Status.PASSED and "pidns" in outcome.isolation, outcome
+    assert kills == []
+    assert sandbox_processes() == []
+
+
 def test_grandchildren_are_killed_where_setpriv_is_missing(monkeypatch):
     """Without util-linux's setpriv the kill by uid asks subprocess to change uid (it forks the caller): the
-    same result, only dearer for a caller with much memory resident."""
+    same result, only dearer for a caller with much memory resident. The sweep by uid runs only where the
+    candidate has no PID namespace (whose processes all die with its init), so `pidns` is switched off."""
     from sandbox import runner
 
     kills, real = [], runner.subprocess.run
@@ -247,9 +267,9 @@ def test_grandchildren_are_killed_where_setpriv_is_missing(monkeypatch):
 
     monkeypatch.setattr(runner, "_SETPRIV", None)
     monkeypatch.setattr(runner.subprocess, "run", recording)
-    (outcome,) = run_candidates([GRANDCHILD], ADD_TESTS, entry_point="add", timeout_s=TIMEOUT_S, memory_mb=512,
-                                workers=1)
-    assert outcome.status is Status.PASSED
+    config = SandboxConfig(timeout_s=TIMEOUT_S, memory_mb=512, workers=1, disabled_layers=frozenset({"pidns"}))
+    (outcome,) = run_candidates([GRANDCHILD], ADD_TESTS, entry_point="add", config=config)
+    assert outcome.status is Status.PASSED and "pidns" not in outcome.isolation
     assert sandbox_processes() == []
     assert kills and all(by_user and "setpriv" not in program for by_user, program in kills)
 
@@ -262,7 +282,8 @@ def test_isolation_level_reported(batch):
         assert level.startswith("strict(") and level.endswith("+verdict)"), level
         layers = set(level[len("strict("):-1].split("+"))
         memory = layers & {"cgroup", "memwatch"}
-        assert layers - memory == {"netns", "ipcns", "mountns-ro", "pidns", "rlimits", "uid", "verdict"}, level
+        expected = {"netns", "ipcns", "mountns-ro", "fsview", "pidns", "rlimits", "uid", "seccomp", "verdict"}
+        assert layers - memory == expected, level
         assert len(memory) == 1, level
 
 

@@ -2,6 +2,7 @@
 run within a second and leaves no process and no directory behind."""
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -10,12 +11,16 @@ import time
 import pytest
 from sandbox_cases import ADD, ROOT, sandbox_processes
 
-from sandbox import SandboxConfig
+from sandbox import Job, SandboxConfig, split_tests
+
+
+def _at_most_4_gb() -> None:  # so that a CLI that reads /dev/zero fails fast rather than fills the host
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "sandbox", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, env=env)
+                          timeout=30, env=env, preexec_fn=_at_most_4_gb)
 
 
 @pytest.fixture
@@ -25,6 +30,12 @@ def files(tmp_path):
     (tmp_path / "notjson.jsonl").write_text("this is not JSON\n")
     (tmp_path / "binary.jsonl").write_bytes(bytes(range(256)) * 4)
     (tmp_path / "notutf8.py").write_bytes(b"x = '\xff\xfe'\n")
+    os.mkfifo(tmp_path / "fifo.py")  # nobody writes to it: reading it would block forever
+    (tmp_path / "unary.py").write_text("assert add(1, " + "-" * 200_000 + "1) == 0\n")
+    (tmp_path / "sum.py").write_text("assert add(1, 1) == " + "+".join(["1"] * 200_000) + "\n")
+    (tmp_path / "nested.py").write_text("assert add(1, 1) == " + "-" * 300 + "2\n")  # parses: 300 levels
+    (tmp_path / "huge.py").write_text("# " + "x" * (2 << 20) + "\n" + ADD)
+    (tmp_path / "nested.jsonl").write_text("[" * 100_000 + "\n")
     return tmp_path
 
 
@@ -41,6 +52,19 @@ BAD = {
     "solutions_not_json": (["humaneval", "--solutions", "{d}/notjson.jsonl"], "JSON"),
     "solutions_binary": (["humaneval", "--solutions", "{d}/binary.jsonl"], "UTF-8"),
     "solutions_directory": (["humaneval", "--solutions", "{d}"], "is a directory"),
+    "fifo_tests": (["run", "{d}/cand.py", "{d}/fifo.py"], "is a named pipe, not a regular file"),
+    "dev_zero_candidate": (["run", "/dev/zero"], "is a character device, not a regular file"),
+    "dev_zero_tests": (["run", "{d}/cand.py", "/dev/zero"], "is a character device, not a regular file"),
+    "fifo_solutions": (["humaneval", "--solutions", "{d}/fifo.py"], "is a named pipe"),
+    "huge_candidate": (["run", "{d}/huge.py"], "larger than the 1 MB"),
+    "unary_minus_200000": (["run", "{d}/cand.py", "{d}/unary.py"], "nest too deeply to parse"),
+    "sum_of_200000": (["run", "{d}/cand.py", "{d}/sum.py"], "nest too deeply to parse"),
+    "nested_300": (["run", "{d}/cand.py", "{d}/nested.py"], "more than the 200"),
+    "solutions_nested_json": (["humaneval", "--solutions", "{d}/nested.jsonl"], "nested too deeply"),
+    "workers_million": (["run", "{d}/cand.py", "--workers", "1000000"], "workers must be a whole number from 1"),
+    "workers_zero": (["run", "{d}/cand.py", "--workers", "0"], "workers must be a whole number from 1"),
+    "entry_point_not_a_name": (["run", "{d}/cand.py", "{d}/tests.py", "--entry-point", "os.system"],
+                               "entry_point must be the name of a function"),
 }
 
 
@@ -60,6 +84,16 @@ def test_config_bounds_say_what_to_give():
         SandboxConfig(memory_mb=10**11)
     with pytest.raises(ValueError, match="batch_memory_mb"):
         SandboxConfig(memory_mb=512, batch_memory_mb=256)
+    for field, bad in (("workers", 10**6), ("workers", True), ("max_processes", 10**6), ("max_open_files", 2),
+                       ("max_output_bytes", 1 << 40), ("memory_mb", "512")):
+        with pytest.raises(ValueError, match=f"{field} must be a whole number from"):
+            SandboxConfig(**{field: bad})
+    for job in (dict(program="x = 1\n" * (1 << 20)), dict(program=ADD, tests="#" * (2 << 20)),
+                dict(program=b"print(1)"), dict(program=ADD, entry_point="add; import os")):
+        with pytest.raises(ValueError, match="the job's|entry_point must be"):
+            Job(**job)
+    with pytest.raises(ValueError, match="nest 302 levels deep, more than the 200"):
+        split_tests("assert add(1, 1) == " + "-" * 298 + "2\n")
 
 
 def test_ctrl_c_ends_the_run_within_a_second_leaving_nothing(tmp_path):

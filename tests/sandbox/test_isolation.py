@@ -45,16 +45,16 @@ def test_network_fallbacks_block_or_admit():
     try:
         netns = _run(program)
         seccomp = _run(program, "netns")
-        open_network = _run(program, "netns", "seccomp-net")
+        open_network = _run(program, "netns", "seccomp")
     finally:
         server.close()
     assert "netns" in _layers(netns.isolation)[1] and netns.stdout == "refused: OSError\n"
-    if "seccomp-net" in seccomp.isolation:
+    if "seccomp" in seccomp.isolation:
         assert seccomp.stdout == "refused: PermissionError\n"  # socket() itself denied with EACCES
     else:  # an architecture without our filter: the report must not claim a network layer
-        assert seccomp.stdout == "connected\n" and not _layers(seccomp.isolation)[1] & {"netns", "seccomp-net"}
+        assert seccomp.stdout == "connected\n" and not _layers(seccomp.isolation)[1] & {"netns", "seccomp"}
     level, layers = _layers(open_network.isolation)
-    assert open_network.stdout == "connected\n" and not layers & {"netns", "seccomp-net"} and level != "strict"
+    assert open_network.stdout == "connected\n" and not layers & {"netns", "seccomp"} and level != "strict"
     assert {netns.status, seccomp.status, open_network.status} == {Status.RAN}
 
 
@@ -77,9 +77,12 @@ try:
 except OSError as exc:
     print("blocked:", exc.strerror)
 """
-    mountns = _run(program)
+    viewed = _run(program)  # the folder is not even in its view
+    assert {"mountns-ro", "fsview"} <= _layers(viewed.isolation)[1] and viewed.stdout == "blocked: No such file or " \
+                                                                                        "directory\n"
+    mountns = _run(program, "fsview")
     assert "mountns-ro" in _layers(mountns.isolation)[1] and mountns.stdout == "blocked: Read-only file system\n"
-    assert not target.exists()
+    assert "fsview" not in mountns.isolation and not target.exists()
     landlock = _run(program, "mountns-ro")
     if "landlock-ro" in landlock.isolation:
         assert landlock.stdout == "blocked: Permission denied\n" and not target.exists()
@@ -90,12 +93,12 @@ except OSError as exc:
     level, layers = _layers(nothing.isolation)
     assert nothing.stdout == "wrote outside\n" and target.read_text() == "escaped"
     assert not layers & {"mountns-ro", "landlock-ro"} and level != "strict"
-    assert {mountns.status, landlock.status, nothing.status} == {Status.RAN}
+    assert {viewed.status, mountns.status, landlock.status, nothing.status} == {Status.RAN}
 
 
 def test_everything_disabled_is_reported_as_minimal():
-    outcome = _run(ADD + "print(add(2, 3))\n", "netns", "seccomp-net", "mountns-ro", "landlock-ro", "ipcns", "uid",
-                   "pidns", "cgroup", "memwatch")
+    outcome = _run(ADD + "print(add(2, 3))\n", "netns", "seccomp", "mountns-ro", "fsview", "landlock-ro", "ipcns",
+                   "uid", "pidns", "cgroup", "memwatch")
     assert (outcome.status, outcome.stdout, outcome.isolation) == (Status.RAN, "5\n", "minimal(rlimits+verdict)")
 
 

@@ -89,7 +89,7 @@ builtins.planted = True
 
 
 def test_config_validation_says_what_to_do():
-    with pytest.raises(ValueError, match="at least 128"):
+    with pytest.raises(ValueError, match="memory_mb must be a whole number from 128 to"):
         SandboxConfig(memory_mb=16)
     with pytest.raises(ValueError, match="timeout_s must be a number of seconds above 0"):
         SandboxConfig(timeout_s=0)

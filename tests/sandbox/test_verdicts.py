@@ -244,3 +244,28 @@ def test_rebuilt_exceptions_are_builtin():
     assert isinstance(odd, ValueError) and str(odd) == "only one argument"
     assert type(rebuild_exception("NotAnException", ("x",))) is Exception
     assert type(rebuild_exception("print", ())) is Exception
+
+
+# Idioms of LLM-written suites whose iteration a StopIteration ends early: each passes a candidate that
+# raises it unless the exception arrives as something else.
+ITERATING_TESTS = """
+def check(candidate):
+    assert all(map(candidate, [2, 3, 5, 7]))
+    assert not any(map(candidate, [4, 6, 8, 9]))
+    for verdict in map(candidate, [11, 13]):
+        assert verdict
+    assert list(filter(candidate, [4, 6, 8])) == []
+    assert next(iter(lambda: candidate(4), False), "ended") == "ended"
+"""
+IS_PRIME = "def is_prime(n):\n    return n > 1 and all(n % d for d in range(2, n))\n"
+
+
+@pytest.mark.parametrize("raised", ["StopIteration", "StopAsyncIteration", "GeneratorExit", "KeyboardInterrupt",
+                                    "SystemExit", "BaseException", "Quiet"])
+def test_control_flow_exceptions_fail_the_test_that_iterates(raised):
+    forged = f"class Quiet(BaseException):\n    pass\ndef is_prime(n):\n    raise {raised}\n"
+    honest, outcome = run_candidates([IS_PRIME, forged], ITERATING_TESTS, entry_point="is_prime", workers=2)
+    assert (honest.status, honest.tests_passed) == (Status.PASSED, 5), honest
+    assert (outcome.status, outcome.tests_passed) == (Status.FAILED, 0), outcome
+    shown = "BaseException" if raised == "Quiet" else raised  # a subclass arrives as its nearest builtin class
+    assert outcome.first_failure.message.startswith(f"UnsafeException: is_prime() raised {shown}, "), outcome
