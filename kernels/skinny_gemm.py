@@ -198,7 +198,7 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
         num_stages=config.num_stages, num_warps=config.num_warps, **launch_args(x.device),
     )
     if deferred:
-        return SplitSum(ws, bias, (*x.shape[:-1], N), x.dtype)
+        return SplitSum(ws, bias, (*x.shape[:-1], N), x.dtype, sum_slices)
     if S > 1:
         sum_slices(ws, bias, y, x2)
     return y.view(*x.shape[:-1], N)
