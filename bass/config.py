@@ -139,7 +139,7 @@ class EngineConfig:
     # pipeline measured to accept most: 0.7 for the shipped draft), else 1 (processed as the target's)
     draft_temperature: float | None = None
     # on CUDA, replay a draft model's whole proposal (its L steps and their rules) as one CUDA graph instead
-    # of one per step (`bass.drafters.chained_proposal`); False: one graph per draft step
+    # of one per step (`bass.proposal.chained_proposal`); False: one graph per draft step
     proposal_graphs: bool = True
     # on CUDA, replay the prefill from a CUDA graph per prompt-width bucket (`bass.prefill_graphs`): eagerly, the
     # host's launches take several times the device's work; False: the prefill runs eagerly at the prompt's width

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import torch
 
 from bass.cache import CacheArena, KVCache
-from bass.drafters import Drafter, Proposal, chained_proposal, draft_chain
 from bass.prefill_graphs import PrefillGraphs, prefill
+from bass.proposal import Drafter, Proposal, chained_proposal, draft_chain
 from bass.rules import DraftRule, TokenSubset, draft_rule, run_then
 from bass.transfer import ints_to_device, padded_ids
 from kernels import capturable

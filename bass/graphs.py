@@ -26,11 +26,11 @@ An attention backend that reads the batch's lengths on the host ("pad", "split":
 captured: its calls run eagerly on the same cache, and its proposals step by step.
 
 A chain (`GraphedModel.chain`) is several forwards and the glue between them in one graph: a draft's whole
-proposal (`bass.drafters.chained_proposal`), L draft steps and their sampling rules, which step by step paid a
+proposal (`bass.proposal.chained_proposal`), L draft steps and their sampling rules, which step by step paid a
 replay and a handful of small copies per step. A chain without a graph runs in the chain of the nearest larger
 batch bucket that has one (its padding rows zeroed, which do nothing), or with nothing wider step by step (the
 caller's own path), and is queued the same way, with a sibling its caller will want soon where it names one
-(`also`: a proposal's other first-step width, `bass.drafters.chain_widths`). Before chains borrowed and a
+(`also`: a proposal's other first-step width, `bass.proposal.chain_widths`). Before chains borrowed and a
 proposal's first step had a fixed set of widths per L, a varying-length policy's timed passes at k = 8 on an H200
 built 2 to 19 shapes each after their requests (its default row, two runs), and the passes that built more read
 slower: 0 or 1 0.3 % behind fixed L = 3's median, 2 to 5 3.5 %, 6 or more 6.0 %
@@ -264,7 +264,7 @@ class GraphedModel:
               shapes: Sequence[tuple[int, ...]], pool: object = "chain",
               also: tuple[object, Sequence[tuple[int, ...]]] | None = None) -> object | None:
         """run(cache, *inputs): several forwards of the model and the glue between them, replayed as one CUDA
-        graph (a draft's whole proposal: `bass.drafters.chained_proposal`): its own, or while it has none the
+        graph (a draft's whole proposal: `bass.proposal.chained_proposal`): its own, or while it has none the
         graph of a wider batch's same chain, or None where neither exists yet. Then the caller runs its steps one
         by one. A call without its own graph is queued: `capture_queued` captures it between requests, as it
         does a shape that ran in a wider graph.

@@ -120,7 +120,7 @@ class DraftRule:
 
     def __call__(self, logits: torch.Tensor, u: torch.Tensor, out: tuple[torch.Tensor, ...] | None = None
                  ) -> tuple[torch.Tensor, ...]:
-        """The step's outputs, written into `out` (a proposal's columns, `bass.drafters.draft_chain`) where the
+        """The step's outputs, written into `out` (a proposal's columns, `bass.proposal.draft_chain`) where the
         kernel that makes them can; the caller copies any output that is not its `out` tensor."""
         logits = logits[:, -1]
         ids = None if self.subset is None else self.subset.ids  # column -> target id

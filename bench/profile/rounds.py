@@ -124,7 +124,7 @@ def profile_round(engine, prompt: list[int], k: int, params: SamplingParams, n: 
     (out / f"profile_{method}.txt").write_text(profiler_tables(profiles[-1]))
     info.setdefault("profile", {})[method] = summary
     r = max(rounds, 1)
-    # a proposal replayed as one graph (`bass.drafters.chained_proposal`) never calls the draft's forward
+    # a proposal replayed as one graph (`bass.proposal.chained_proposal`) never calls the draft's forward
     chained = "; the chained proposals too" if summary["draft_steps"] and not log_drafts else ""
     print(f"    profile {method} k={k}, {n} tokens: {wall / r:.2f} ms/round over {rounds} rounds = verify "
           f"{summary['verify_ms'] / r:.2f} (GPU) + draft {summary['draft_ms'] / r:.2f} (GPU, "

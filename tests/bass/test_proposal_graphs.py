@@ -1,4 +1,4 @@
-"""A draft's proposal replayed as one graph (`GraphedModel.chain`, `bass.drafters.chained_proposal`): the CPU
+"""A draft's proposal replayed as one graph (`GraphedModel.chain`, `bass.proposal.chained_proposal`): the CPU
 twin runs the same static buffers, padding and queue eagerly, so these check its logic; the CUDA tests of the
 engine (greedy BASS equals regular, the chi-square test with the shipped draft) check its graphs."""
 
@@ -9,10 +9,10 @@ import torch
 
 import bass.graphs
 from bass.config import DraftLengthConfig, SamplingParams
-from bass.drafters import chain_widths
 from bass.engine import Engine
 from bass.feature_drafter import FeatureDrafter
 from bass.graphs import ChainKey
+from bass.proposal import chain_widths
 
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print("]
 
