@@ -49,7 +49,7 @@ class SamplingParams:
 
     temperature 0 means greedy. top_k 0 and top_p 1 disable those filters. `time_budget_s` is wall-clock
     seconds per request, prefill included: no round starts once it has passed. Both the target's and the
-    draft's distributions are processed the same way before the acceptance test (DESIGN.md §1), the draft's
+    draft's distributions are processed the same way before the acceptance test (docs/design.md §1), the draft's
     at `EngineConfig.draft_temperature` times the temperature.
     """
 
@@ -84,7 +84,7 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class DraftLengthConfig:
-    """The draft-length policy and the constants of the paper's heuristic (DESIGN.md §3; `bass.draft_length`).
+    """The draft-length policy and the constants of the paper's heuristic (docs/design.md §4; `bass.draft_length`).
 
     policy: "fixed" (default) always drafts l0; "heuristic" is the paper's rule (start it at the paper's
     l0 = 7: `DraftLengthConfig("heuristic", l0=7)`); "per-sequence" runs the heuristic on each sequence's own

@@ -2,7 +2,7 @@
 
 For each problem the engine generates k completions under a wall-clock budget; the sequences that
 finished inside it (EOS, stop string or token limit, not cut by the budget) run against the problem's
-tests in the sandbox. Per problem (DESIGN.md §2):
+tests in the sandbox. Per problem (docs/design.md §5):
 
     Pass@First = the first sequence to finish passes;   Pass@All = some finished sequence passes;
     pass@1, pass@k = 1 - C(n - c, k') / C(n, k')  with n = k samples and c passing ones

@@ -1,6 +1,6 @@
 """What the engine emits: one `GenerationEvent` per round while streaming, a `GenerationResult` at the end.
 
-These are the only engine objects the UI consumes (DESIGN.md §4). Sequence index `seq` is
+These are the only engine objects the UI consumes (docs/design.md §6). Sequence index `seq` is
 `prompt_index * k + sample_index` and never changes, even after other sequences leave the batch.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 # (bench/results/ENGINEERING.md, "Host stalls")
 STALL_S = 0.004
 
-# Finish reasons of a sequence that ended by itself; "budget" and "cancelled" are cut short (DESIGN.md §2).
+# Finish reasons of a sequence that ended by itself; "budget" and "cancelled" are cut short (docs/design.md §5).
 FINISHED_IN_TIME = ("eos", "stop", "length")
 
 
@@ -34,7 +34,7 @@ class SequenceUpdate:
 
 @dataclass(frozen=True)
 class SequenceStats:
-    """DESIGN.md §2 metrics of one sequence."""
+    """The metrics (docs/design.md §5) of one sequence."""
 
     tokens: int
     rounds: int
@@ -99,7 +99,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class BatchStats:
-    """DESIGN.md §2 metrics of the whole batch."""
+    """The metrics (docs/design.md §5) of the whole batch."""
 
     method: str
     drafter: str | None

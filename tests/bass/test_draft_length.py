@@ -1,4 +1,4 @@
-"""The draft-length rule of DESIGN.md §3, checked against hand-worked traces."""
+"""The draft-length rule of docs/design.md §4, checked against hand-worked traces."""
 
 import pytest
 
