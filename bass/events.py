@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 # A round whose host time is this far over its generation's median is a host stall (`BatchStats.host_stalls`):
 # a round's own host work on the H100 is 0.4-1.1 ms at the median (its bookkeeping and launches, the device running
-# ahead) and under 2.2 ms in 99 % of rounds; the stalls seen there took 5-20 ms
-# (bench/results/ENGINEERING.md, "Host stalls")
+# ahead) and under 2.2 ms in 99 % of rounds; the stalls seen there took 5-20 ms (`python -m bench.real_bench`
+# reports each pass's stalls on CUDA)
 STALL_S = 0.004
 
 # Finish reasons of a sequence that ended by itself; "budget" and "cancelled" are cut short (docs/design.md §5).

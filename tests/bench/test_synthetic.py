@@ -1,4 +1,4 @@
-"""The acceptance-controlled random pair (bass/synthetic.py) at tiny shapes, on the CPU."""
+"""The acceptance-controlled random pair (bench/synthetic.py) at tiny shapes, on the CPU."""
 
 import math
 

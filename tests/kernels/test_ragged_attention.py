@@ -108,7 +108,7 @@ def test_heads_narrower_than_16_get_a_16_wide_tile() -> None:
 
 def test_decode_config_tiles_rows_by_16_and_splits_short_contexts() -> None:
     """The launch rule at the embedded target's verify shapes on an H100 (132 SMs), as `_config` sees them:
-    Qwen2.5-1.5B's 12 / 2 heads, batch 8, ~460 keys of capacity (bench/attention_configs.py measured it)."""
+    Qwen2.5-1.5B's 12 / 2 heads, batch 8, ~460 keys of capacity (the shape the decode tile was chosen at)."""
     from kernels.ragged_attention import DECODE_SPLIT_KEYS, _config
 
     for T in (1, 3, 4, 5):  # 6 .. 30 packed rows: 16-row tiles, never one 32-row tile

@@ -1,4 +1,4 @@
-"""bench/step_costs.py: its whole plumbing on tiny CPU models (the figures only mean something on a GPU)."""
+"""bench/profile/steps.py: its whole plumbing on tiny CPU models (the figures only mean something on a GPU)."""
 
 from __future__ import annotations
 

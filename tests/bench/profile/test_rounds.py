@@ -1,4 +1,4 @@
-"""bench/profile_round.py on tiny CPU models: its drafter wrapper must pass every hook through."""
+"""bench/profile/rounds.py on tiny CPU models: its drafter wrapper must pass every hook through."""
 
 import pytest
 from tiny import make_model
