@@ -162,6 +162,11 @@ class GenerationResult:
     candidates: tuple[Candidate, ...]
     stats: BatchStats
 
+    @property
+    def token_ids(self) -> list[tuple[int, ...]]:
+        """Each candidate's generated ids, in engine order: what greedy exactness compares."""
+        return [c.token_ids for c in self.candidates]
+
     def to_dict(self) -> dict:
         return {"candidates": [c.to_dict() for c in self.candidates], "stats": self.stats.to_dict()}
 

@@ -17,9 +17,6 @@ from bass.proposal import chain_widths
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print("]
 
 
-def _ids(result) -> list[list[int]]:
-    return [c.token_ids for c in result.candidates]
-
 
 def _twins(tiny_engine, seed: int, graphs: bool = False, feature: bool = True, **cfg) -> tuple[Engine, Engine]:
     """Two engines over the same models on the CUDA-graph path, proposals chained and step by step: CPU twins
@@ -81,7 +78,7 @@ def test_a_chained_proposal_gives_the_tokens_of_one_made_step_by_step(tiny_engin
         got = chained.generate(PROMPTS, **kw)
         assert chained_calls and all(chained_calls)
         want = stepwise.generate(PROMPTS, **kw)
-        assert _ids(got) == _ids(want)
+        assert got.token_ids == want.token_ids
         assert got.stats.proposed > 0
 
 
@@ -102,7 +99,7 @@ def test_a_draft_models_chained_proposal_gives_the_tokens_of_one_made_step_by_st
         ran.clear()
         got = chained.generate(PROMPTS, **kw)
         assert ran and all(ran)
-        assert _ids(got) == _ids(stepwise.generate(PROMPTS, **kw))
+        assert got.token_ids == stepwise.generate(PROMPTS, **kw).token_ids
         assert got.stats.proposed > 0
     ran.clear()
     stepwise.generate(PROMPTS, **kw)
@@ -198,7 +195,7 @@ def test_a_shrunk_batch_drafts_in_a_wider_batchs_chain(tiny_engine, chain_replay
     ran.clear()
     got = chained.generate(PROMPTS, k=1, **kw)
     assert ran and all(ran)  # never step by step, though no batch-2 chain existed
-    assert _ids(got) == _ids(stepwise.generate(PROMPTS, k=1, **kw))
+    assert got.token_ids == stepwise.generate(PROMPTS, k=1, **kw).token_ids
     own = {key for key in _chain_keys(chained) if key.batch == 2}
     assert own and {key._replace(batch=8) for key in own} <= wide  # built after the request, as borrowed
 

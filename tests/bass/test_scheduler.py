@@ -19,9 +19,6 @@ FIXED = DraftLengthConfig("fixed", l0=3)
 PROMPTS = ["def fib(n):\n", "class Stack:\n    def push(self, x):\n", "import os\n\n\ndef walk(root):\n"]
 
 
-def _ids(result) -> list[tuple[int, ...]]:
-    return [c.token_ids for c in result.candidates]
-
 
 @pytest.fixture
 def joins(monkeypatch):
@@ -97,7 +94,7 @@ def test_greedy_output_is_the_same_alone_and_joined_mid_run(tiny_engine, monkeyp
     together = _run_joined(engine, kw[0], kw[1:])
     assert joins[0] == 0 and any(j > 0 for j in joins[1:])  # the later requests joined a running batch
     for a, b in zip(alone, together, strict=True):
-        assert _ids(a) == _ids(b)
+        assert a.token_ids == b.token_ids
 
 
 def test_seeded_sampling_is_the_same_alone_and_joined_under_a_fixed_draft_length(tiny_engine, monkeypatch, joins):
@@ -110,7 +107,7 @@ def test_seeded_sampling_is_the_same_alone_and_joined_under_a_fixed_draft_length
     together = _run_joined(engine, kw[0], kw[1:])
     assert any(j > 0 for j in joins[1:])
     for a, b in zip(alone, together, strict=True):
-        assert _ids(a) == _ids(b)
+        assert a.token_ids == b.token_ids
     assert len({c.token_ids for c in alone[0].candidates}) > 1  # k draws of one seed differ
 
 
@@ -136,7 +133,7 @@ def test_cancelling_one_request_leaves_the_others_running(tiny_engine, monkeypat
     done = seen[-1].result
     assert {c.finish_reason for c in done.candidates} == {"cancelled"}
     assert all(0 < len(c.token_ids) < 30 for c in done.candidates)
-    assert _ids(other) == _ids(alone)
+    assert other.token_ids == alone.token_ids
 
 
 def test_a_request_cancelled_while_queued_ends_at_once(tiny_engine, monkeypatch):
@@ -204,7 +201,7 @@ def test_a_request_of_another_kind_waits_for_the_batch_to_drain(tiny_engine, mon
     a, b = _run_joined(engine, dict(prompts=PROMPTS[0], k=2, params=greedy, draft_length=FIXED),
                        [dict(prompts=PROMPTS[1], k=2, params=sampled, draft_length=FIXED)])
     assert joins == [0, 0]  # the sampled request started its own batch once the greedy one had drained
-    assert _ids(b) == _ids(engine.generate(PROMPTS[1], k=2, params=sampled, draft_length=FIXED))
+    assert b.token_ids == engine.generate(PROMPTS[1], k=2, params=sampled, draft_length=FIXED).token_ids
 
 
 def test_memory_admission_refuses_what_can_never_fit_and_queues_what_fits_later(tiny_engine, monkeypatch, joins):
@@ -226,7 +223,7 @@ def test_memory_admission_refuses_what_can_never_fit_and_queues_what_fits_later(
     finally:
         monkeypatch.setattr(engine.scheduler, "budget", budget)
     assert joins == [0, 0]  # the second waited for memory instead of joining
-    assert [_ids(r) for r in together] == [_ids(r) for r in alone]
+    assert [r.token_ids for r in together] == [r.token_ids for r in alone]
 
 
 def test_bad_arguments_get_a_message_before_anything_runs(tiny_engine):
