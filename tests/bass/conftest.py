@@ -4,6 +4,7 @@ import torch
 import bass.graphs
 from bass.config import EngineConfig, SamplingParams
 from bass.engine import Engine
+from bass.engine.batch import Batch
 from bass.models.loader import load_model
 from bench.synthetic import random_feature_draft
 
@@ -30,6 +31,20 @@ def tiny_engine(tiny_dir):
         return made[key]
 
     return get
+
+
+@pytest.fixture
+def joins(monkeypatch):
+    """Rows running in the batch at each join of a request (0: the request started a batch)."""
+    seen: list[int] = []
+    join = Batch.join
+
+    def spy(self, request):
+        seen.append(sum(not s.finished for s in self.state.live))
+        return join(self, request)
+
+    monkeypatch.setattr(Batch, "join", spy)
+    return seen
 
 
 # ---- the embedded target (Qwen2.5-Coder-1.5B-Instruct): about 15 s and 6.7 GB a load on this project's CPU ----

@@ -14,6 +14,8 @@ from bass import Engine, EngineConfig, SamplingParams
 from bass.config import DraftLengthConfig
 from sandbox.humaneval import load_humaneval
 
+pytestmark = pytest.mark.slow  # the embedded 1.5B model in bfloat16
+
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print(", "class Stack:\n    def", "x = [1, 2, 3]\n"]
 
 

@@ -9,6 +9,8 @@ import transformers
 from bass.config import DraftLengthConfig, SamplingParams
 from bass.drafters import Drafter, Proposal
 
+pytestmark = pytest.mark.slow  # every family, drafter and policy end to end
+
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print(", "class Stack:\n    def", "x = [1, 2, 3]\n"]
 GREEDY = SamplingParams(max_new_tokens=24)
 

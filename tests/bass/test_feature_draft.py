@@ -12,6 +12,8 @@ from bass.draft_length import DraftLengthPolicy
 from bass.feature_drafter import FeatureDrafter
 from bass.transfer import ints_to_device
 
+pytestmark = pytest.mark.slow  # engine runs with a feature draft
+
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print("]
 # (policy, greedy, scripted lengths or None): full drafts; runs of plain rounds (L = 0) long enough for the
 # drafter to catch up in between (CATCH_UP); growing drafts; both sampling modes

@@ -14,6 +14,8 @@ from bass.feature_drafter import FeatureDrafter
 from bass.graphs import ChainKey
 from bass.proposal import chain_widths
 
+pytestmark = pytest.mark.slow  # engine runs through faked graphs, every draft length
+
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print("]
 
 

@@ -7,6 +7,8 @@ import pytest
 
 from sandbox import SandboxConfig, Status, run_candidates
 
+pytestmark = pytest.mark.slow  # candidates that run into the sandbox's limits
+
 TESTS = "def check(candidate):\n    assert candidate(2) == 5\n"
 HONEST = "def f(x):\n    return 2 * x + 1\n"
 
