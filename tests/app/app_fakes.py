@@ -6,11 +6,12 @@ import threading
 import time
 
 import torch
+from scripted import ScriptedRows
 
 from app.session import EngineSession
 from bass.attention import resolve_backend
 from bass.config import EngineConfig, SamplingParams
-from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceStats, SequenceUpdate
+from bass.events import GenerationEvent
 
 # Completions of HumanEval/0 (has_close_elements): one correct, one wrong on some of its 7 tests.
 GOOD = ("    for i, a in enumerate(numbers):\n        for b in numbers[i + 1:]:\n"
@@ -72,56 +73,28 @@ class FakeEngine:
         if self.fail_with is not None:
             raise self.fail_with
         scripted = self.texts(prompts, k) if callable(self.texts) else self.texts
-        texts = list(scripted or [GOOD if i % 2 == 0 else BAD for i in range(k)])[:k]
-        yield GenerationEvent("prefill", 0, 0.01, 0, (), tuple("" for _ in texts))
-        pos = [0] * k
-        done = [False] * k
-        reasons: list[str | None] = [None] * k
-        stats = [[0, 0, 0, 0, 0.0] for _ in range(k)]  # tokens, rounds, proposed, accepted, finish time
+        rows = ScriptedRows(list(scripted or [GOOD if i % 2 == 0 else BAD for i in range(k)])[:k])
+        yield GenerationEvent("prefill", 0, 0.01, 0, (), ("",) * len(rows.texts))
         proposed = 0 if method == "regular" else self.proposed
         r, t = 0, 0.0
         paused_once = False
-        while not all(done):
+        while rows.live():
             r += 1
             t += max(self.round_s, 0.001)
             if self.round_s:
                 time.sleep(self.round_s)
-            if self.pause_s and any(done) and not paused_once:
+            if self.pause_s and len(rows.live()) < len(rows.texts) and not paused_once:
                 paused_once = True
                 t += self._pause(cancel)
+            cut = "cancelled" if cancel is not None and cancel.is_set() else \
+                "budget" if params.time_budget_s and t > params.time_budget_s else None
             updates = []
-            for i in range(k):
-                if done[i]:
-                    continue
-                cut = "cancelled" if cancel is not None and cancel.is_set() else \
-                    "budget" if params.time_budget_s and t > params.time_budget_s else None
-                if cut:
-                    done[i], reasons[i] = True, cut
-                    stats[i][4] = t
-                    updates.append(SequenceUpdate(i, (), "", 0, 0, True, cut))
-                    continue
-                piece = texts[i][pos[i]:pos[i] + self.chunk]
-                pos[i] += len(piece)
+            for i in rows.live():
                 accepted = min(proposed, (r + i) % (proposed + 1)) if proposed else 0
-                ntok = accepted + 1
-                fin = pos[i] >= len(texts[i])
-                st = stats[i]
-                st[0] += ntok
-                st[1] += 1
-                st[2] += proposed
-                st[3] += accepted
-                if fin:
-                    done[i], reasons[i], st[4] = True, "stop", t
-                updates.append(SequenceUpdate(i, tuple(range(ntok)), piece, proposed, accepted, fin, reasons[i]))
-            yield GenerationEvent("round", r, t, proposed, tuple(updates), tuple(x[:p] for x, p in zip(texts, pos)))
-        cands = tuple(Candidate(0, i, texts[i][:pos[i]], tuple(range(stats[i][0])), reasons[i],
-                                SequenceStats(*stats[i])) for i in range(k))
-        ms = [c.stats.ms_per_token for c in cands if c.stats.tokens]
-        batch = BatchStats(method, drafter, backend or "torch", k, 0.01, t, sum(s[0] for s in stats),
-                           sum(s[1] for s in stats), sum(s[2] for s in stats), sum(s[3] for s in stats),
-                           sum(ms) / len(ms) if ms else 0.0, tuple([proposed] * r))
-        yield GenerationEvent("done", r, t, 0, (), tuple(c.text for c in cands), GenerationResult(cands, batch))
-
+                updates.append(rows.cut(i, cut, t) if cut else
+                               rows.emit(i, self.chunk, tuple(range(accepted + 1)), proposed, accepted, t))
+            yield GenerationEvent("round", r, t, proposed, tuple(updates), rows.so_far())
+        yield rows.done(r, t, method, drafter, backend or "torch", 0.01, tuple([proposed] * r))
 
     def _pause(self, cancel: threading.Event | None) -> float:
         """Hold this round for `pause_s` or until cancelled; returns how long it held."""

@@ -2,7 +2,7 @@
 
 With `batching`, the engine serves visitors together (`batching_fake.BatchingFakeEngine`, SEATS sequences at
 once; the most requests of one round go to the file BASS_FAKE_RECORD names): HumanEval/0 gets GOOD/BAD bodies,
-the add prompt (ADD_PROMPT) its own, each long enough to take seconds.
+the add prompt (`flow_cases.ADD_PROMPT`) its own, each long enough to take seconds.
 
 Sequence 0 writes a correct HumanEval/0 body in ~1 s (round ROUNDS_TO_FIRST_FINISH); the round after it
 is held for HELD_ROUND_S, as a slow CPU round would be, or until Stop. Sequence 0's PASS badge must appear
@@ -15,12 +15,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))  # `scripted`, the fakes' bookkeeping
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import os  # noqa: E402
 
 from app_fakes import BAD, GOOD, fake_session  # noqa: E402
 from batching_fake import BatchingFakeEngine  # noqa: E402
+from flow_cases import ADD_BAD, ADD_GOOD  # noqa: E402
 
 from app.main import launch_kwargs, serve  # noqa: E402
 from app.ui import build_demo  # noqa: E402
@@ -31,9 +33,6 @@ HELD_ROUND_S = 45.0
 
 
 SEATS = 16
-ADD_PROMPT = 'def add(a: int, b: int) -> int:\n    """Return a + b."""\n'
-ADD_TESTS = "assert add(2, 3) == 5\nassert add(-1, 1) == 0\n"
-ADD_GOOD, ADD_BAD = "    return a + b\n", "    return a - b\n"
 
 
 def texts_by_prompt(prompt: str, k: int) -> list[str]:

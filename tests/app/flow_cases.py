@@ -12,8 +12,8 @@ from app.problems import load_problems
 from app.settings import METHOD_LABELS, parse_settings
 
 ADD_PROMPT = 'def add(a: int, b: int) -> int:\n    """Return a + b."""\n'
-ADD_GOOD = "    return a + b\n"
-ADD_BAD = "    return a - b\n"
+ADD_TESTS = "assert add(2, 3) == 5\nassert add(-1, 1) == 0\n"
+ADD_GOOD, ADD_BAD = "    return a + b\n", "    return a - b\n"
 
 
 def settings(prompt=None, tests=None, k=4, method="bass", budget=0, style="auto", temperature=0.8):
@@ -43,7 +43,7 @@ def he0(k=2, seed=1):
 
 
 def add(k=2, seed=1):
-    return parse_settings(ADD_PROMPT, "assert add(2, 3) == 5\nassert add(-1, 1) == 0\n", "auto", k, 0.8, 0.95, 64, 0,
+    return parse_settings(ADD_PROMPT, ADD_TESTS, "auto", k, 0.8, 0.95, 64, 0,
                           METHOD_LABELS["bass"], None, None, None, seed)
 
 

@@ -3,20 +3,12 @@ candidate through the real sandbox, a lost request), its flags, and its whole pl
 
 import threading
 import time
-from dataclasses import dataclass
 
 import pytest
 
 from bass import SamplingParams
 from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceStats, SequenceUpdate
 from bench import load_bench as lb
-
-
-@dataclass(frozen=True)
-class QueuedEvent(GenerationEvent):
-    """A "queued" event as the engine's scheduler gives it (the place in line is a field of its own)."""
-
-    queue_position: int | None = None
 
 
 class ScriptedEngine:
@@ -35,7 +27,7 @@ class ScriptedEngine:
         if prompt in self.fail:
             raise RuntimeError("out of memory")
         for n, pos in enumerate(self.positions):
-            yield QueuedEvent("queued", 0, 0.01 * n, 0, queue_position=pos)
+            yield GenerationEvent("queued", 0, 0.01 * n, 0, queue_position=pos)
         if self.lock is not None:
             self.lock.acquire()
         try:
