@@ -11,7 +11,7 @@ from bass.models.feature_draft import FeatureDraft
 pytestmark = pytest.mark.embedded
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def engine(embedded_engine):
     return embedded_engine
 
