@@ -275,10 +275,12 @@ def last_rows(x: torch.Tensor, q_len: torch.Tensor) -> torch.Tensor:
 def fuse_hf_state_dict(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
     """Map an HF decoder checkpoint onto our module names: drop the `model.` prefix, fuse q/k/v and gate/up.
 
-    A tied checkpoint's `lm_head.weight` (if present at all) is dropped: the embedding serves as head.
+    A tied checkpoint's `lm_head.weight` (if present at all) is dropped: the embedding serves as head. `hf` is
+    consumed (emptied as its tensors move): only one layer's parts sit beside their fused tensor at a time.
     """
     out: dict[str, torch.Tensor] = {}
-    for name, tensor in hf.items():
+    while hf:
+        name, tensor = hf.popitem()
         for prefix in ("model.language_model.", "language_model.model.", "model."):
             if name.startswith(prefix):
                 name = name[len(prefix):]
