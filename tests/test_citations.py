@@ -1,5 +1,6 @@
 """Every repository path the docs cite exists: README.md, docs/*.md, bench/README.md, sandbox/README.md, and the
-docstrings and comments of every Python file.
+docstrings and comments of every Python file. And the other way round for run results: every file in bench/results/
+is cited by those docs (a run's table, its JSON and its plot by `name.*`), or it does not belong there.
 
 A cited path is one that starts at a top-level folder of the repository (`bench/results/sandbox_bench.txt`,
 `tests/bass/test_engine.py`, `docs/engine.md`, `bass/graphs.py`, `kernels/`); one with a wildcard must match a file.
@@ -15,6 +16,7 @@ import ast
 import io
 import re
 import tokenize
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,7 @@ TOPS = ("app", "assets", "bass", "bench", "docs", "draft_training", "kernels", "
 # a path from a top-level folder, not inside a longer path or a URL; a placeholder (<...>, {...}, $VAR) after it
 # makes it a pattern
 PATH = re.compile(r"(?<![\w./-])((?:" + "|".join(TOPS) + r")/(?:[\w./*-]*[\w/*])?)(?![\w{<$])")
-DATED = re.compile(r"(?<![\w./-])([\w.-]*\d{4}-\d{2}-\d{2}[\w.*-]*\.[a-z*]+)\b")
+DATED = re.compile(r"(?<![\w./-])([\w.-]*\d{4}-\d{2}-\d{2}[\w.*-]*\.(?:[a-z]+\b|\*))")
 RESULTS = "bench/results"
 DOCS = ("README.md", "docs/*.md", "bench/README.md", "sandbox/README.md")
 # Files whose stale citations are known and being removed with the engine's reorganisation (bass/engine/*, the round,
@@ -64,8 +66,19 @@ def missing(text: str, root: Path = ROOT) -> list[str]:
     return bad
 
 
+def doc_files(root: Path = ROOT) -> list[Path]:
+    return [p for pattern in DOCS for p in sorted(root.glob(pattern))]
+
+
+def uncited_results(root: Path = ROOT) -> list[str]:
+    """The files of bench/results/ that no doc names, by path, by name or by a pattern (`*`, `name.*`)."""
+    text = "\n".join(p.read_text() for p in doc_files(root))
+    names = {n.rstrip(".") for n in re.findall(RESULTS + r"/([\w.*-]+)", text)} | set(DATED.findall(text))
+    return sorted(f.name for f in (root / RESULTS).iterdir() if not any(fnmatch(f.name, n) for n in names))
+
+
 def cited_files() -> list[str]:
-    docs = [p for pattern in DOCS for p in sorted(ROOT.glob(pattern))]
+    docs = doc_files()
     code = [p for top in TOPS for p in sorted((ROOT / top).rglob("*.py"))] + [ROOT / "app.py"]
     return [str(p.relative_to(ROOT)) for p in docs + code]
 
@@ -100,3 +113,16 @@ def test_cited_paths_exist(name: str) -> None:
     text = path.read_text() if path.suffix == ".md" else python_text(path)
     bad = missing(text)
     assert not bad, f"{name} cites what the repository does not have: {', '.join(bad)}"
+
+
+def test_every_result_file_is_cited() -> None:
+    uncited = uncited_results()
+    assert not uncited, f"bench/results/ keeps runs no doc cites (cite them or git rm them): {', '.join(uncited)}"
+
+
+def test_the_result_check_finds_an_uncited_run(tmp_path) -> None:
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    for name in ("run_2026-01-02_h100.txt", "run_2026-01-02_h100.json", "old_2026-01-01_h100.txt", "x.log"):
+        (tmp_path / "bench" / "results" / name).write_text("")
+    (tmp_path / "README.md").write_text("See `run_2026-01-02_h100.*` and bench/results/x.log.")
+    assert uncited_results(tmp_path) == ["old_2026-01-01_h100.txt"]
