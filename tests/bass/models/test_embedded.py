@@ -65,6 +65,25 @@ def greedy(loaded, prompt: str, steps: int) -> str:
     return prompt + tok.decode(out)
 
 
+def test_gemma3_270m_logits_match_transformers(gemma_dir, monkeypatch, real_models):
+    """First in this file, with no real model held (`real_models.free()`): two Gemma copies and their 521-token
+    logits over 262k ids are gigabytes beside the embedded engine."""
+    real_models.free()
+    gemma = load_model("gemma3-270m")
+    assert gemma.config.family == "gemma3" and gemma.config.sliding_window == 512
+    ids = gemma.tokenizer(CODE * 8)["input_ids"]  # 521 tokens
+    assert len(ids) > 512, "the prompt must outgrow the 512-token window of the local layers"
+    ref = hf_logits(gemma_dir, ids)
+    # transformers' projections are F.linear (MKL on the CPU): on the same, ours matches to float32 rounding
+    with monkeypatch.context() as m:
+        m.setattr(linear, "ONEDNN", False)
+        assert max_logit_error(gemma, gemma_dir, ids, ref) < 1e-3
+    # oneDNN, our CPU default (bass.models.linear), sums each projection in another order, about 3x MKL's rounding
+    # error against float64: through Gemma's 18 layers (|logits| up to 46) 9e-3 against float64 where MKL's is 1.4e-3,
+    # the greedy choices unchanged
+    assert max_logit_error(gemma, gemma_dir, ids, ref) < 2e-2
+
+
 @pytest.fixture(scope="module")
 def qwen_reference(embedded_dir, real_models) -> tuple[list[int], torch.Tensor]:
     """(ids of CODE, transformers' logits over them) on the embedded target, computed before our copy is loaded (and
@@ -111,19 +130,3 @@ def test_embedded_greedy_fibonacci_is_code(qwen):
     assert isinstance(func, ast.FunctionDef) and func.name == "fibonacci", text
     assert any(isinstance(node, ast.Return) for node in ast.walk(func)), text
     assert any(isinstance(node, ast.If | ast.For | ast.While) for node in ast.walk(func)), text
-
-
-def test_gemma3_270m_logits_match_transformers(gemma_dir, monkeypatch):
-    gemma = load_model("gemma3-270m")
-    assert gemma.config.family == "gemma3" and gemma.config.sliding_window == 512
-    ids = gemma.tokenizer(CODE * 8)["input_ids"]  # 521 tokens
-    assert len(ids) > 512, "the prompt must outgrow the 512-token window of the local layers"
-    ref = hf_logits(gemma_dir, ids)
-    # transformers' projections are F.linear (MKL on the CPU): on the same, ours matches to float32 rounding
-    with monkeypatch.context() as m:
-        m.setattr(linear, "ONEDNN", False)
-        assert max_logit_error(gemma, gemma_dir, ids, ref) < 1e-3
-    # oneDNN, our CPU default (bass.models.linear), sums each projection in another order, about 3x MKL's rounding
-    # error against float64: through Gemma's 18 layers (|logits| up to 46) 9e-3 against float64 where MKL's is 1.4e-3,
-    # the greedy choices unchanged
-    assert max_logit_error(gemma, gemma_dir, ids, ref) < 2e-2
