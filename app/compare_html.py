@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from html import escape
 
-from bass.compare import NOTE, Row
+from bass.eval.compare_report import NOTE, Row
 from bass.metrics import format_seconds
 
 COMPARE_CSS = """
@@ -38,7 +38,7 @@ def sentence_html(text: str) -> str:
 
 
 def note_html() -> str:
-    """What the numbers mean (`bass.compare.NOTE`), as a list."""
+    """What the numbers mean (`bass.eval.compare_report.NOTE`), as a list."""
     items = "".join(f"<li>{escape(line)}</li>" for line in NOTE)
     return f'<div class="bass-cmp-note"><b>What these numbers mean</b><ul>{items}</ul></div>'
 

@@ -20,7 +20,8 @@ from typing import Any
 import pandas as pd
 
 from app.ranking import PassSummary, RankedCandidate
-from bass.compare import MethodRun, method_name
+from bass.eval.compare_report import comparison_dict
+from bass.eval.compare_results import Comparison
 
 KEEP_S = 24 * 3600  # how long an export stays downloadable
 _root: tempfile.TemporaryDirectory | None = None
@@ -56,34 +57,25 @@ def _fresh_dir() -> Path:
     return Path(tempfile.mkdtemp(dir=root))
 
 
-def comparison_payload(runs: Mapping[str, MethodRun], table: pd.DataFrame, meta: Mapping[str, Any],
-                       sentence: str = "") -> dict:
+def comparison_payload(cmp: Comparison, meta: Mapping[str, Any]) -> dict:
     """Everything a comparison produced, JSON-ready: settings, the sentence, summary rows, every method's
-    state (complete, cut, stopped) and full stats."""
-    return {
-        "settings": dict(meta),
-        "sentence": sentence,
-        "summary": json.loads(table.to_json(orient="records")),
-        "runs": {method_name(m): {"state": r.state, "status": r.status, "wall_s": r.wall_s,
-                                  "time_to_first_pass_s": r.first_pass_s,
-                                  "passed": None if r.passed is None else list(r.passed), **r.result.to_dict()}
-                 for m, r in runs.items()},
-    }
+    state (complete, cut, stopped), timed runs and full stats (`bass.eval.compare_report.comparison_dict`)."""
+    return {"settings": dict(meta), **comparison_dict(cmp)}
 
 
-def write_comparison(runs: Mapping[str, MethodRun], table: pd.DataFrame, per_seq: pd.DataFrame,
-                     meta: Mapping[str, Any], sentence: str = "", out_dir: Path | None = None) -> tuple[Path, Path]:
+def write_comparison(cmp: Comparison, table: pd.DataFrame, per_seq: pd.DataFrame, meta: Mapping[str, Any],
+                     out_dir: Path | None = None) -> tuple[Path, Path]:
     """Write `bass_comparison.csv` (the sentence, summary rows, then per-sequence rows) and `.json`."""
     out = out_dir or _fresh_dir()
     csv_path, json_path = out / "bass_comparison.csv", out / "bass_comparison.json"
+    payload = comparison_payload(cmp, meta)
     with csv_path.open("w", newline="") as f:
-        if sentence:
-            pd.DataFrame({"comparison": [sentence]}).to_csv(f, index=False)
-            f.write("\n")
+        pd.DataFrame({"comparison": [payload["sentence"]]}).to_csv(f, index=False)
+        f.write("\n")
         table.to_csv(f, index=False)
         f.write("\n")
         per_seq.to_csv(f, index=False)
-    json_path.write_text(json.dumps(comparison_payload(runs, table, meta, sentence), indent=2))
+    json_path.write_text(json.dumps(payload, indent=2))
     return csv_path, json_path
 
 

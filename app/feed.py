@@ -10,7 +10,7 @@ feed only moves its events from one thread to another.
 Closing the feed (the run failed, or the browser went away) sets `abandon`, which the engine sees as a
 cancel at its next round, and waits for the thread, so that when `close` returns the engine is free for
 the next request. A page that got the "done" event does not close it: the thread reads the stream to its
-end, where the engine captures the CUDA graphs the request queued (`bass.graphs`), while the page shows
+end, where the engine captures the CUDA graphs the request queued (`bass.runtime.graphs`), while the page shows
 the result. An exception raised by the stream reaches the page after the events before it,
 so what was generated up to the failure stays on screen.
 """

@@ -33,7 +33,7 @@ from app.programs import build_program
 from app.ranking import TestReport, pass_summary, rank_candidates
 from app.session import EngineSession
 from app.settings import METHOD_LABELS, RunSettings, UserError
-from bass.verdicts import submit_finished
+from bass.eval.verdicts import submit_finished
 
 log = logging.getLogger("bass.app")
 
@@ -155,7 +155,7 @@ def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
             feed.close()  # the engine stops after its round if the browser went away; it is free on return
             worker.close(timeout_s=0)
         # with the result, the feed reads the stream to its end on its own thread: the engine captures the
-        # graphs this request queued (`bass.graphs`) while the page shows the result (its lock holds the next
+        # graphs this request queued (`bass.runtime.graphs`) while the page shows the result (its lock holds the next
         # request back until they are done)
     programs = [build_program(s.prompt, c.text, s.style) for c in result.candidates]
     worker.close(timeout_s=0)  # no more submissions; the worker finishes what is queued

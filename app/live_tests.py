@@ -1,7 +1,7 @@
 """Streaming verdicts in the app: each candidate goes to the sandbox the moment it finishes.
 
 The loop that reads the engine's events (the Gradio worker thread) only hands finished candidates to a
-`bass.verdicts.VerdictWorker`, whose one background thread runs them through the sandbox (child
+`bass.eval.verdicts.VerdictWorker`, whose one background thread runs them through the sandbox (child
 processes on the CPU cores) and posts the reports back, waking the page (`app.feed`) so that they are
 drawn at once, mid-round. So the engine never waits on a test, and a card turns PASS/FAIL while its
 siblings are still decoding.
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from app.programs import build_program
 from app.ranking import TestReport
 from app.settings import RunSettings
-from bass.verdicts import VerdictWorker, either
+from bass.eval.verdicts import VerdictWorker, either
 
 TestRunner = Callable[[Sequence[str], str], list[TestReport]]
 

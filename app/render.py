@@ -16,8 +16,8 @@ from pygments.lexers import PythonLexer
 
 from app.charts import LiveRun, seq_colour, seq_label
 from app.ranking import PassSummary, RankedCandidate, TestReport
+from bass.eval.verdicts import Verdict
 from bass.metrics import format_seconds_or_none
-from bass.verdicts import Verdict
 
 # Each source line in its own span (`linespans`), so that a wrapped line can hang at its own indentation
 _FORMATTER = HtmlFormatter(cssclass="bass-hl", nowrap=False, linespans="bass-line")

@@ -149,7 +149,7 @@ class EngineSession:
         """On a GPU, build the decode graphs of every draft length at the largest k the page offers, with its
         default sampling (`Engine.warm_draft_lengths`; a smaller batch runs in a wider batch's graphs), so that
         a visitor's first runs do not: a graph captured inside a request stalls its round for tens of ms, and
-        one with a kernel to compile for up to a second. The KV arena this sizes (`bass.cache.CacheArena`,
+        one with a kernel to compile for up to a second. The KV arena this sizes (`bass.runtime.cache.CacheArena`,
         rounded up to 256 positions) holds prompts of up to 256 tokens and up to 254 new ones, the page's
         default 128 among them; a larger request grows it, and the graphs are built again then.
 

@@ -23,9 +23,10 @@ DEFAULT_K, DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 4, CANDIDATE_TEMPERATURE, CANDID
 # 2-core CPU a chat answer of 160 tokens at k = 4 takes minutes; Stop is there for a visitor who will not wait.
 DEFAULT_MAX_NEW_TOKENS, DEFAULT_BUDGET_S = 160, 0
 MAX_TEMPERATURE, MIN_TOP_P, MAX_NEW_TOKENS, MAX_BUDGET_S, MAX_SEED = 2.0, 0.01, 1024, 3600, 2**31 - 1
-# With a seed, the draft length is fixed (the engine's default, named here): a length that changed from run to run
-# would consume the seed's random stream differently, and the sampled text with it.
-SEEDED_DRAFT_LENGTH = DraftLengthConfig()
+# With a seed, the draft length is fixed at 3: the engine's default follows the batch (`DraftLengthConfig`, "auto"),
+# and a length that changed with the other visitors would consume the seed's random stream differently, and the
+# sampled text with it.
+SEEDED_DRAFT_LENGTH = DraftLengthConfig("fixed", l0=3)
 # A chat answer is asked for code alone: prose and example-usage prints cost tokens (minutes on a CPU) and the
 # prints would run with the tests.
 CHAT_INSTRUCTION = ("\n\nAnswer with one Python code block that defines the solution, with no explanation, tests or "

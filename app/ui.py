@@ -11,7 +11,7 @@ import gradio as gr
 from app import render
 from app.charts import ACCEPT_COLUMNS, SPEED_COLUMNS, chart_look
 from app.compare_html import note_html
-from app.compare_run import CompareView, compare_budget, compare_views
+from app.compare_run import CompareView, compare_budget, compare_repeats, compare_views
 from app.export import KEEP_S
 from app.generate import GenerateView, error_view, generate_views
 from app.problems import Problem, find_problem, load_problems
@@ -33,6 +33,7 @@ from app.settings import (
     UserError,
     parse_settings,
 )
+from bass.eval.compare import MAX_REPEATS
 
 log = logging.getLogger("bass.app")
 
@@ -150,10 +151,20 @@ def build_demo(session: EngineSession, concurrency: int = DEFAULT_CONCURRENCY) -
             with gr.Tab("Compare methods", id="compare"):
                 gr.Markdown("Runs the prompt with the same seed, k and token limit under **BASS**, **regular "
                             "batched decoding** and **single-sequence speculative decoding**, one after another, "
-                            "each alone on the model. Every method writes all k candidates unless you set a time "
-                            "budget here (the Generate tab's budget and stop at the first pass do not apply).")
-                cmp_budget = gr.Number(value=0, label="Time budget per method (s, 0 = none)", precision=1,
-                                       elem_id="bass-compare-budget", min_width=220)
+                            "each alone on the model, after an untimed warm-up. Every method does the same work: "
+                            "each candidate runs to the token limit, then is cut at its first stop for display and "
+                            "the tests. With unit tests, one normal run of each method then gives the time to the "
+                            "first passing candidate. The Generate tab's budget and stop at the first pass do not "
+                            "apply.")
+                with gr.Row():
+                    cmp_budget = gr.Number(value=0, label="Time budget per method (s, 0 = none)", precision=1,
+                                           elem_id="bass-compare-budget", min_width=220)
+                    cmp_repeats = gr.Number(value=3 if gpu else 1, precision=0, elem_id="bass-compare-repeats",
+                                            label=f"Timed runs per method (1–{MAX_REPEATS}; the table shows the "
+                                                  "median)", min_width=220)
+                    cmp_natural = gr.Checkbox(False, label="Natural stops", elem_id="bass-compare-natural",
+                                              info="end of text and stop strings end each candidate: the methods' "
+                                                   "lengths differ, compared in tokens per second")
                 cmp_status = gr.HTML(render.status_html("Press “Compare methods”.", kind="idle"),
                                      elem_id="bass-compare-status")
                 cmp_sentence = gr.HTML(elem_id="bass-compare-sentence")
@@ -182,15 +193,17 @@ def build_demo(session: EngineSession, concurrency: int = DEFAULT_CONCURRENCY) -
             yield from _stream(session, values, request, generate_views, _live,
                                lambda exc: error_view(exc.message, exc.hint))
 
-        def on_compare(request: gr.Request, budget_value, *values) -> Iterator[tuple]:
+        def on_compare(request: gr.Request, budget_value, repeats_value, natural: bool, *values) -> Iterator[tuple]:
             def views(session, settings, cancel):
-                return compare_views(session, settings, cancel, budget_s=compare_budget(budget_value))
+                return compare_views(session, settings, cancel, budget_s=compare_budget(budget_value),
+                                     repeats=compare_repeats(repeats_value), equal_work=not natural)
 
             def on_bad_input(exc: UserError) -> CompareView:
                 return CompareView(status=render.error_html(exc.message, exc.hint), error=exc.message)
 
             try:
                 compare_budget(budget_value)
+                compare_repeats(repeats_value)
             except UserError as exc:
                 yield _cmp(on_bad_input(exc))
                 return
@@ -227,8 +240,9 @@ def build_demo(session: EngineSession, concurrency: int = DEFAULT_CONCURRENCY) -
         # Compare measures the methods one after another, alone on the engine: one comparison at a time.
         compare_btn.click(lambda: (gr.Tabs(selected="compare"), _COMPARE_WAITING), None, [tabs, cmp_status],
                           queue=False)
-        compare_btn.click(on_compare, [cmp_budget, *settings_inputs], cmp_outputs, concurrency_limit=1,
-                          concurrency_id="compare", show_progress="minimal", show_progress_on=cmp_status)
+        compare_btn.click(on_compare, [cmp_budget, cmp_repeats, cmp_natural, *settings_inputs], cmp_outputs,
+                          concurrency_limit=1, concurrency_id="compare", show_progress="minimal",
+                          show_progress_on=cmp_status)
         stop_btn.click(on_stop, None, [status, stop_note], queue=False)
         # Out of the queue: a long generation must not hold up the model banner or the problem picker.
         timer.tick(on_tick, None, [banner, drafter, backend, timer], show_progress="hidden", queue=False)

@@ -4,7 +4,8 @@
     python -m bass generate --prompt-file F --tests-file T [--stop-at-first-pass]   (test as they finish)
     python -m bass eval humaneval --k 8 --budget-s 60 --method bass [--limit 20] [--stop-at-first-pass] [--json]
     python -m bass eval humaneval --k 8 --budgets 0.25,0.5,1.0 --methods bass,regular,single [--out F.json]
-    python -m bass compare --humaneval 0 -k 8 | --prompt-file P [--tests-file T]  (one sentence, one table)
+    python -m bass compare --humaneval 0[,35,...] -k 8 | --prompt-file P [--tests-file T] [--repeats 3] [--out F]
+                                            (one sentence, one table; --natural-stops lets stop strings end them)
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import os
 import sys
 from pathlib import Path
 
-from bass.compare import SEEDED_DRAFT_LENGTH
 from bass.config import (
     BACKENDS,
     CANDIDATE_TEMPERATURE,
@@ -29,6 +29,7 @@ from bass.config import (
     check_draft_file,
     check_k,
 )
+from bass.eval.compare import SEEDED_DRAFT_LENGTH
 
 
 def add_engine_flags(p: argparse.ArgumentParser) -> None:
@@ -42,8 +43,10 @@ def add_engine_flags(p: argparse.ArgumentParser) -> None:
                    help="attention backend; auto: ragged (our Triton kernel) on CUDA, torch elsewhere")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
-    p.add_argument("--draft-policy", default="fixed", choices=DRAFT_LENGTH_POLICIES,
-                   help="fixed: every round drafts --draft-l0; heuristic: the paper's rule, from --draft-l0 (its 7)")
+    p.add_argument("--draft-policy", default="auto", choices=DRAFT_LENGTH_POLICIES,
+                   help="auto: each round the length of most tokens/s for the rows that run, from the cost table "
+                   "measured at load (GPU), else --draft-l0; fixed: every round drafts --draft-l0 (0: no "
+                   "speculation); heuristic: the paper's rule, from --draft-l0 (its 7)")
     p.add_argument("--draft-l0", type=int, default=3, help="fixed (or initial) draft length")
     p.add_argument("--layer-skip-layers", type=int, default=None)
     p.add_argument("--draft-temperature", type=float, default=None, help="the draft samples at this multiple of "
@@ -108,6 +111,19 @@ def read_text_file(path: str, what: str) -> str:
                          f"{err.start} is not); save it as UTF-8 and try again") from None
 
 
+def read_tests(path: str) -> str:
+    """The tests file's text, refused before any model loads when no candidate could pass it, as the app refuses
+    such tests: it does not parse, or it holds no assert that can fail (`sandbox.split_tests`)."""
+    tests = read_text_file(path, "tests file")
+    from sandbox import split_tests
+
+    try:
+        split_tests(tests)
+    except ValueError as err:
+        raise ValueError(f"--tests-file {path}: {err} (nothing was generated)") from None
+    return tests
+
+
 def read_prompts(a: argparse.Namespace) -> list[str]:
     """The prompts of --prompt, --prompt-file or --prompts-file, refused before any model loads (seconds, not a
     minute) if one is empty or there are none."""
@@ -158,7 +174,7 @@ def cmd_generate(a: argparse.Namespace) -> int:
 
     prompts = read_prompts(a)
     check_k(a.k, "-k")  # before any model loads (a minute for the embedded target on a CPU)
-    tests = read_text_file(a.tests_file, "tests file") if a.tests_file else None
+    tests = read_tests(a.tests_file) if a.tests_file else None
     if a.stop_at_first_pass and tests is None:
         raise ValueError("--stop-at-first-pass needs --tests-file: the tests decide what passes")
     if tests is not None and (len(prompts) != 1 or a.chat):
@@ -189,7 +205,8 @@ def cmd_generate(a: argparse.Namespace) -> int:
 
 def _generate_tested(engine, prompt: str, tests: str, a: argparse.Namespace, params) -> tuple:
     """Generate with streaming verdicts: each completion runs against `tests` as soon as it finishes."""
-    from bass.eval import stream_with_verdicts
+    from bass.eval.humaneval import stream_with_verdicts
+    from bass.eval.verdicts import VerdictWorker
     from sandbox import shared_service
 
     sandbox = shared_service()  # in its own process: off the engine's host thread
@@ -197,8 +214,8 @@ def _generate_tested(engine, prompt: str, tests: str, a: argparse.Namespace, par
     def check(items) -> list[bool]:
         return [o.all_passed for o in sandbox.run_candidates([prompt + text for _, text in items], tests)]
 
-    result, verdicts = stream_with_verdicts(engine, prompt, k=a.k, params=params, method=a.method, check=check,
-                                            passed=bool, stop_at_first_pass=a.stop_at_first_pass)
+    worker = VerdictWorker(check, bool, stop_at_first_pass=a.stop_at_first_pass)
+    result, verdicts = stream_with_verdicts(engine, prompt, worker, k=a.k, params=params, method=a.method)
     return result, [verdicts[i].passed if i in verdicts else None for i in range(len(result.candidates))]
 
 
@@ -209,7 +226,7 @@ def _ttfp(result, passed) -> float | None:
 
 
 def cmd_eval(a: argparse.Namespace) -> int:
-    from bass.eval import format_report, run_humaneval
+    from bass.eval.humaneval import format_report, run_humaneval
 
     if a.budgets is None and a.budget_s is None:  # before loading any model, in the flags' own words
         raise ValueError("give --budget-s SECONDS, or --budgets 0.25,0.5,1.0 (one run at the largest, the "
@@ -223,7 +240,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
     check_k(a.k, "-k")
     budgets = None
     if a.budgets is not None:
-        from bass.budgets import parse_budgets
+        from bass.eval.budgets import parse_budgets
 
         budgets = parse_budgets(a.budgets)
         if a.budget_s is not None and a.budget_s != budgets[-1]:
@@ -237,8 +254,8 @@ def cmd_eval(a: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     import time
 
-    from bass.device import device_line
     from bass.engine import Engine
+    from bass.runtime.device import device_line
 
     cfg = engine_config(a)
     engine = Engine(cfg, progress=None if a.json else _progress)  # one load serves every method
@@ -255,7 +272,7 @@ def cmd_eval(a: argparse.Namespace) -> int:
            "seconds": time.perf_counter() - t0}
 
     def text() -> str:
-        from bass.budgets import format_budget_table
+        from bass.eval.budgets import format_budget_table
 
         lines = [format_report(r) for r in reports.values()]
         if budgets:
@@ -267,56 +284,83 @@ def cmd_eval(a: argparse.Namespace) -> int:
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    """The same request under each method, one after another: one sentence, one table (`bass.compare`)."""
-    from dataclasses import asdict
-
-    from bass.compare import NOTE, CompareRequest, format_table, run_comparison
+    """The same request under each method, one after another: one sentence, one table (`bass.eval.compare`)."""
+    from bass.eval.compare import CompareRequest, check_repeats, run_comparison
+    from bass.eval.compare_report import NOTE, comparison_dict, format_table, table_rows
 
     methods = tuple(m.strip() for m in a.methods.split(","))
-    prompt, check = _compare_task(a)
+    check_repeats(a.repeats, "--repeats")
+    if a.out:
+        check_out(a.out)
+    tasks = _compare_tasks(a)
     params = sampling_params(a, time_budget_s=a.budget_s)
-    req = CompareRequest(prompt, a.k, params, methods, chat=a.chat,
-                         draft_length=DraftLengthConfig(policy=a.draft_policy, l0=a.draft_l0))
     if note := identical_candidates_note(a.k, params):
         print(note, file=sys.stderr)
-    from bass.compare import warm_up
-    from bass.device import device_line
     from bass.engine import Engine
+    from bass.runtime.device import device_line
 
     engine = Engine(engine_config(a), progress=None if a.json else _progress)
-    if a.warmup:
-        warm_up(engine, req)
-    cmp = run_comparison(engine, req, check, log=None if a.json else _progress_line)
-    if a.json:
-        print(json.dumps({"sentence": cmp.sentence, "rows": [asdict(r) for r in cmp.rows],
-                          "failures": dict(cmp.failures), "device": device_line(engine.device),
-                          "settings": {"k": a.k, "methods": list(methods), "seed": params.seed,
-                                       "max_new_tokens": params.max_new_tokens, "stop": list(params.stop),
-                                       "time_budget_s": params.time_budget_s, "draft_policy": a.draft_policy,
-                                       "draft_l0": a.draft_l0}}))
-        return 0 if cmp.runs else 1
-    print(f"\n{cmp.sentence}\n\n{format_table(cmp.rows)}\n")
-    for method, why in cmp.failures.items():
-        print(f"{method} failed: {why}")
-    print("What these numbers mean:\n" + "\n".join(f"  - {line}" for line in NOTE))
-    print(device_line(engine.device))
-    return 0 if cmp.runs else 1
+    reports, texts = [], []
+    for number, (prompt, check) in tasks:
+        req = CompareRequest(prompt, a.k, params, methods, chat=a.chat,
+                             draft_length=DraftLengthConfig(policy=a.draft_policy, l0=a.draft_l0),
+                             equal_work=not a.natural_stops, repeats=a.repeats, warm_up=a.warmup)
+        cmp = run_comparison(engine, req, check, log=None if a.json else _progress_line)
+        report = {**comparison_dict(cmp), "device": device_line(engine.device),
+                  "settings": {"k": a.k, "methods": list(methods), "seed": params.seed, "humaneval": number,
+                               "max_new_tokens": params.max_new_tokens, "stop": list(params.stop),
+                               "time_budget_s": params.time_budget_s, "draft_policy": a.draft_policy,
+                               "draft_l0": a.draft_l0, "equal_work": cmp.equal_work, "repeats": cmp.repeats,
+                               "warm_up": a.warmup}}
+        reports.append(report)
+        texts.append(_compare_text(report, cmp, format_table(table_rows(cmp))))
+    texts.append("What these numbers mean:\n" + "\n".join(f"  - {line}" for line in NOTE) + "\n" + reports[0]["device"])
+    _emit(a, reports[0] if len(reports) == 1 else {"comparisons": reports}, lambda: "\n".join(texts))
+    return 0 if all(r["runs"] for r in reports) else 1
 
 
-def _compare_task(a: argparse.Namespace) -> tuple:
-    """The prompt and the tester of `compare` (None: no tests), checked before any model loads."""
+def _compare_text(report: dict, cmp, table: str) -> str:
+    """One comparison's sentence, table and notes, as the CLI prints it."""
+    head = "" if report["settings"]["humaneval"] is None else f"HumanEval/{report['settings']['humaneval']}: "
+    lines = [f"\n{head}{report['sentence']}\n", table, ""]
+    lines += [f"{method} failed: {why}" for method, why in cmp.failures.items()]
+    if cmp.captures:
+        lines.append(f"note: {cmp.captures} CUDA graph capture(s) happened inside the timed runs, and their "
+                     "wall times include them")
+    return "\n".join(lines)
+
+
+def _problem_numbers(text: str) -> list[int]:
+    """--humaneval's problem numbers: 'N' or 'N,N,...'."""
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--humaneval takes problem numbers such as 0 or 0,35,90; got {text!r}") \
+            from None
+
+
+def _compare_tasks(a: argparse.Namespace) -> list[tuple[int | None, tuple]]:
+    """(problem number or None, (prompt, tester)) of each comparison, checked before any model loads."""
+    if a.humaneval is None:
+        return [(None, _compare_task(a, None))]
+    return [(n, _compare_task(a, n)) for n in a.humaneval]
+
+
+def _compare_task(a: argparse.Namespace, number: int | None) -> tuple:
+    """The prompt and the tester of `compare` (None: no tests) of HumanEval problem `number`, or of the prompt
+    flags where it is None."""
     check_k(a.k, "-k")
     if a.budget_s is not None and a.budget_s <= 0:
         raise ValueError(f"--budget-s must be > 0 seconds per method (leave it out for none); got {a.budget_s:g}")
-    if a.humaneval is not None:
+    if number is not None:
         from sandbox import load_humaneval, shared_service
 
         problems = load_humaneval()
-        if not 0 <= a.humaneval < len(problems):
-            raise ValueError(f"--humaneval takes a problem number from 0 to {len(problems) - 1}; got {a.humaneval}")
+        if not 0 <= number < len(problems):
+            raise ValueError(f"--humaneval takes a problem number from 0 to {len(problems) - 1}; got {number}")
         if a.tests_file or a.chat:
             raise ValueError("--humaneval brings its own tests and completes code: leave out --tests-file and --chat")
-        prob = problems[a.humaneval]
+        prob = problems[number]
         a.humaneval_stops = True
 
         def check_problem(items) -> list[bool]:
@@ -328,7 +372,7 @@ def _compare_task(a: argparse.Namespace) -> tuple:
         return prompt, None
     if a.chat:
         raise ValueError("--tests-file tests completions of a code prompt: leave out --chat")
-    tests = read_text_file(a.tests_file, "tests file")
+    tests = read_tests(a.tests_file)
     from sandbox import shared_service
 
     def check_tests(items) -> list[bool]:
@@ -409,18 +453,24 @@ def parser() -> argparse.ArgumentParser:
     src = c.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="one prompt, given inline")
     src.add_argument("--prompt-file", help="a text file holding one prompt")
-    src.add_argument("--humaneval", type=int, metavar="N", help="HumanEval problem N (0-163): its prompt, tests "
-                     "and stop strings")
+    src.add_argument("--humaneval", type=_problem_numbers, metavar="N[,N...]", help="HumanEval problem N (0-163): its "
+                     "prompt, tests and stop strings; several, comma-separated: one comparison each, one model load")
     add_engine_flags(c)
     add_sampling_flags(c)
     c.add_argument("--tests-file", default=None, help="tests each completion runs against as soon as it finishes")
     c.add_argument("--methods", default="bass,regular,single", help="comma-separated methods, run in this order")
     c.add_argument("--budget-s", type=float, default=None, help="a time budget per method, seconds (default none: "
                    "every method writes all its candidates; a method cut by it is marked, never compared)")
-    c.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the untimed short run of each "
-                   "method first (which keeps one-time costs, such as CUDA graph capture, out of the first method)")
+    c.add_argument("--natural-stops", action="store_true", help="let end of text and stop strings end each "
+                   "candidate (lengths then differ per method: the speed-up is in tokens per second); by default "
+                   "every candidate runs to --max-new-tokens and is cut at its first stop afterwards")
+    c.add_argument("--repeats", type=int, default=None, help="timed runs of each method, the order alternating; the "
+                   "table shows the median and the spread (default 3 on a GPU, 1 on a CPU)")
+    c.add_argument("--out", default=None, help="also write the JSON report to this file")
+    c.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the untimed run of each method "
+                   "first (which keeps one-time costs, such as CUDA graph capture, off every method's clock)")
     c.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    # a seed reproduces the candidates only with a fixed draft length (`bass.compare.SEEDED_DRAFT_LENGTH`)
+    # a seed reproduces the candidates only with a fixed draft length (`bass.eval.compare.SEEDED_DRAFT_LENGTH`)
     c.set_defaults(func=cmd_compare, draft_policy=SEEDED_DRAFT_LENGTH.policy, draft_l0=SEEDED_DRAFT_LENGTH.l0,
                    prompts_file=None)
     return root

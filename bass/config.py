@@ -9,7 +9,7 @@ from pathlib import Path
 METHODS = ("bass", "regular", "single")
 DRAFTERS = ("ngram", "model", "layer-skip")
 BACKENDS = ("torch", "pad", "split", "ragged")
-DRAFT_LENGTH_POLICIES = ("fixed", "heuristic", "per-sequence")
+DRAFT_LENGTH_POLICIES = ("auto", "fixed", "heuristic", "per-sequence")
 MAX_K = 64  # candidates per prompt: the batch of one request
 
 # HumanEval completion style: a function body ends where the next top-level statement starts.
@@ -18,6 +18,9 @@ HUMANEVAL_STOPS = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
 # Where the app's controls and the CLI start: the k candidates are samples, at the paper's HumanEval setting (T 0.8,
 # top-p 0.95); greedy decoding (temperature 0, `SamplingParams`' default) would make all k of them the same text.
 CANDIDATE_TEMPERATURE, CANDIDATE_TOP_P = 0.8, 0.95
+
+# The longest prompt a request may bring on each kind of device, in tokens (`EngineConfig.max_prompt_tokens`)
+MAX_PROMPT_TOKENS = {"cuda": 16384, "cpu": 2048}
 
 
 def check_k(k: int, name: str = "k") -> None:
@@ -50,7 +53,9 @@ class SamplingParams:
     temperature 0 means greedy. top_k 0 and top_p 1 disable those filters. `time_budget_s` is wall-clock
     seconds per request, prefill included: no round starts once it has passed. Both the target's and the
     draft's distributions are processed the same way before the acceptance test (docs/design.md §1), the draft's
-    at `EngineConfig.draft_temperature` times the temperature.
+    at `EngineConfig.draft_temperature` times the temperature. `ignore_eos`: end of text and stop strings do not
+    end a sequence: it runs to `max_new_tokens` (vLLM's `ignore_eos`), so that methods compared on one request do
+    the same work (`bass.eval.compare`).
     """
 
     temperature: float = 0.0
@@ -60,6 +65,9 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     seed: int = 0
     time_budget_s: float | None = None
+    # EOS and stop strings do not end a sequence: it runs to max_new_tokens (equal work for a timed comparison,
+    # as vLLM's ignore_eos); the caller cuts the texts where they would have stopped
+    ignore_eos: bool = False
 
     def __post_init__(self) -> None:
         if not (_real(self.temperature) and math.isfinite(self.temperature) and self.temperature >= 0):
@@ -76,6 +84,8 @@ class SamplingParams:
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
         if self.time_budget_s is not None and not (_real(self.time_budget_s) and self.time_budget_s > 0):
             raise ValueError(f"time_budget_s must be a number of seconds > 0, or None, got {self.time_budget_s!r}")
+        if not isinstance(self.ignore_eos, bool):
+            raise ValueError(f"ignore_eos must be True or False, got {self.ignore_eos!r}")
 
     @property
     def greedy(self) -> bool:
@@ -84,14 +94,17 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class DraftLengthConfig:
-    """The draft-length policy and the constants of the paper's heuristic (docs/design.md §4; `bass.draft_length`).
+    """The draft-length policy and the constants of the paper's heuristic (docs/design.md §4;
+    `bass.decode.draft_length`).
 
-    policy: "fixed" (default) always drafts l0; "heuristic" is the paper's rule (start it at the paper's
-    l0 = 7: `DraftLengthConfig("heuristic", l0=7)`); "per-sequence" runs the heuristic on each sequence's own
-    count. docs/engine.md (draft length) has the measurement behind the default.
+    policy: "auto" (default) takes, each round, the length of most tokens per second for the rows that run,
+    from the cost table the engine measured at load (on a GPU with CUDA graphs), and drafts l0 where it has
+    none; "fixed" always drafts l0 (0: no speculation); "heuristic" is the paper's rule (start it at the
+    paper's l0 = 7: `DraftLengthConfig("heuristic", l0=7)`); "per-sequence" runs the heuristic on each
+    sequence's own count. docs/engine.md (draft length) has the measurements behind the default.
     """
 
-    policy: str = "fixed"
+    policy: str = "auto"
     l0: int = 3
     l_incre: int = 2
     l_mod: int = 10
@@ -100,8 +113,10 @@ class DraftLengthConfig:
     def __post_init__(self) -> None:
         if self.policy not in DRAFT_LENGTH_POLICIES:
             raise ValueError(f"draft length policy must be one of {DRAFT_LENGTH_POLICIES}, got {self.policy!r}")
-        if not 1 <= self.l0 <= self.l_limit:
-            raise ValueError(f"need 1 <= l0 <= l_limit, got l0={self.l0}, l_limit={self.l_limit}")
+        lowest = 0 if self.policy in ("auto", "fixed") else 1
+        if not _integer(self.l0) or not lowest <= self.l0 <= self.l_limit:
+            raise ValueError(f"need {lowest} <= l0 <= l_limit for the {self.policy} policy, got l0={self.l0!r}, "
+                             f"l_limit={self.l_limit}")
         if self.l_incre < 1 or self.l_mod < 1:
             raise ValueError(f"l_incre and l_mod must be >= 1, got {self.l_incre}, {self.l_mod}")
 
@@ -120,7 +135,7 @@ class EngineConfig:
     target: str = "embedded"
     draft: str | None = "auto"
     drafter: str = "auto"
-    backend: str = "auto"  # "auto": "ragged" on CUDA, "torch" elsewhere (`bass.attention.resolve_backend`)
+    backend: str = "auto"  # "auto": "ragged" on CUDA, "torch" elsewhere (`bass.runtime.attention.resolve_backend`)
     device: str = "auto"
     dtype: str = "auto"
     draft_length: DraftLengthConfig = field(default_factory=DraftLengthConfig)
@@ -128,25 +143,20 @@ class EngineConfig:
     ngram_min: int = 1
     layer_skip_layers: int | None = None
     cuda_graphs: bool = True  # capture decode-time forwards on CUDA (ignored on the CPU)
-    # on CUDA, time cuBLAS against the skinny Triton GEMM for each projection shape at load, and use the
-    # faster (`bass.models.linear`); False: cuBLAS throughout
-    tune_projections: bool = True
-    # launch a round that needs nothing unread before reading the round before (`bass.pipeline`):
+    # launch a round that needs nothing unread before reading the round before (`bass.decode.pipeline`):
     # None = on CUDA, where the device runs ahead of the host; on the CPU it would only delay each report
     look_ahead: bool | None = None
     # a sampling drafter draws its proposals at this multiple of the request's temperature; exact for any
     # value, since the verify uses the q each token was drawn from. None: the draft file's own (what the
     # pipeline measured to accept most: 0.7 for the shipped draft), else 1 (processed as the target's)
     draft_temperature: float | None = None
-    # on CUDA, replay a draft model's whole proposal (its L steps and their rules) as one CUDA graph instead
-    # of one per step (`bass.proposal.chained_proposal`); False: one graph per draft step
-    proposal_graphs: bool = True
-    # on CUDA, replay the prefill from a CUDA graph per prompt-width bucket (`bass.prefill_graphs`): eagerly, the
-    # host's launches take several times the device's work; False: the prefill runs eagerly at the prompt's width
-    prefill_graphs: bool = True
     # requests join a running batch while its rows stay within this many (the largest CUDA-graph batch bucket);
     # a single request of more rows runs alone
     max_batch_rows: int = 64
+    # the longest prompt a request may bring, in tokens; None: the device's (`MAX_PROMPT_TOKENS`). A long prompt is
+    # prefilled a chunk at a time beside the others' rounds, but it holds its own visitor for that long: on a
+    # 2-core CPU the embedded target prefills about 20 tokens a second
+    max_prompt_tokens: int | None = None
     # device memory the requests' K/V and activations may take (GB); None: 80 % of what is free on the GPU after
     # load, or half of the CPU's available memory (`bass.engine.validate.memory_budget`)
     memory_budget_gb: float | None = None
@@ -176,6 +186,8 @@ class EngineConfig:
         if isinstance(self.max_batch_rows, bool) or not isinstance(self.max_batch_rows, int) \
                 or self.max_batch_rows < 1:
             raise ValueError(f"max_batch_rows must be a whole number >= 1, got {self.max_batch_rows!r}")
+        if self.max_prompt_tokens is not None and (not _integer(self.max_prompt_tokens) or self.max_prompt_tokens < 1):
+            raise ValueError(f"max_prompt_tokens must be a whole number >= 1 or None, got {self.max_prompt_tokens!r}")
         if self.memory_budget_gb is not None and (isinstance(self.memory_budget_gb, bool) or not isinstance(
                 self.memory_budget_gb, (int, float)) or not self.memory_budget_gb > 0):
             raise ValueError(f"memory_budget_gb must be a number of GB > 0 or None, got {self.memory_budget_gb!r}")

@@ -176,8 +176,9 @@ class GenerationEvent:
     """One step of a streamed generation.
 
     kind "queued": the request waits for room in the running batch (`queue_position`, 1 = next, and
-    `wait_estimate_s`; `time_s` is the time waited so far); "prefill": the prompts are encoded (updates
-    empty); "round": one draft+verify round (or one decode step for method="regular"); "done": generation
+    `wait_estimate_s`; `time_s` is the time waited so far); "prefilling": a long prompt is being encoded a chunk
+    at a time (`prefilled`: tokens done, of all; `time_s` since it began); "prefill": the prompts are encoded
+    (updates empty); "round": one draft+verify round (or one decode step for method="regular"); "done": generation
     ended and `result` is set.
     """
 
@@ -193,4 +194,5 @@ class GenerationEvent:
     # which no budget check precedes
     started_s: float | None = None
     queue_position: int | None = None  # "queued": the request's place in line, 1 = next to join
+    prefilled: tuple[int, int] | None = None  # "prefilling": (prompt tokens in the cache, of all its prompts')
     wait_estimate_s: float | None = None  # "queued": the expected wait before it starts, when one is known

@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from bass.graphs import capture
+from bass.runtime.graphs import capture
 
 
 def profiler_tables(prof, rows: int = 20) -> str:

@@ -33,9 +33,9 @@ from pathlib import Path
 
 from bass import DraftLengthConfig, Engine, EngineConfig, SamplingParams
 from bass.config import HUMANEVAL_STOPS
-from bass.device import device_line
-from bass.drafters import build_drafter
+from bass.drafters import DrafterSettings, DraftModel, build_drafter
 from bass.models.loader import LoadedModel
+from bass.runtime.device import device_line
 from sandbox.humaneval import load_humaneval
 
 HELDOUT_PROMPTS = Path(__file__).parent / "data" / "heldout_prompts.jsonl"
@@ -155,15 +155,15 @@ def main(argv: list[str] | None = None) -> None:
 def _model_drafter(engine: Engine, loaded: LoadedModel, temperature_scale: float = 1.0):
     """A factory of drafters over `loaded` (one per request: a drafter serves one batch): a `FeatureDrafter`
     for a feature draft, else a `ModelDrafter`, drawing at `temperature_scale` times the request's T."""
-    from bass.attention import get_backend
-    from bass.cache import CacheArena
-    from bass.graphs import GraphedModel
+    from bass.runtime.attention import get_backend
+    from bass.runtime.cache import CacheArena
+    from bass.runtime.graphs import GraphedModel
 
     arena = CacheArena(persistent=engine.device.type == "cuda")
     forward = GraphedModel(loaded.model, arena, use_graphs=True) if engine.device.type == "cuda" else None
     attn = get_backend(engine.backend, engine.device)
-    return lambda: build_drafter("model", engine.target_forward, loaded.model, attn, draft_forward=forward,
-                                 draft_arena=arena, temperature_scale=temperature_scale)
+    return lambda: build_drafter("model", engine.target_forward, DraftModel(loaded.model, forward, arena), attn,
+                                 DrafterSettings(temperature_scale=temperature_scale))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ measured copy bandwidth; see `floor_ms_per_token`).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import subprocess
@@ -36,11 +35,12 @@ from pathlib import Path
 
 import torch
 
-from bass.attention import resolve_backend
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams
-from bass.device import device_line as engine_device_line
-from bass.graphs import decoding_captures
+from bass.engine.tuning import Tuning
 from bass.metrics import decoder_flops_per_token
+from bass.runtime.attention import resolve_backend
+from bass.runtime.device import device_line as engine_device_line
+from bass.runtime.graphs import decoding_captures
 from bench.plot_gpu import (
     add_derived,
     floor_ms_per_token,
@@ -119,15 +119,12 @@ class Bench:
         self.pair = build_pair(cfg, args.draft_layers, device=dev, dtype=torch.bfloat16, seed=args.seed)
         self.prompt = random_prompt(cfg.vocab_size, args.prompt_len, args.seed)
         self.params = SamplingParams(temperature=0.0 if args.greedy else 1.0, max_new_tokens=self.N, seed=args.seed)
-        has_graph_flag = "cuda_graphs" in {f.name for f in dataclasses.fields(EngineConfig)}
-
         def engine(backend: str, graphs: bool) -> Engine:
-            extra = {"cuda_graphs": graphs, "tune_projections": graphs} if has_graph_flag else {}
-            if args.stepwise_proposals:  # one graph per draft step, as before proposals were chained
-                extra["proposal_graphs"] = False
+            # (--stepwise-proposals: one graph per draft step, as before proposals were chained)
+            tuning = Tuning(tune_projections=graphs, proposal_graphs=not args.stepwise_proposals)
             return Engine(EngineConfig(target="synthetic", draft="synthetic-draft", drafter="model", device=dev,
-                                       dtype="bfloat16", backend=backend, **extra),
-                          target=self.pair.target, draft=self.pair.draft)
+                                       dtype="bfloat16", backend=backend, cuda_graphs=graphs),
+                          target=self.pair.target, draft=self.pair.draft, tuning=tuning)
 
         self.graphed = engine(self.fast, not args.no_graphs)
         self.eager = engine(self.fast, False)  # pad / split read lengths on the host: not capturable
@@ -155,7 +152,7 @@ class Bench:
         for ev in eng.stream([self.prompt], **kw):
             pairs += [(u.proposed, u.accepted) for u in ev.updates]
             result = ev.result or result
-        # the graphs its stream captured after "done" (`bass.graphs`) are in no clock of the run: not counted
+        # the graphs its stream captured after "done" (`bass.runtime.graphs`) are in no clock of the run: not counted
         st, captured = result.stats, decoding_captures() - captured
         spec = method != "regular"
         return dict(method=label, k=k, alpha_target=alpha_target if spec else None,
@@ -208,7 +205,7 @@ class Bench:
 
 
 def device_line(device: str) -> str:
-    """The engine's device line (`bass.device.device_line`) plus what kernel timings also depend on."""
+    """The engine's device line (`bass.runtime.device.device_line`) plus what kernel timings also depend on."""
     import transformers
 
     try:
@@ -239,7 +236,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--greedy", action="store_true")
     p.add_argument("--no-graphs", action="store_true")
     p.add_argument("--stepwise-proposals", action="store_true", help="each draft step its own graph, not each "
-                   "proposal one (`EngineConfig.proposal_graphs`)")
+                   "proposal one (`Tuning.proposal_graphs`)")
     p.add_argument("--ks", default=",".join(map(str, KS)), help="batch sizes of the main sweep")
     p.add_argument("--side-ks", default="1,8", help="batch sizes for pad/split/single/HF")
     p.add_argument("--alphas", default=",".join(map(str, ALPHAS)))

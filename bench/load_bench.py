@@ -1,30 +1,35 @@
 """Many visitors at once: HumanEval visitors served one at a time (today's app) or handed to the engine together.
 
-    python -m bench.load_bench --target embedded --scenarios together:4,poisson:16:32,queued:32:16 --check-greedy
+    python -m bench.load_bench --target embedded --check-greedy --repeats 3 \
+        --scenarios together:1:1,together:1,together:4,poisson:16:32,together:64
     python -m bench.load_bench --target TINY_FOLDER --device cpu --scenarios together:2 --k 2 --max-new-tokens 8
 
 One engine, one run, every mode. Visitor i is one request: problem i (cycling) of the last --pool HumanEval problems
 counted from the end (HumanEval/163, /162, ...; the other benchmarks time the first N), k candidates (--k, or a
 queued scenario's K) at T --temperature / top-p --top-p, up to --max-new-tokens with HumanEval's stops, seed --seed + i.
 
-Scenarios (t = 0: the start of a mode's run): together:N (N visitors at t = 0); poisson:N:RATE (the first at 0, then
-exponential gaps of mean 1/RATE s, seeded by --seed); queued:N:K (N requests of k = K at t = 0: the engine's
-admission by memory, where none may be lost and each request counts the "queued" events, its place in line, it saw).
+Scenarios (t = 0: the start of a mode's run): together:N[:K] (N visitors at t = 0, of k = K if given: together:1:1 is
+a lone request of one candidate); poisson:N:RATE (the first at 0, then exponential gaps of mean 1/RATE s, seeded by
+--seed); queued:N:K (N requests of k = K at t = 0: the engine's admission by memory, where none may be lost and each
+request counts the "queued" events, its place in line, it saw).
 Modes: one-at-a-time (one server thread takes the visitors in arrival order and reads each stream to its end before
 it starts the next, with --alone-method: today's app); batched-regular (each visitor's own thread calls
 `Engine.stream` at its arrival, method "regular"); batched-bass (the same, method "bass"); the engine batches them.
 
 Per scenario and mode: p50 / p95 over visitors of the time from arrival to all k done, and to the first passing
 candidate (when it finished decoding; each candidate goes to the sandbox as it finishes, on a tester thread
-(`bass.verdicts`), never the timing thread; over the visitors with a pass); tokens/s = generated tokens of every
+(`bass.eval.verdicts`), never the timing thread; over the visitors with a pass); tokens/s = generated tokens of every
 request / wall time from t = 0 to the last "done"; peak GPU memory (None on the CPU); requests done and lost (a stream
 that raised, or gave no "done" within --timeout-s); a lone visitor's time (one-at-a-time's median service time); with
---check-greedy, how many requests decode greedily to the same tokens in a batched mode as each alone.
+--check-greedy, how many requests decode greedily to the same tokens in a batched mode as each alone; the mean draft
+length the engine chose over the rounds of every request (0 for regular decoding); the CUDA graphs captured while a
+request decoded (the engine captures at load what its batches meet: `bass.engine.warmup`).
 
-Before timing (unless --no-warmup): the longest prompt at the largest k with each method (arenas sized once), each
-draft length at each k (`Engine.warm_draft_lengths`), each scenario once in each mode with other seeds. Writes
-load_bench.json, .png (p50 / p95 bars) and .txt under --out; prints the table last, with batched-bass's ratios to
-the other modes (wall time to all done, tokens/s) and its p95 over a lone visitor's time.
+Each scenario runs in every mode --repeats times, the modes' order rotating from one repeat to the next; a row is the
+run of median wall time, beside every run's wall time. Before timing (unless --no-warmup): each scenario once in each
+mode with other seeds. Writes load_bench.json, .png (p50 / p95 bars) and .txt under --out; prints the table last,
+with batched-bass's ratios to the other modes (wall time to all done, tokens/s) and its p95 over a lone visitor's
+time.
 """
 
 from __future__ import annotations
@@ -43,16 +48,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bass import HUMANEVAL_STOPS, Engine, EngineConfig, GenerationResult, SamplingParams, graphs
+from bass import HUMANEVAL_STOPS, Engine, EngineConfig, GenerationResult, SamplingParams
 from bass.config import check_k
-from bass.device import device_line
-from bass.verdicts import VerdictWorker, submit_finished
+from bass.eval.verdicts import VerdictWorker, submit_finished
+from bass.runtime import graphs
+from bass.runtime.device import device_line
 
 MODES = ("one-at-a-time", "batched-regular", "batched-bass")
 BATCHED_METHODS = {"batched-regular": "regular", "batched-bass": "bass"}
 WARMUP_SEED = 10_000  # added to the warm-up's seeds: it samples other texts than the timed run
 START_LEAD_S = 0.05  # t = 0 comes this long after the threads start, so that no visitor's thread starts late
-SCENARIO_HELP = "together:N, poisson:N:RATE (per second) or queued:N:K, e.g. together:4"
+SCENARIO_HELP = "together:N[:K], poisson:N:RATE (per second) or queued:N:K, e.g. together:4"
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,7 @@ class Scenario:
     kind: str
     visitors: int
     rate: float | None = None  # poisson: arrivals per second
-    k: int | None = None  # queued: every request's k (the others use --k)
+    k: int | None = None  # every request's k (queued: always given; otherwise --k where not given)
 
     def __post_init__(self) -> None:
         if self.kind not in ("together", "poisson", "queued"):
@@ -71,8 +77,8 @@ class Scenario:
             raise ValueError(f"a scenario needs at least 1 visitor, got {self.visitors}")
         if (self.kind == "poisson") != (self.rate is not None) or (self.rate is not None and not self.rate > 0):
             raise ValueError(f"poisson takes a rate > 0 per second and only poisson takes one: use {SCENARIO_HELP}")
-        if (self.kind == "queued") != (self.k is not None):
-            raise ValueError(f"queued takes its k and only queued does: use {SCENARIO_HELP}")
+        if self.kind == "queued" and self.k is None or self.kind == "poisson" and self.k is not None:
+            raise ValueError(f"queued takes its k, poisson none: use {SCENARIO_HELP}")
         if self.k is not None:
             check_k(self.k, "a queued scenario's K")
 
@@ -99,7 +105,7 @@ def parse_scenario(text: str) -> Scenario:
         visitors = int(nums[0])
         if kind == "poisson" and len(nums) == 2:
             return Scenario(kind, visitors, rate=float(nums[1]))
-        if kind == "queued" and len(nums) == 2:
+        if kind in ("queued", "together") and len(nums) == 2:
             return Scenario(kind, visitors, k=int(nums[1]))
         if len(nums) != 1:
             raise ValueError(f"wrong number of fields: use {SCENARIO_HELP}")
@@ -222,6 +228,7 @@ def summarize(scenario: Scenario, mode: str, requests: list[Request], served: li
     to_pass = [v["first_pass_s"] - v["arrival_s"] for v in done if v["first_pass_s"] is not None]
     wall = max((v["done_s"] for v in done), default=None)
     tokens = sum(v["tokens"] for v in done)
+    lengths = [L for s in served if s is not None and s.result is not None for L in s.result.stats.draft_lengths]
     return dict(scenario=scenario.label, mode=mode, k=requests[0].k, requests=len(visits), done=len(done),
                 lost=len(visits) - len(done), last_arrival_s=max(r.arrival_s for r in requests),
                 p50_done_s=percentile(to_done, 50), p95_done_s=percentile(to_done, 95),
@@ -230,7 +237,7 @@ def summarize(scenario: Scenario, mode: str, requests: list[Request], served: li
                 service_s=statistics.median([v["done_s"] - v["start_s"] for v in done]) if done else None,
                 peak_gpu_mb=None if peak_bytes is None else peak_bytes / 2**20,
                 saw_position=sum(any(p is not None for p in v["queue_positions"]) for v in visits),
-                greedy=None, visits=visits)
+                mean_draft_length=statistics.mean(lengths) if lengths else None, greedy=None, visits=visits)
 
 
 def tokens_of(result: GenerationResult | None) -> list[tuple[int, ...]] | None:
@@ -273,14 +280,14 @@ def fmt(x, spec: str = ".3f") -> str:
 
 def format_table(runs: list[dict], rows_of_ratios: list[dict]) -> str:
     head = (f"{'scenario':<18}{'mode':<17}{'done/lost':>10}{'p50 done':>10}{'p95 done':>10}{'p50 pass':>10}"
-            f"{'p95 pass':>10}{'wall s':>9}{'tok/s':>9}{'peak MB':>9}{'in line':>9}{'greedy =':>10}")
+            f"{'p95 pass':>10}{'wall s':>9}{'tok/s':>9}{'mean L':>8}{'captures':>9}{'in line':>9}{'greedy =':>10}")
     lines = [head, "-" * len(head)]
     for r in runs:
         g = "-" if r["greedy"] is None else f"{r['greedy']['identical']}/{r['greedy']['requests']}"
         lines.append(f"{r['scenario']:<18}{r['mode']:<17}{r['done']:>6}/{r['lost']:<3}{fmt(r['p50_done_s']):>10}"
                      f"{fmt(r['p95_done_s']):>10}{fmt(r['p50_first_pass_s']):>10}{fmt(r['p95_first_pass_s']):>10}"
-                     f"{fmt(r['wall_s']):>9}{fmt(r['tokens_per_s'], '.0f'):>9}{fmt(r['peak_gpu_mb'], '.0f'):>9}"
-                     f"{r['saw_position']:>9}{g:>10}")
+                     f"{fmt(r['wall_s']):>9}{fmt(r['tokens_per_s'], '.0f'):>9}{fmt(r['mean_draft_length'], '.2f'):>8}"
+                     f"{r.get('decoding_captures', 0):>9}{r['saw_position']:>9}{g:>10}")
     for x in rows_of_ratios:
         lines.append(f"{x['scenario']}: batched-bass vs {x['against']}: wall {x['wall_x']:.2f}x, "
                      f"tokens/s {fmt(x['tokens_per_s_x'], '.2f')}x"
@@ -321,16 +328,9 @@ def requests_for(scenario: Scenario, pool: list, a: argparse.Namespace, seed: in
 
 
 def warm_up(engine: Engine, a: argparse.Namespace, pool: list, log) -> None:
-    """The module docstring's warm-up: nothing of it is timed."""
+    """Each scenario once in each mode, with other seeds: nothing of it is timed. (The engine captured and timed
+    its batches' rounds at load; this settles what is particular to the scenarios' prompts.)"""
     t = time.perf_counter()
-    every = [r for sc in a.scenarios for r in requests_for(sc, pool, a, a.seed + WARMUP_SEED)]
-    longest = max(every, key=lambda r: len(engine.encode(r.problem.prompt)[0]))
-    methods = sorted({BATCHED_METHODS.get(m, a.alone_method) for m in a.modes})
-    for method in methods:  # the largest request first: the arenas are sized for it and never regrow
-        engine.generate(longest.problem.prompt, k=max(r.k for r in every), params=longest.params, method=method)
-    if "bass" in methods:
-        for k in sorted({r.k for r in every}, reverse=True):
-            engine.warm_draft_lengths(longest.problem.prompt, longest.params, k=k, method="bass")
     for sc in a.scenarios:
         for mode in a.modes:
             run_mode(engine, requests_for(sc, pool, a, a.seed + WARMUP_SEED), mode, alone_method=a.alone_method,
@@ -339,29 +339,46 @@ def warm_up(engine: Engine, a: argparse.Namespace, pool: list, log) -> None:
 
 
 def measure(engine: Engine, a: argparse.Namespace, pool: list, log) -> list[dict]:
-    """Every scenario in every mode, one after another on the one engine; one summary row each."""
+    """Every scenario in every mode, --repeats times, on the one engine; one summary row each, of the run of median
+    wall time."""
+    runs: dict[tuple[str, str], list[dict]] = {}
+    for i in range(a.repeats):
+        order = a.modes[i % len(a.modes):] + a.modes[:i % len(a.modes)]
+        for sc in a.scenarios:
+            for mode in order:
+                runs.setdefault((sc.label, mode), []).append(measure_one(engine, a, pool, sc, mode, log, greedy=i == 0))
+    rows = []
+    for tried in runs.values():
+        walls = [r["wall_s"] for r in tried if r["wall_s"] is not None]
+        row = dict(sorted(tried, key=lambda r: r["wall_s"] or float("inf"))[(len(tried) - 1) // 2])
+        row["wall_s_runs"], row["greedy"] = walls, tried[0]["greedy"]  # (checked in the first run)
+        rows.append(row)
+    order = {(sc.label, m): j for j, (sc, m) in enumerate((sc, m) for sc in a.scenarios for m in a.modes)}
+    return sorted(rows, key=lambda r: order[(r["scenario"], r["mode"])])
+
+
+def measure_one(engine: Engine, a: argparse.Namespace, pool: list, sc: Scenario, mode: str, log,
+                greedy: bool = True) -> dict:
+    """One scenario in one mode: its summary row (with --check-greedy and `greedy`, the greedy identity too)."""
     cuda = engine.device.type == "cuda"
-    runs = []
-    for sc in a.scenarios:
-        requests = requests_for(sc, pool, a, a.seed)
-        for mode in a.modes:
-            if cuda:
-                torch.cuda.synchronize(engine.device)
-                torch.cuda.reset_peak_memory_stats(engine.device)
-            engine.scheduler.settle()  # the captures the last mode queued happen before this one, untimed
-            captured = graphs.decoding_captures()
-            served = run_mode(engine, requests, mode, alone_method=a.alone_method, test=not a.no_tests,
-                              timeout_s=a.timeout_s)
-            peak = torch.cuda.max_memory_allocated(engine.device) if cuda else None
-            row = summarize(sc, mode, requests, served, peak)
-            row["decoding_captures"] = graphs.decoding_captures() - captured  # CUDA graphs a request waited for
-            if a.check_greedy and mode in BATCHED_METHODS:
-                row["greedy"] = greedy_identity(engine, requests, mode, a.timeout_s)
-            runs.append(row)
-            log(f"  {sc.label} {mode}: {row['done']} done, {row['lost']} lost, last arrival "
-                f"{row['last_arrival_s']:.3f} s, wall {fmt(row['wall_s'])} s, p95 to done {fmt(row['p95_done_s'])} s, "
-                f"{row['decoding_captures']} graphs captured while decoding")
-    return runs
+    requests = requests_for(sc, pool, a, a.seed)
+    if cuda:
+        torch.cuda.synchronize(engine.device)
+        torch.cuda.reset_peak_memory_stats(engine.device)
+    engine.scheduler.settle()  # the captures the last mode queued happen before this one, untimed
+    captured = graphs.decoding_captures()
+    served = run_mode(engine, requests, mode, alone_method=a.alone_method, test=not a.no_tests,
+                      timeout_s=a.timeout_s)
+    peak = torch.cuda.max_memory_allocated(engine.device) if cuda else None
+    row = summarize(sc, mode, requests, served, peak)
+    row["decoding_captures"] = graphs.decoding_captures() - captured  # CUDA graphs a request waited for
+    if a.check_greedy and greedy and mode in BATCHED_METHODS:
+        row["greedy"] = greedy_identity(engine, requests, mode, a.timeout_s)
+    log(f"  {sc.label} {mode}: {row['done']} done, {row['lost']} lost, last arrival "
+        f"{row['last_arrival_s']:.3f} s, wall {fmt(row['wall_s'])} s, p95 to done {fmt(row['p95_done_s'])} s, "
+        f"mean L {fmt(row['mean_draft_length'], '.2f')}, {row['decoding_captures']} graphs captured while "
+        "decoding")
+    return row
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -372,7 +389,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--backend", default="auto")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
-    p.add_argument("--scenarios", default="together:4,poisson:16:32,queued:32:16",
+    p.add_argument("--scenarios", default="together:1:1,together:1,together:4,poisson:16:32,together:64",
                    type=lambda s: [parse_scenario(x) for x in s.split(",") if x.strip()], help=SCENARIO_HELP)
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     p.add_argument("--alone-method", default="bass", choices=("bass", "regular"), help="one-at-a-time's method")
@@ -385,6 +402,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--check-greedy", action="store_true", help="each batched mode: greedy alone vs batched")
     p.add_argument("--no-tests", action="store_true", help="do not test candidates (no time to first pass)")
     p.add_argument("--no-warmup", action="store_true")
+    p.add_argument("--repeats", type=int, default=1, help="runs of each scenario in each mode (the median's row)")
     p.add_argument("--timeout-s", type=float, default=600.0, help="a mode's requests not done by then are lost")
     p.add_argument("--out", default="bench/results/latest/load/")
     a = p.parse_args(argv)
@@ -422,7 +440,13 @@ def main(argv: list[str] | None = None) -> dict:
                 problems=[p.task_id for p in pool], started=started, load_s=time.perf_counter() - t0,
                 args={k: v for k, v in vars(a).items() if k != "scenarios"} | {"scenarios": [s.label for s in
                                                                                           a.scenarios]})
-    print(info["device"], f"| target {info['target']}, draft {info['draft']}", flush=True)
+    table = engine.runner.cost_table
+    info["cost_table"] = None if table is None else table.to_dict()  # what "auto" reads (`bass.engine.warmup`)
+    print(info["device"], f"| target {info['target']}, draft {info['draft']}; loaded (and warmed) in "
+          f"{info['load_s']:.1f} s", flush=True)
+    if table is not None:
+        print("cost table, ms a round (rows x L):", " ".join(f"{k}={v:.2f}" for k, v in
+                                                         info["cost_table"]["round_ms"].items()), flush=True)
     def log(line: str) -> None:
         print(line, flush=True)
 

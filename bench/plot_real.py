@@ -19,16 +19,18 @@ SETTINGS = ("projections", "proposals")  # pairs whose rows hold their setting i
 
 
 def policy_label(cfg: DraftLengthConfig) -> str:
-    """A row's name for a draft-length policy: "fixed L=3", "heuristic" (from l0 = 7, the paper's) or the policy."""
+    """A row's name for a draft-length policy: "auto", "fixed L=3", "heuristic" (from l0 = 7, the paper's) or the
+    policy."""
+    if cfg.policy == "auto":
+        return "auto"
     if cfg.policy == "fixed":
         return f"fixed L={cfg.l0}"
     return cfg.policy if cfg.l0 == 7 else f"{cfg.policy} from L={cfg.l0}"
 
 
-# the drafters' own rows run the engine's default policy, left out of their label (result files written before
-# fixed L = 3 became the default name theirs "cost")
+# the drafters' own rows run the engine's default policy, left out of their label
 DEFAULT_POLICY = policy_label(DraftLengthConfig())
-UNNAMED_POLICIES = (None, DEFAULT_POLICY, "cost")
+UNNAMED_POLICIES = (None, DEFAULT_POLICY)
 
 
 def row_label(r: dict) -> str:

@@ -10,16 +10,16 @@ prompts, each a batch of k samples of one prompt (the paper's setting). Rows, la
                --drafters); single-sequence speculative decoding with the best drafter at that k;
   at --policy-k  BASS with the best drafter under each draft-length policy (fixed L = 3, the default, is the
                drafter row itself; the paper's heuristic from l0 = 7; fixed L for each --fixed-l), and BASS with the
-               best drafter without and with the streaming verdict tester (`bass.verdicts`: each candidate
+               best drafter without and with the streaming verdict tester (`bass.eval.verdicts`: each candidate
                goes to the sandbox the moment it finishes), the sandbox in its own process (as the app and
                the eval run it) and in the engine's process, the three interleaved prompt by prompt;
-               and regular and BASS with the best drafter with the engine's look-ahead (`bass.pipeline`:
+               and regular and BASS with the best drafter with the engine's look-ahead (`bass.decode.pipeline`:
                on CUDA, a round launched before the round before it is read) and without it,
                the four interleaved; with --cublas-pair, regular and BASS with the best drafter with the
                projections the engine tuned at load (`bass.models.linear`) and with cuBLAS throughout (a
                second engine over the same models), the four interleaved; with --chain-pair, the same with
                each of the feature draft's proposals as one graph (the engine's default) and step by step
-               (`EngineConfig.proposal_graphs`). With --interleave,
+               (`Tuning.proposal_graphs`). With --interleave,
                regular and the drafters' rows at each k are measured interleaved too (one `measure`), where by
                default each row runs after the one before.
 
@@ -65,10 +65,11 @@ from pathlib import Path
 import torch
 
 from bass.config import HUMANEVAL_STOPS, DraftLengthConfig, EngineConfig, SamplingParams
-from bass.device import device_line
 from bass.engine import Engine
+from bass.engine.tuning import Tuning
 from bass.events import GenerationResult
 from bass.models import linear
+from bass.runtime.device import device_line
 from bench.plot_real import DEFAULT_POLICY, add_ratios, format_table, plot, policy_label, row_label
 from bench.profile.rounds import round_breakdown
 from bench.real_passes import Runner, measure
@@ -106,22 +107,22 @@ class Bench:
     def cublas_runner(self, method: str, k: int, drafter: str | None = None) -> Runner:
         """A runner on a second engine over the same models whose projections are all cuBLAS: its own CUDA
         graphs, captured under `bass.models.linear.cublas_only` (the first engine's keep the tuned kernels)."""
-        return self._second_runner("cublas", dict(tune_projections=False), linear.cublas_only, method, k, drafter)
+        return self._second_runner("cublas", Tuning(tune_projections=False), linear.cublas_only, method, k, drafter)
 
     def stepwise_runner(self, method: str, k: int, drafter: str | None = None) -> Runner:
         """A runner on a second engine over the same models that makes each proposal step by step, one graph per
-        draft step (`EngineConfig.proposal_graphs=False`), where the first chains them in one graph."""
-        return self._second_runner("stepwise", dict(proposal_graphs=False), contextlib.nullcontext, method, k,
+        draft step (`Tuning.proposal_graphs=False`), where the first chains them in one graph."""
+        return self._second_runner("stepwise", Tuning(proposal_graphs=False), contextlib.nullcontext, method, k,
                                    drafter)
 
-    def _second_runner(self, name: str, change: dict, context: Callable, method: str, k: int,
+    def _second_runner(self, name: str, tuning: Tuning, context: Callable, method: str, k: int,
                        drafter: str | None) -> Runner:
-        """A runner on the second engine `name`: the bench's config with `change`, over the same models, each
+        """A runner on the second engine `name`: the bench's config with `tuning`, over the same models, each
         of its generations (and its priming) inside `context()`; made, primed and its draft lengths warmed
         (`Engine.warm_draft_lengths`) on first use."""
         if name not in self.second:
             eng = self.engine
-            self.second[name] = Engine(dataclasses.replace(eng.config, **change), target=eng.target, draft=eng.draft)
+            self.second[name] = Engine(eng.config, target=eng.target, draft=eng.draft, tuning=tuning)
             with context():  # primed and warmed as the first engine's drafting rows are (`run_all`)
                 self.prime(k, [drafter or eng.default_drafter], self.second[name])
                 self.second[name].warm_draft_lengths(self.prompts[0], self.params, k=k, method="bass",
@@ -135,9 +136,10 @@ class Bench:
         return run
 
     def verdict_runner(self, k: int, drafter: str, where: str) -> Runner:
-        """BASS whose finished candidates go to the sandbox in the background (`bass.eval`), as the app does;
+        """BASS whose finished candidates go to the sandbox in the background (`bass.eval.humaneval`), as the app does;
         `where`: "service" (the sandbox's own process, as the app and the eval run it) or "in-process"."""
-        from bass.eval import stream_with_verdicts
+        from bass.eval.humaneval import stream_with_verdicts
+        from bass.eval.verdicts import VerdictWorker
         from sandbox import run_humaneval, shared_service
 
         if where == "service":
@@ -149,8 +151,8 @@ class Bench:
             def check(items):
                 return [o.all_passed for o in run_humaneval([prob] * len(items), [text for _, text in items])]
 
-            result, _ = stream_with_verdicts(self.engine, prob.prompt, k=k, params=self.pass_params(p), method="bass",
-                                             check=check, passed=bool, drafter=drafter)
+            result, _ = stream_with_verdicts(self.engine, prob.prompt, VerdictWorker(check, bool), k=k,
+                                             params=self.pass_params(p), method="bass", drafter=drafter)
             return result
         return run
 
@@ -199,7 +201,7 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
 
     for k in ks:
         t = time.perf_counter()
-        for d in drafters:  # every draft length's graphs at batch k first: smaller batches run in them (`bass.graphs`)
+        for d in drafters:  # every length at batch k first: smaller batches run in its graphs (`bass.runtime.graphs`)
             b.engine.warm_draft_lengths(b.prompts[0], b.params, k=k, method="bass", drafter=d)
         log(f"  warm-up of every draft length at k={k}: {time.perf_counter() - t:.1f} s")
         t = time.perf_counter()  # the rows' seconds below are their own measurement's
@@ -225,8 +227,8 @@ def run_all(b: Bench, ks: list[int], drafters: list[str], policy_k: int, log=pri
         if k != policy_k or a.no_policy_rows:
             continue
         policies = [DraftLengthConfig(policy="heuristic", l0=7)] + \
-            [DraftLengthConfig(policy="fixed", l0=n) for n in a.fixed_l if n != DraftLengthConfig().l0]
-        for cfg in policies:  # (the default's row is the drafter's own)
+            [DraftLengthConfig(policy="fixed", l0=n) for n in a.fixed_l]
+        for cfg in policies:  # (the default's row, "auto", is the drafter's own)
             t = time.perf_counter()
             add(row("bass", k, best, policy_label(cfg), measure({"r": b.runner("bass", k, best, cfg)}, len(b.prompts),
                                                    a.repeats)["r"]), t)

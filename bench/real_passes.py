@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Callable
 
 from bass.events import GenerationResult
-from bass.graphs import (
+from bass.runtime.graphs import (
     decoding_capture_shapes,
     decoding_captures,
     deferred_capture_shapes,
@@ -79,7 +79,7 @@ def measure(runners: dict[str, Runner], n_prompts: int, repeats: int) -> dict[st
         ms = [p["ms_per_token"] for p in ps]
         median = sorted(ps, key=lambda p: p["ms_per_token"])[(len(ps) - 1) // 2]
         # graphs captured inside a timed pass's decoding: one-off costs (tens of rounds each) in its ms/tok/seq;
-        # those captured between its generations (`bass.graphs`, deferred) cost it nothing
+        # those captured between its generations (`bass.runtime.graphs`, deferred) cost it nothing
         out[name] = {**median, "ms_per_token_passes": ms, "ms_per_token_spread": max(ms) - min(ms),
                      "ms_per_token_median": statistics.median(ms), "captures_passes": [p["captures"] for p in ps],
                      "host_stall_share_passes": [p["host_stall_share"] for p in ps],

@@ -18,7 +18,7 @@ The nucleus is taken, for speed, over the target's `k` most likely tokens of the
 (the engine's draft samples within its 256 most likely tokens too): p(v) = exp(z_v / T − logsumexp(z / T)) over
 the whole vocabulary, kept while the mass before it is below top_p, renormalised over what is kept. A token
 outside the draft's vocabulary gets q = 0 and adds nothing to α. With k covering the vocabulary and no
-reduced vocabulary this is exactly `bass.sampling.process_logits`'s p (a test holds the two equal).
+reduced vocabulary this is exactly `bass.decode.sampling.process_logits`'s p (a test holds the two equal).
 
 The gradient of min(p, q) reaches only the tokens where q < p: it lifts the draft's mass where it falls
 short of the target's nucleus, which the softmax then takes from everywhere else. The held-out loss a run

@@ -25,7 +25,7 @@ def generate_completions(engine: Engine, prompts_path: Path, out: Path, *, sampl
 
     Each batch holds `batch_rows // samples` prompts, so that `samples` completions of each fill `batch_rows`
     sequences: decoding is bound by reading the weights, so more completions per prompt cost little more time
-    as long as the batch stays within the engine's largest captured bucket (`bass.graphs.BATCH_BUCKETS`).
+    as long as the batch stays within the engine's largest captured bucket (`bass.runtime.graphs.BATCH_BUCKETS`).
     """
     if samples < 1 or batch_rows < 1:
         raise ValueError(f"samples and batch_rows must be >= 1, got {samples} and {batch_rows}")

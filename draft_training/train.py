@@ -342,7 +342,7 @@ def evaluate(student: Student | FeatureStudent, teacher: Teacher, windows: list[
 def expected_acceptance(p: torch.Tensor, s_logits: torch.Tensor, params: SamplingParams, scale: float = 1.0,
                         vocab: torch.Tensor | None = None) -> torch.Tensor:
     """A draft step's expected acceptance under lossless sampling at each position [...] of the target's
-    processed distribution p [..., V] (`bass.sampling.process_logits` of its logits under `params`).
+    processed distribution p [..., V] (`bass.decode.sampling.process_logits` of its logits under `params`).
 
     Speculative sampling accepts x ~ q with probability min(1, p(x) / q(x)), so a step accepts with
 
@@ -352,7 +352,7 @@ def expected_acceptance(p: torch.Tensor, s_logits: torch.Tensor, params: Samplin
     `scale`·T with the same top-p. Sampling stays exact for any q the verify is given, so the scale is free.
     With `vocab` the draft's logits [..., V'] are those of target ids vocab (q = 0 elsewhere).
     """
-    from bass.sampling import process_logits
+    from bass.decode.sampling import process_logits
 
     q = process_logits(s_logits.float(), replace(params, temperature=params.temperature * scale))
     return torch.minimum(p if vocab is None else p[..., vocab], q).sum(-1)
@@ -370,7 +370,7 @@ def sampled_acceptance(student: FeatureStudent, teacher: Teacher, windows: list[
     with it, and a lower τ puts more of q where p is. q here is over the draft's proposal vocabulary with exact
     top-p; the engine's draft applies top-p within its 256 most likely tokens (nearly the same q).
     """
-    from bass.sampling import process_logits
+    from bass.decode.sampling import process_logits
 
     cfg = cfg or TrainConfig(loss="feature")
     sums = {tau: [0.0] * cfg.unroll_steps for tau in scales}

@@ -43,7 +43,7 @@ BACKENDS: dict[str, AttentionFn] = {
 
 
 # backends that read the batch's lengths on the host (to size their padding, or to loop over sequences): a CUDA
-# graph cannot capture a device-to-host read, so a graphed engine runs them eagerly (`bass.graphs`)
+# graph cannot capture a device-to-host read, so a graphed engine runs them eagerly (`bass.runtime.graphs`)
 HOST_READING = ("pad", "split")
 
 

@@ -1,7 +1,7 @@
 """A draft step's top-p sample in two launches, from its logits to the token and the sparse q the verify reads.
 
 A draft may draw its proposal from any distribution q, as long as the verify is handed that same q
-(`bass.sampling`). So a draft step need not find its row's top-p set exactly, as the verify must; it
+(`bass.decode.sampling`). So a draft step need not find its row's top-p set exactly, as the verify must; it
 applies top-p within a candidate set C that is cheap to find, and reports the q it drew from.
 
 C is the union of each chunk's PER_CHUNK most likely tokens. A row's V columns are dealt to S chunks in

@@ -1,6 +1,6 @@
 """The ragged KV layout shared by the engine's cache and every attention backend.
 
-One place defines it so that `bass/cache.py` and the kernels cannot drift apart.
+One place defines it so that `bass/runtime/cache.py` and the kernels cannot drift apart.
 
 A batch holds B sequences drawn from G prompts ("groups"). The k candidates of one prompt differ only
 after the prompt, so the prompt's K/V is stored **once per group** (the shared prefix) and every

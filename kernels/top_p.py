@@ -24,7 +24,7 @@ launches do it with every SM busy:
 
 So the candidates are exactly {v : p_v >= some threshold}: every token more likely than the least likely
 candidate is a candidate, which is what makes top-p decided by them wherever their mass reaches top_p
-(`bass.sampling.top_p_candidates`). The output is [R, K] (probabilities descending, ids), padded past
+(`bass.decode.sampling.top_p_candidates`). The output is [R, K] (probabilities descending, ids), padded past
 the candidates with p = 0 and id 0. Nothing depends on the order in which programs run.
 
 `tempered_probs_fused` writes p over the whole row from the same step 1, so a full sort of its output

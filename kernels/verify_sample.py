@@ -1,6 +1,6 @@
 """A verify's accept / resample rule over each position's sorted top-p candidates, in one program per sequence.
 
-Speculative sampling (`bass.sampling`) accepts draft x_i with probability min(1, p_i(x_i) / q_i(x_i)) until
+Speculative sampling (`bass.decode.sampling`) accepts draft x_i with probability min(1, p_i(x_i) / q_i(x_i)) until
 the first rejection a, then draws the next token from max(0, p_a − q_a) (or from p_a when all L were
 accepted). Under top-p, p_t is zero outside the kept candidates of position t, so with v_j the candidate
 probabilities in the stable order (descending, then id ascending; `kernels.top_p`) and ids_j their tokens:
@@ -19,7 +19,7 @@ A model draft's q comes sparse, as KQ (mass, id) pairs per position (`kernels.dr
 
 and the residual subtracts each nonzero pair from the candidate holding its id: a loop over the pairs up
 to the last nonzero one (the draft's kept set: a few tokens), each a [K] comparison.
-`bass.rules.VerifyRule` redoes the others by a full sort. That is `bass.verify.verify_top_p` (its torch
+`bass.decode.rules.VerifyRule` redoes the others by a full sort. That is `bass.decode.verify.verify_top_p` (its torch
 twin, the reference the tests hold this to) plus the round's glue of `VerifyRule`: the packed row the host
 reads, the emitted tokens the feature draft feeds next, and the rejected counts the cache rolls back.
 

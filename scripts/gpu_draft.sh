@@ -114,7 +114,7 @@ case "$1" in
     tar -czf $OUT/ab_runs.tgz -C $OUT old1 new1 old2 new2 old1.log new1.log old2.log new2.log \
       && rm -rf $OUT/old1 $OUT/new1 $OUT/old2 $OUT/new2 $OUT/{old,new}{1,2}.log ;;
   tests)  # the tests that skip on the CPU, on this GPU (their CPU twins run in `make test`)
-    BASS_TARGET=$GGUF python3 -m pytest tests/bass/test_look_ahead.py tests/bass/test_feature_draft.py tests/bass/test_transfer.py tests/bass/test_sampling.py tests/bass/test_proposal_graphs.py \
+    BASS_TARGET=$GGUF python3 -m pytest tests/bass/test_scheduler.py tests/bass/test_draft_length_by_batch.py tests/bass/test_chunked_prefill.py tests/bass/test_look_ahead.py tests/bass/test_feature_draft.py tests/bass/test_transfer.py tests/bass/test_sampling.py tests/bass/test_proposal_graphs.py \
       tests/bass/test_lossless_shipped.py tests/bass/test_prefill_graphs.py tests/draft_training/test_vocab_loss.py tests/draft_training/test_kernel_choice.py tests/kernels -q -p no:cacheprovider -o addopts="" "${@:2}" \
       2>&1 | grep --line-buffered -v Warning | tee $OUT/gpu_tests.log ;;
   *) echo "usage: scripts/gpu_draft.sh part NN | corpus NN | kept NN | setup | completions | train | adopt | accept | bench | load | compare | ab | ab-draft FILE | profile | host | eval | generate | tests" >&2; exit 2 ;;

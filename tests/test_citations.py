@@ -3,7 +3,8 @@ docstrings and comments of every Python file. And the other way round for run re
 is cited by those docs (a run's table, its JSON and its plot by `name.*`), or it does not belong there.
 
 A cited path is one that starts at a top-level folder of the repository (`bench/results/sandbox_bench.txt`,
-`tests/bass/test_engine.py`, `docs/engine.md`, `bass/graphs.py`, `kernels/`); one with a wildcard must match a file.
+`tests/bass/test_engine.py`, `docs/engine.md`, `bass/runtime/graphs.py`, `kernels/`); one with a wildcard must
+match a file.
 A dated result file cited by its name alone (`real_bench_2026-12-03_h200_k8_fixed123.txt`) must be in
 `bench/results/`. A path with a placeholder (`bench/results/<file>`, `bench.<name>`) is a pattern, not a citation.
 The team's shared design notes live outside the repository and may not be cited at all: docs/design.md is the
@@ -29,11 +30,10 @@ PATH = re.compile(r"(?<![\w./-])((?:" + "|".join(TOPS) + r")/(?:[\w./*-]*[\w/*])
 DATED = re.compile(r"(?<![\w./-])([\w.-]*\d{4}-\d{2}-\d{2}[\w.*-]*\.(?:[a-z]+\b|\*))")
 RESULTS = "bench/results"
 DOCS = ("README.md", "docs/*.md", "bench/README.md", "sandbox/README.md")
-# Files whose stale citations are known and being removed with the engine's reorganisation (bass/engine/*, the round,
-# the pipeline): each case fails strictly until its file is fixed, then XPASS says to drop it from here.
+# Files whose stale citations are known and being removed with the round loop's rework: each case fails strictly
+# until its file is fixed, then XPASS says to drop it from here.
 ENGINE_FILES = {
-    "bass/round.py": "cites DESIGN.md §1",
-    "bass/draft_length.py": "cites DESIGN.md §3",
+    "bass/decode/round.py": "cites DESIGN.md §1",
 }
 
 

@@ -18,20 +18,23 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from bass.attention import available_backends, get_backend, resolve_backend
-from bass.cache import CacheArena
-from bass.config import DraftLengthConfig, EngineConfig, SamplingParams, check_draft_file
-from bass.device import resolve_device, resolve_dtype
-from bass.drafters import Drafter, NoDrafter, build_drafter
-from bass.engine import validate
+from bass.config import MAX_PROMPT_TOKENS, DraftLengthConfig, EngineConfig, SamplingParams, check_draft_file
+from bass.drafters import DrafterSettings, DraftModel, build_drafter
+from bass.drafters.base import Drafter, NoDrafter
+from bass.engine import validate, warmup
+from bass.engine.runner import Runner
 from bass.engine.scheduler import Scheduler
+from bass.engine.tuning import Tuning
 from bass.events import GenerationEvent, GenerationResult
-from bass.graphs import WIDTH_BUCKETS, GraphedModel
 from bass.models import linear
 from bass.models.draft import DRAFT_FILE, DRAFT_SHA256, shipped_draft
 from bass.models.feature_draft import FeatureDraft
 from bass.models.loader import LoadedModel, check_same_vocab, load_model
-from bass.prefill_graphs import PrefillGraphs
+from bass.runtime.attention import available_backends, get_backend, resolve_backend
+from bass.runtime.cache import CacheArena
+from bass.runtime.device import device_line, resolve_device, resolve_dtype
+from bass.runtime.graphs import BATCH_BUCKETS, WIDTH_BUCKETS, GraphedModel
+from bass.runtime.prefill_graphs import PrefillGraphs
 
 # what `Engine.warm_draft_lengths` drafts: 1..8, then one length per verify width bucket up to 16 (L = w - 1), so
 # that no draft length up to 15, fixed or the heuristic's, meets a verify width without a graph inside a request
@@ -39,6 +42,9 @@ WARM_LENGTHS = tuple(sorted(set(range(1, 9)) | {w - 1 for w in WIDTH_BUCKETS if 
 
 
 _CUDA_LOCK = threading.RLock()
+# the K/V storage reserved at load where graphs are captured: the largest batch (rows of k = 1 prompts each) of
+# HumanEval-sized prompts and answers; a request beyond it moves the storage, and its graphs are captured anew
+RESERVE_PROMPT_TOKENS, RESERVE_NEW_TOKENS = 1024, 512
 
 
 def _load(role: str, spec: str, kwargs: dict) -> LoadedModel:
@@ -52,8 +58,9 @@ class Engine:
     """One target (and optionally one draft model), loaded once, serving any number of requests."""
 
     def __init__(self, config: EngineConfig | None = None, *, progress: Callable[[str, float], None] | None = None,
-                 target: LoadedModel | None = None, draft: LoadedModel | None = None):
+                 target: LoadedModel | None = None, draft: LoadedModel | None = None, tuning: Tuning | None = None):
         self.config = config or EngineConfig()
+        self.tuning = tuning or Tuning()
         self.device = resolve_device(self.config.device)
         self.dtype = resolve_dtype(self.config.dtype, self.device)
         # held by whoever runs the models (the device thread, a warm-up, a load): on CUDA one for the process, since
@@ -61,8 +68,22 @@ class Engine:
         self.device_lock = _CUDA_LOCK if self.device.type == "cuda" else threading.RLock()
         with self.device_lock:
             self._setup(target, draft, progress)
-        self.scheduler = Scheduler(self, validate.memory_budget(self))
         self.look_ahead = self.device.type == "cuda" if self.config.look_ahead is None else self.config.look_ahead
+        self.runner = Runner(self.target, self._target_fwd, self._prefill_graphs, self._arena, frozenset(self.eos_ids),
+                             self.attention, self.new_drafter, self.config.max_batch_rows, self.device_lock,
+                             self.capture_queued)
+        self.scheduler = Scheduler(self.runner, validate.memory_budget(self.config.memory_budget_gb, self.device))
+        models = tuple(m.config for m in (self.target, self.draft) if m is not None)
+        drafter = self.default_drafter if self.config.drafter == "auto" else self.config.drafter
+        prompt_limit = self.config.max_prompt_tokens or MAX_PROMPT_TOKENS.get(self.device.type,
+                                                                              MAX_PROMPT_TOKENS["cpu"])
+        self.serving = validate.Serving(tuple(self.available_drafters()), drafter, self.backend, self.attention,
+                                        self.target.config.max_position_embeddings, prompt_limit, models,
+                                        self.dtype, self.look_ahead, self.config.draft_length)
+        if self.captures_graphs and self.tuning.warm_up:
+            if progress:
+                progress("capturing and timing the graphs", 0.9)
+            self.warm_up()
 
     def _setup(self, target: LoadedModel | None, draft: LoadedModel | None,
                progress: Callable[[str, float], None] | None) -> None:
@@ -84,7 +105,7 @@ class Engine:
         # the target's and the draft's prefills, with static shapes (`use_static_shapes`)
         self._prefill_graphs = self._draft_prefill_graphs = None
         self.projection_report: list[dict] = []  # what `bass.models.linear.tune` measured at load
-        if self.device.type == "cuda" and self.config.tune_projections:
+        if self.device.type == "cuda" and self.tuning.tune_projections:
             self.tune_projections()
         if self.device.type == "cuda" and self.config.cuda_graphs:
             self.use_static_shapes(capture=True)
@@ -129,13 +150,16 @@ class Engine:
         and (capture=True, CUDA) replayed CUDA graphs. capture=False runs the same path eagerly."""
         self._arena, self._draft_arena = CacheArena(persistent=True), CacheArena(persistent=True)
         self._target_fwd = GraphedModel(self.target.model, self._arena, use_graphs=capture)
-        if self.config.prefill_graphs:
+        if self.tuning.prefill_graphs:
             self._prefill_graphs = PrefillGraphs(self.target.model, use_graphs=capture)
             if self.draft is not None:
                 features = self.target.config.hidden_size if isinstance(self.draft.model, FeatureDraft) else None
                 self._draft_prefill_graphs = PrefillGraphs(self.draft.model, use_graphs=capture, features=features)
         if self.draft is not None:
             self._draft_fwd = GraphedModel(self.draft.model, self._draft_arena, use_graphs=capture)
+        if hasattr(self, "runner"):  # (a change after load: the device thread runs the new forwards)
+            r = self.runner
+            r.target_forward, r.arena, r.prefill_graphs = self._target_fwd, self._arena, self._prefill_graphs
 
     # ---- what the UI may offer -------------------------------------------------------------------
     def available_backends(self) -> list[str]:
@@ -194,9 +218,8 @@ class Engine:
         measurement). Setting `cancel` ends the request: at once while it waits, before its next round once it
         runs; a caller that stops reading the stream cancels it too.
         """
-        request = validate.request(self, prompts, k=k, params=params, method=method, drafter=drafter,
-                                   backend=backend, draft_length=draft_length, chat=chat, cancel=cancel,
-                                   look_ahead=look_ahead, exclusive=exclusive)
+        options = validate.Options(k, params, method, drafter, backend, draft_length, cancel, look_ahead, exclusive)
+        request = validate.request(self.serving, self.scheduler.budget, self.encode(prompts, chat), options)
         self.scheduler.submit(request)
         yield from self.scheduler.events(request)
 
@@ -240,14 +263,14 @@ class Engine:
         scale = c.draft_temperature
         if scale is None:  # the draft's own (its file's), else the target's processing
             scale = getattr(self.draft.model, "temperature_scale", 1.0) if name == "model" and self.draft else 1.0
-        return build_drafter(name, self._target_fwd, self.draft.model if self.draft else None, attn,
-                             ngram_max=c.ngram_max, ngram_min=c.ngram_min, layer_skip_layers=c.layer_skip_layers,
-                             draft_forward=self._draft_fwd, draft_arena=self._draft_arena,
-                             draft_prefills=self._draft_prefill_graphs,
-                             temperature_scale=scale, chained=c.proposal_graphs)
+        draft = None if self.draft is None else DraftModel(self.draft.model, self._draft_fwd, self._draft_arena,
+                                                           self._draft_prefill_graphs)
+        return build_drafter(name, self._target_fwd, draft, attn,
+                             DrafterSettings(c.ngram_max, c.ngram_min, c.layer_skip_layers, scale,
+                                             self.tuning.proposal_graphs))
 
     def capture_queued(self, stop: Callable[[], bool] | None = None) -> None:
-        """Capture the CUDA graphs of the shapes that ran in wider graphs (`bass.graphs`): between batches,
+        """Capture the CUDA graphs of the shapes that ran in wider graphs (`bass.runtime.graphs`): between batches,
         where they cost no request's latency; `stop` (a request is waiting) leaves the rest for later."""
         for fwd in (self._target_fwd, self._draft_fwd, self._prefill_graphs, self._draft_prefill_graphs):
             capture = getattr(fwd, "capture_queued", None)  # by attribute: a wrapper of a GraphedModel passes it on
@@ -259,16 +282,33 @@ class Engine:
         """Whether decode-time forwards replay CUDA graphs (`use_static_shapes(capture=True)`)."""
         return bool(getattr(self._target_fwd, "use_graphs", False))
 
+    def warm_up(self) -> None:
+        """At load, with CUDA graphs: reserve the K/V storage of the largest batch, capture the one-prompt prefills
+        and every batch bucket's rounds at each draft length the cost table prices, and time them into the table
+        the "auto" draft length reads (`bass.engine.warmup`)."""
+        rows = self.config.max_batch_rows
+        for arena, model in ((self._arena, self.target.model), (self._draft_arena, self.draft and self.draft.model)):
+            if model is not None:
+                arena.reserve(model.new_cache(1, 1), rows, RESERVE_PROMPT_TOKENS, rows, RESERVE_NEW_TOKENS + 2)
+        with self.device_lock:
+            for prefills in (self._prefill_graphs, self._draft_prefill_graphs):
+                if prefills is not None:
+                    prefills.warm(1, self.attention())
+        buckets = [b for b in BATCH_BUCKETS if b < rows] + [rows]
+        self.runner.cost_table = warmup.cost_table(self.generate, self.scheduler.settle, buckets,
+                                                   device_line(self.device))
+
     def warm_draft_lengths(self, prompt: str | Sequence[int], params: SamplingParams,
                            lengths: Iterable[int] = WARM_LENGTHS, **kw) -> None:
         """One short generation (32 tokens at most) of `prompt` at each fixed draft length of `lengths`, with
         the request settings `kw` (k, method, drafter, backend ...); and capture the target's and the draft's
-        one-prompt prefills at every width (`bass.prefill_graphs`).
+        one-prompt prefills at every width (`bass.runtime.prefill_graphs`).
 
-        With CUDA graphs, a shape without a graph runs in the graph of a wider batch of its width (`bass.graphs`),
-        but a width no batch has a graph of is captured at once, inside the request that drafts it first: a round
-        of tens of ms against a few. The heuristic's lengths follow the acceptance, so such a width can come at
-        any time; the benchmarks and the eval draft every length once, at their batch, before anything is timed.
+        With CUDA graphs, a shape without a graph runs in the graph of a wider batch of its width
+        (`bass.runtime.graphs`), but a width no batch has a graph of is captured at once, inside the request that
+        drafts it first: a round of tens of ms against a few. The heuristic's lengths follow the acceptance, so such
+        a width can come at any time; the benchmarks and the eval draft every length once, at their batch, before
+        anything is timed.
         An engine without static shapes (the CPU's default) has no graph to build: there it does nothing.
         """
         if not isinstance(self._target_fwd, GraphedModel):

@@ -15,24 +15,19 @@ round; the other requests of the batch go on.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from bass.config import DraftLengthConfig, SamplingParams
 from bass.engine.batch import Batch, cancelled_result
+from bass.engine.request import Request
+from bass.engine.runner import Runner
+from bass.engine.single import SingleRun
 from bass.events import GenerationEvent
-
-if TYPE_CHECKING:
-    from bass.drafters import Drafter
-    from bass.engine.engine import Engine
-    from bass.round import RequestContext
-    from bass.sequences import Sequence
 
 log = logging.getLogger(__name__)
 
@@ -41,67 +36,18 @@ POLL_S = 0.1  # how often a waiting caller looks at its place in line
 QUEUED_EVERY_S = 1.0  # a waiting caller hears of its place at least this often
 
 
-@dataclass(frozen=True)
-class BatchKind:
-    """What requests sharing a batch must share: one drafter, one verify rule, one attention backend."""
-
-    method: str
-    drafter: str | Drafter | None
-    backend: str
-    look_ahead: bool
-    draft_length: DraftLengthConfig
-    processing: SamplingParams  # temperature / top-k / top-p (`bass.rules.processing`)
-
-
-@dataclass(eq=False)
-class Request:
-    """One call of `Engine.stream`: its validated arguments, its event queue, and what the batch tracks of it."""
-
-    ids: list[list[int]]  # token ids of each prompt
-    k: int
-    params: SamplingParams
-    kind: BatchKind
-    bytes: int  # device memory it needs while it runs (`bass.engine.validate.request_bytes`)
-    exclusive: bool = False
-    cancel: threading.Event | None = None
-    abandoned: threading.Event = field(default_factory=threading.Event)
-    arrived: float = field(default_factory=time.perf_counter)
-    events: queue.Queue = field(default_factory=queue.Queue)
-    # set when it starts (`Batch.join`)
-    seqs: list[Sequence] = field(default_factory=list)
-    ctx: RequestContext | None = None
-    prefill_s: float = 0.0
-    rounds: list[tuple[int, float, float]] = field(default_factory=list)  # (draft length, end, host wait)
-    round_index: int = 0
-    started_at: float | None = None
-    cache: object = None  # "single": its forked cache and features, for its one-at-a-time sequences
-    features: object = None
-    # set with its result where nothing else runs or waits: the count of served batches once its batch has ended
-    # (and captured what it queued); its stream ends only then, as a lone caller's next request expects
-    settles_at: int | None = None
-
-    @property
-    def rows(self) -> int:
-        return len(self.ids) * self.k
-
-    def begin(self, seqs: list[Sequence], ctx: RequestContext, prefill_s: float) -> None:
-        self.seqs, self.ctx, self.prefill_s = seqs, ctx, prefill_s
-
-    def put(self, item: GenerationEvent | BaseException) -> None:
-        self.events.put(item)
-
-
 class Scheduler:
     """The line of requests and the device thread that serves it (module docstring)."""
 
-    def __init__(self, engine: Engine, budget: int):
-        self.engine, self.budget = engine, budget  # budget: bytes the running requests may take together
+    def __init__(self, runner: Runner, budget: int):
+        self.runner, self.budget = runner, budget  # budget: bytes the running requests may take together
         self._cv = threading.Condition()
         self._queue: deque[Request] = deque()
         self._running: list[Request] = []
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._request_s: float | None = None  # smoothed seconds from a request's start to its result
+        self._prefill_s_per_token: float | None = None  # smoothed, from the requests served (`wait_estimate`)
+        self._row_tokens_per_s: float | None = None
         self._served = 0  # batches run to their end (and the captures after them)
 
     # ---- the callers' side ------------------------------------------------------------------------------------
@@ -132,7 +78,7 @@ class Scheduler:
                     if place is not None and (place != told or now - told_at >= QUEUED_EVERY_S):
                         told, told_at = place, now
                         yield GenerationEvent("queued", 0, now - request.arrived, 0, queue_position=place,
-                                              wait_estimate_s=self.wait_estimate(place))
+                                              wait_estimate_s=self.wait_estimate(request))
                     continue
                 if isinstance(item, BaseException):
                     done = True
@@ -155,8 +101,8 @@ class Scheduler:
         while time.monotonic() < deadline:
             with self._cv:
                 busy = bool(self._queue or self._running)
-            if not busy and self.engine.device_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-                self.engine.device_lock.release()
+            if not busy and self.runner.device_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                self.runner.device_lock.release()
                 with self._cv:
                     if not self._queue and not self._running:
                         return True
@@ -165,7 +111,7 @@ class Scheduler:
 
     def _settle_alone(self, request: Request, timeout_s: float = 60.0) -> None:
         """A request that was alone gets its stream's end once its batch has ended and captured what it queued
-        (`bass.graphs`), or once another request comes: a caller's next request then finds the graphs built."""
+        (`bass.runtime.graphs`), or once another request comes: a caller's next request then finds the graphs built."""
         if request.settles_at is None:
             return
         with self._cv:
@@ -179,12 +125,24 @@ class Scheduler:
                     return i + 1
         return None
 
-    def wait_estimate(self, place: int) -> float | None:
-        """Seconds until the request at `place` starts: the smoothed request time per place ahead of it, spread
-        over the requests running together; None before any request has finished."""
-        if self._request_s is None:
+    def wait_estimate(self, request: Request) -> float | None:
+        """Seconds until `request`, in line, starts: the prompts ahead of it to prefill, at the prefill rate measured
+        on the requests served; and, where the rows running and ahead leave it no room, the decoding the running
+        requests have left (tokens to their limits), at the measured tokens per second of a row, earliest to end
+        first, until enough rows are free. None before any request has finished."""
+        if self._prefill_s_per_token is None or self._row_tokens_per_s is None:
             return None
-        return self._request_s * place / max(1, len(self._running))
+        with self._cv:
+            ahead = list(itertools.takewhile(lambda r: r is not request, self._queue))
+            running = list(self._running)
+        wait = self._prefill_s_per_token * sum(r.prompt_tokens for r in ahead)
+        short = sum(r.rows for r in running + ahead) + request.rows - self.runner.max_batch_rows
+        for left_s, rows in sorted(((r.params.max_new_tokens - _generated(r)) / self._row_tokens_per_s, r.rows)
+                                   for r in running):
+            if short <= 0:
+                break
+            wait, short = max(wait, left_s), short - rows
+        return wait
 
     def _withdraw(self, request: Request) -> bool:
         """Take a request that has not started out of the line."""
@@ -229,9 +187,13 @@ class Scheduler:
                 self._running.remove(request)
             if not self._running and not self._queue:
                 request.settles_at = self._served + 1
-        if request.started_at is not None:
-            took = time.perf_counter() - request.started_at
-            self._request_s = took if self._request_s is None else 0.7 * self._request_s + 0.3 * took
+        if request.ctx is not None and request.seqs:  # (not a request cancelled in line or while it prefilled)
+            decode_s = time.perf_counter() - request.ctx.t0
+            per_token = request.prefill_s / max(1, request.prompt_tokens)
+            row_rate = _generated(request) / decode_s if decode_s > 0 else None
+            self._prefill_s_per_token = _smoothed(self._prefill_s_per_token, per_token)
+            if row_rate:
+                self._row_tokens_per_s = _smoothed(self._row_tokens_per_s, row_rate)
 
     def bytes_running(self) -> int:
         with self._cv:
@@ -249,10 +211,10 @@ class Scheduler:
                     self._cv.wait(left)
                 head = self._queue[0]
             try:
-                with self.engine.device_lock:
-                    Batch(self.engine, self, head).run()
-                    if not self._queue:  # idle: a capture costs no request's latency (`bass.graphs`), and
-                        self.engine.capture_queued(stop=lambda: bool(self._queue))  # one arriving waits for one
+                with self.runner.device_lock:
+                    (SingleRun if head.kind.method == "single" else Batch)(self.runner, self, head).run()
+                    if not self._queue:  # idle: a capture costs no request's latency (`bass.runtime.graphs`), and
+                        self.runner.capture_queued(lambda: bool(self._queue))  # one arriving waits for one
             except BaseException as exc:  # every request the batch held gets the error; the thread goes on
                 log.exception("a batch failed")
                 with self._cv:
@@ -267,3 +229,13 @@ class Scheduler:
                 with self._cv:
                     self._served += 1
                     self._cv.notify_all()
+
+
+def _generated(request: Request) -> float:
+    """Tokens a row of `request` has generated so far, on average (read from another thread: a snapshot)."""
+    seqs = list(request.seqs)
+    return sum(s.num_generated for s in seqs) / len(seqs) if seqs else 0.0
+
+
+def _smoothed(old: float | None, new: float, keep: float = 0.7) -> float:
+    return new if old is None else keep * old + (1 - keep) * new

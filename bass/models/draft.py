@@ -5,7 +5,7 @@ at load) is a feature draft (`bass.models.feature_draft`, EAGLE-style): two bloc
 W_out. It reads the target's hidden states and uses the target's own embedding and LM head. The file's
 `vocab` tensor names the tokens it proposes from, the corpus's 32,768 most frequent and the end ids (its
 head is those rows of the target's): its proposals are distributions over the target's vocabulary that are
-zero elsewhere, so sampling stays lossless (`bass.rules.DraftRule`).
+zero elsewhere, so sampling stays lossless (`bass.decode.rules.DraftRule`).
 
 The pipeline also writes "standalone" drafts: a small Qwen2 decoder with two projections onto the
 target's hidden width H, whose token tables are derived at load from the target's:

@@ -14,7 +14,7 @@ A draft may propose from a reduced vocabulary (`vocab`, EAGLE-3's habit): the V'
 then those V' rows of the target's, and its logits [.., V'] cover only them. The full head is what a
 draft step reads most (V x H = 151,936 x 1,536 bf16 is 467 MB, against 17 MB of blocks), and sampling
 scans every logit of a row, so both shrink by V'/V. The draft rule maps the columns back to target ids and
-gives every other token q = 0 (`bass.rules.DraftRule`), so sampling stays lossless.
+gives every other token q = 0 (`bass.decode.rules.DraftRule`), so sampling stays lossless.
 
 The head's bytes shrink again when a loaded draft folds its output projection into it (`fold_head`):
 logits = (W_head W_out) n with n = RMSNorm(z'_t), a [V', d] table in place of [V', H], H / d = 3x fewer
@@ -25,7 +25,7 @@ verify is handed whatever q the draft drew from, so drafting stays lossless. f̂
 
 While drafting, the target's f for the newest positions is not known yet, so step i feeds the draft's own
 prediction f̂ back in place of f. After each verify, the target's true features of the accepted positions
-replace those guesses (`bass.feature_drafter.FeatureDrafter`). The head and embedding are the target's
+replace those guesses (`bass.drafters.feature.FeatureDrafter`). The head and embedding are the target's
 tensors (a reduced vocabulary's head rows, or their fold, are computed at load), so the draft's own file
 holds only W_fc, the blocks, W_out and the reduced vocabulary's ids: with d = 512, 2 blocks, about 8 M
 parameters (17 MB in bf16).
@@ -40,11 +40,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from bass.cache import KVCache
 from bass.models.config import ModelConfig
 from bass.models.layers import AttentionFn, RMSNorm, embed_concat, last_rows
 from bass.models.linear import Linear, linear
 from bass.models.llama import Block, run_blocks
+from bass.runtime.cache import KVCache
 
 
 class FeatureDraft(nn.Module):

@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bass.cache import KVCache
 from bass.models.config import ModelConfig
 from bass.models.linear import Linear, linear, needs_autograd
+from bass.runtime.cache import KVCache
 from kernels.split_sum import SplitSum, materialize
 
 # attn(q, prefix_k, prefix_v, prefix_len, seq_group, suffix_k, suffix_v, *, kv_len, q_len, scale, window)

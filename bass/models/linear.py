@@ -59,7 +59,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bass.graphs import capture
+from bass.runtime.graphs import capture
 from kernels.split_sum import SplitSum
 
 # oneDNN for CPU float32 projections (module docstring): whether this torch has the op, and whether `linear` uses

@@ -13,9 +13,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from bass.cache import KVCache
 from bass.models.config import ModelConfig
 from bass.models.layers import Attention, AttentionFn, Decoder, GatedMLP, RMSNorm, embed, forward_indices, rope_table
+from bass.runtime.cache import KVCache
 from kernels.split_sum import SplitSum, materialize
 
 

@@ -5,7 +5,7 @@
 Pass@First tests the first candidate to finish. In a batch that is mostly the shortest one, and on
 HumanEval the shortest completion is the one most often wrong (a `pass` stub, a missing import, a helper
 it never wrote). Per method, over the candidates that finished by themselves at the run's largest budget
-(`bass.eval.candidate_rows`):
+(`bass.eval.humaneval.candidate_rows`):
 
   first passes   how often the first to finish passed (Pass@First over the problems with a finisher)
   first shortest how often the first to finish had the fewest tokens (ties count)

@@ -25,7 +25,7 @@ import json
 import math
 from pathlib import Path
 
-from bass.budgets import budget_key
+from bass.eval.budgets import budget_key
 
 METRICS = {"pass_at_first": "Pass@First", "pass_at_all": "Pass@All"}
 

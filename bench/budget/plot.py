@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from bass.budgets import budget_key, format_budget_table
+from bass.eval.budgets import budget_key, format_budget_table
 
 # BASS, Qian et al. 2024: HumanEval within a time budget, 7.8B target on an A100
 PAPER = {"pass_at_first": 0.43, "pass_at_all": 0.61}

@@ -34,9 +34,9 @@ from pathlib import Path
 import torch
 
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams
-from bass.device import device_line
 from bass.engine import Engine
-from bass.graphs import ChainKey
+from bass.runtime.device import device_line
+from bass.runtime.graphs import ChainKey
 from bench.common import engine_parser, sync
 from bench.profile.rounds import is_device_work
 
@@ -128,7 +128,7 @@ def chain(kind: str, device: torch.device) -> Callable[[], None]:
 
 def engine_graphs(engine: Engine) -> list[tuple[str, Callable[[], None]]]:
     """(name, replay) of every graph the engine's target and draft forwards hold: forwards, and the draft's
-    chains (a whole proposal, `bass.proposal.chained_proposal`: "draft B8 chain T2 L3 pool0")."""
+    chains (a whole proposal, `bass.drafters.chain.chained_proposal`: "draft B8 chain T2 L3 pool0")."""
     out = []
     for role, fwd in (("target", engine.target_forward), ("draft", engine._draft_fwd)):
         for key, g in getattr(fwd, "_graphs", {}).items():

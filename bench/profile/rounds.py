@@ -7,7 +7,7 @@ synchronised around the drafter's proposal and the target's verify, so wall time
             sampling and acceptance, the round's host copy, stop strings, cache rollback, Python)
 
 The syncs cost a little themselves: the split is for profiling runs only, never for timed rows. They also
-leave nothing for look-ahead (`bass.pipeline`) to overlap, so `round_breakdown` turns it off: the split
+leave nothing for look-ahead (`bass.decode.pipeline`) to overlap, so `round_breakdown` turns it off: the split
 is of rounds run one after another, and on CUDA "verify" holds the rule captured with the forward.
 
 `pipelined_round` (`bench.profile.steps`): rounds as the engine runs them, look-ahead on where the engine
@@ -34,7 +34,7 @@ import torch
 from torch.autograd import DeviceType
 
 from bass.config import SamplingParams
-from bass.drafters import Drafter
+from bass.drafters.base import Drafter
 from bench.common import profiler_tables, sync
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def profile_round(engine, prompt: list[int], k: int, params: SamplingParams, n: 
         raise RuntimeError("this engine has no _target_fwd / _draft_fwd to time")
     params = dataclasses.replace(params, max_new_tokens=n)
     saved, log = (engine._target_fwd, engine._draft_fwd), []
-    engine._target_fwd = _Timed(saved[0], "target forward", log)
+    _set_target(engine, _Timed(saved[0], "target forward", log))
     engine._draft_fwd = _Timed(saved[1] or engine.draft.model, "draft forward", log)
     try:
         for _ in engine.stream([prompt], k=k, params=params, method=method):
@@ -120,16 +120,22 @@ def profile_round(engine, prompt: list[int], k: int, params: SamplingParams, n: 
             for _ in engine.stream([prompt], k=k, params=params, method=method):
                 pass
     finally:
-        engine._target_fwd, engine._draft_fwd = saved
+        _set_target(engine, saved[0])
+        engine._draft_fwd = saved[1]
     (out / f"profile_{method}.txt").write_text(profiler_tables(profiles[-1]))
     info.setdefault("profile", {})[method] = summary
     r = max(rounds, 1)
-    # a proposal replayed as one graph (`bass.proposal.chained_proposal`) never calls the draft's forward
+    # a proposal replayed as one graph (`bass.drafters.chain.chained_proposal`) never calls the draft's forward
     chained = "; the chained proposals too" if summary["draft_steps"] and not log_drafts else ""
     print(f"    profile {method} k={k}, {n} tokens: {wall / r:.2f} ms/round over {rounds} rounds = verify "
           f"{summary['verify_ms'] / r:.2f} (GPU) + draft {summary['draft_ms'] / r:.2f} (GPU, "
           f"{summary['draft_steps'] / r:.1f} steps) + other {summary['other_ms'] / r:.2f} (sampling, cache, "
           f"syncs, Python{chained})", flush=True)
+
+
+def _set_target(engine: Engine, forward) -> None:
+    """Make `forward` what the engine's drafters and its device thread call for the target."""
+    engine._target_fwd = engine.runner.target_forward = forward
 
 
 class _SyncTimed:
@@ -217,7 +223,7 @@ def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method:
             kw["drafter"] = timed_drafter[-1]
         return engine.generate(prompt, **kw)
 
-    engine._target_fwd = _SyncTimed(saved, spent, paused)
+    _set_target(engine, _SyncTimed(saved, spent, paused))
     try:
         run()  # warm-up: graphs captured, caches sized
         spent.update(draft=0.0, verify=0.0)
@@ -227,7 +233,7 @@ def round_breakdown(engine, prompt: str, k: int, params: SamplingParams, method:
         with batches_profiled(engine, activities) as profiles:
             run()
     finally:
-        engine._target_fwd = saved
+        _set_target(engine, saved)
     (out / f"profile_{label}.txt").write_text(profiler_tables(profiles[-1]))
     rounds = max(1, len(st.draft_lengths))
     wall, draft, verify = (1e3 * x / rounds for x in (st.decode_s, draft_s, verify_s))
@@ -322,15 +328,15 @@ def _generation(engine: Engine, prompt: str, mark: str | None, **kw) -> tuple[Ge
 
 @contextlib.contextmanager
 def launches_counted() -> Iterator[dict[str, int]]:
-    """Count the rounds `bass.pipeline` launches before the round before them is read ("ahead": its
+    """Count the rounds `bass.decode.pipeline` launches before the round before them is read ("ahead": its
     `launch` gets no histories; a relaunch after a full-sort redo counts too) and after it ("in_order"),
     while the block runs."""
-    import bass.round as spec
+    import bass.decode.round as spec
 
     counts, launch = {"ahead": 0, "in_order": 0}, spec.launch
 
     def counted(*args, **kwargs):
-        histories = args[7] if len(args) > 7 else kwargs["histories"]
+        histories = args[4] if len(args) > 4 else kwargs["histories"]  # launch(models, rnd, cache, last, histories)
         counts["ahead" if histories is None else "in_order"] += 1
         return launch(*args, **kwargs)
 

@@ -10,7 +10,7 @@ Four views of the same engine, one model load:
   rule        top-p processing + the accept/resample rule of those logits launched eagerly (host-bound on
               a GPU), and forward + rule as the round runs them (one graph on CUDA); the rule alone in a
               graph of its own, as `VerifyRule` computes it (over the sorted top-p candidates,
-              `bass.verify.verify_top_p`) and as the dense reference does (`verify_sampled` over the
+              `bass.decode.verify.verify_top_p`) and as the dense reference does (`verify_sampled` over the
               processed vocabulary), side by side;
   rounds      `profile_round.round_breakdown` of whole rounds (wall = drafter + verify + host) for regular
               decoding and BASS under fixed L = 1 and L = 3 (the default), with torch.profiler tables per config;
@@ -36,14 +36,14 @@ from pathlib import Path
 
 import torch
 
-from bass.attention import get_backend
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams
-from bass.device import device_line
+from bass.decode.rules import run_then, verify_rule
+from bass.decode.sampling import process_logits_deferred
+from bass.decode.verify import verify_sampled
 from bass.engine import Engine
-from bass.prefill_graphs import prefill
-from bass.rules import run_then, verify_rule
-from bass.sampling import process_logits_deferred
-from bass.verify import verify_sampled
+from bass.runtime.attention import get_backend
+from bass.runtime.device import device_line
+from bass.runtime.prefill_graphs import prefill
 from bench.common import engine_parser, graphed, profiler_tables, timed_ms
 from bench.profile.rounds import pipelined_round, round_breakdown
 
@@ -60,7 +60,7 @@ def dense_rule(params: SamplingParams):
 def forward_and_sampling(engine: Engine, prompt: str, k: int, params: SamplingParams, widths: list[int],
                          reps: int, out: Path) -> list[dict]:
     """Per width T, ms of: the target forward [k, T] on a prefilled cache; the verify rule (top-p and
-    accept/resample, `bass.rules.VerifyRule`) on its logits, launched eagerly; and both together as the round
+    accept/resample, `bass.decode.rules.VerifyRule`) on its logits, launched eagerly; and both together as the round
     runs them (`run_then`: one graph on CUDA). torch.profiler's tables of ten eager steps at T = 1 go to
     `out/profile_step_eager.txt`."""
     from torch.profiler import ProfilerActivity, profile

@@ -9,14 +9,15 @@ import torch
 from scripted import ScriptedRows
 
 from app.session import EngineSession
-from bass.attention import resolve_backend
 from bass.config import EngineConfig, SamplingParams
 from bass.events import GenerationEvent
+from bass.runtime.attention import resolve_backend
 
 # Completions of HumanEval/0 (has_close_elements): one correct, one wrong on some of its 7 tests.
 GOOD = ("    for i, a in enumerate(numbers):\n        for b in numbers[i + 1:]:\n"
         "            if abs(a - b) < threshold:\n                return True\n    return False\n")
 BAD = "    return False\n"
+FILLER = "\ndef unused():\n    return 0\n"  # what an equal-work sequence writes past its text
 
 
 class FakeEngine:
@@ -27,6 +28,10 @@ class FakeEngine:
     advance for the tests.
 
     A time budget counts the scripted time (`round_s` a round): the rows still decoding past it end "budget".
+
+    With `params.ignore_eos` (equal work) every sequence runs to `max_new_tokens` tokens exactly, whatever its
+    text: a token is then `chunk` characters of the text and, past its end, of `FILLER` (a stop string and more),
+    so that each method writes the same text for the same tokens and a cut at the first stop gives the text back.
 
     `pause_after_first_finish_s`: the round after the one in which a sequence first finishes lasts that
     long, or until the cancel event is set (a slow CPU round). `paused` is True meanwhile, so a test can
@@ -73,8 +78,12 @@ class FakeEngine:
         if self.fail_with is not None:
             raise self.fail_with
         scripted = self.texts(prompts, k) if callable(self.texts) else self.texts
-        rows = ScriptedRows(list(scripted or [GOOD if i % 2 == 0 else BAD for i in range(k)])[:k])
-        yield GenerationEvent("prefill", 0, 0.01, 0, (), ("",) * len(rows.texts))
+        texts = list(scripted or [GOOD if i % 2 == 0 else BAD for i in range(k)])[:k]
+        limit = params.max_new_tokens if params.ignore_eos else None
+        if limit:
+            texts = [t + FILLER * (self.chunk * limit // len(FILLER) + 1) for t in texts]
+        rows = ScriptedRows(texts)
+        yield GenerationEvent("prefill", 0, 0.01, 0, (), ("",) * len(texts))
         proposed = 0 if method == "regular" else self.proposed
         r, t = 0, 0.0
         paused_once = False
@@ -90,11 +99,16 @@ class FakeEngine:
                 "budget" if params.time_budget_s and t > params.time_budget_s else None
             updates = []
             for i in rows.live():
+                if cut:
+                    updates.append(rows.cut(i, cut, t))
+                    continue
                 accepted = min(proposed, (r + i) % (proposed + 1)) if proposed else 0
-                updates.append(rows.cut(i, cut, t) if cut else
-                               rows.emit(i, self.chunk, tuple(range(accepted + 1)), proposed, accepted, t))
+                ntok = min(accepted + 1, limit - rows.stats[i][0]) if limit else accepted + 1
+                updates.append(rows.emit(i, self.chunk * (ntok if limit else 1), tuple(range(ntok)), proposed,
+                                         accepted, t, limit))
             yield GenerationEvent("round", r, t, proposed, tuple(updates), rows.so_far())
         yield rows.done(r, t, method, drafter, backend or "torch", 0.01, tuple([proposed] * r))
+
 
     def _pause(self, cancel: threading.Event | None) -> float:
         """Hold this round for `pause_s` or until cancelled; returns how long it held."""

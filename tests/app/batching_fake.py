@@ -20,8 +20,8 @@ import time
 from app_fakes import FakeEngine
 from scripted import cancelled_result
 
+from bass.eval.verdicts import either
 from bass.events import GenerationEvent
-from bass.verdicts import either
 
 
 def queued_event(waited_s: float, position: int, estimate_s: float | None) -> GenerationEvent:

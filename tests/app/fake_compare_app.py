@@ -1,5 +1,6 @@
 """The real app around a scripted engine that honours the time budget, for fast Compare browser tests:
-`python tests/app/fake_compare_app.py PORT`. Each method takes about METHOD_S seconds with no budget."""
+`python tests/app/fake_compare_app.py PORT`. A normal run of a method (stop strings end each candidate) takes about
+METHOD_S seconds with no budget; an equal-work run of N tokens a candidate, at most N rounds of ROUND_S."""
 
 from __future__ import annotations
 

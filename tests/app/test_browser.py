@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -241,7 +242,9 @@ def test_compare_methods_table_and_bars(app_url, browser):
         'def fizzbuzz(n: int) -> str:\n    """Return "Fizz", "Buzz", "FizzBuzz" or str(n)."""\n')
     _set_number(browser, "#bass-k input[type=number]", "2")
     _set_number(browser, "#bass-max-new input[type=number]", "16")
-    browser.find_element("css selector", "#bass-compare").click()
+    _show_compare_tab(browser)
+    _set_number(browser, "#bass-compare-repeats input", "3")  # a shared CPU's runs spread: the median of three
+    _click(browser, "#bass-compare")  # once Gradio's loading overlay has gone
 
     def done_or_error(d):
         status = d.find_elements("css selector", "#bass-compare-status .bass-ok, #bass-compare-status .bass-error")
@@ -249,10 +252,12 @@ def test_compare_methods_table_and_bars(app_url, browser):
 
     status = _wait(browser, done_or_error, GENERATE_S, "the comparison")
     assert "Comparison done." in status.text, status.text
-    table = browser.find_element("css selector", "#bass-compare-table").text
-    for name in ("BASS", "regular", "single-seq"):
-        assert name in table
-    assert browser.find_element("css selector", "#bass-compare-sentence").text.startswith("BASS wrote")
+    rows = _compare_rows(browser)
+    assert set(rows) == {"BASS", "regular", "single-seq"}, rows
+    assert {cells[2] for cells in rows.values()} == {"32"}, rows  # every method ran 2 candidates to 16 tokens
+    assert all(re.fullmatch(r"\d+\.\d% of 3", cells[4]) for cells in rows.values()), rows  # the spread
+    sentence = browser.find_element("css selector", "#bass-compare-sentence").text
+    assert sentence.startswith("BASS wrote the 2 candidates (32 tokens, the same for every method)"), sentence
     assert len(browser.find_elements("css selector", "#bass-compare-charts .bass-cmp-bar")) == 9
     assert browser.find_elements("css selector", "button, a") and "Download CSV" in \
         browser.find_element("tag name", "body").text
@@ -422,16 +427,24 @@ def test_compare_table_and_charts_fit_at_1280_and_on_a_phone(compare_app_url, br
     browser.set_window_size(1280, 800)
     _open(browser, compare_app_url)
     pick_humaneval0(browser)
+    _set_number(browser, "#bass-max-new input[type=number]", "24")
+    _show_compare_tab(browser)
+    _set_number(browser, "#bass-compare-repeats input", "2")
     _click(browser, "#bass-compare")
-    status = _wait(browser, _compare_finished, 3 * METHOD_S + 60, "the comparison")
-    assert "Comparison done." in status.text, status.text
+    status = _wait(browser, _compare_finished, 6 * METHOD_S + 60, "the comparison")
+    assert "Comparison done." in status.text and "2 timed run(s) each" in status.text, status.text
     sentence = browser.find_element("css selector", "#bass-compare-sentence").text
-    assert sentence.startswith("BASS wrote") and "regular decoding" in sentence, sentence
+    assert sentence.startswith("BASS wrote the 4 candidates (96 tokens, the same for every method)"), sentence
+    assert "in wall time (median of 2 runs each)" in sentence and "first passing candidate came at" in sentence
+    rows = _compare_rows(browser)
+    assert {cells[2] for cells in rows.values()} == {"96"}, rows  # equal work: 4 candidates of 24 tokens each
+    assert all(re.fullmatch(r"\d+\.\d% of 2", cells[4]) for cells in rows.values()), rows  # the spread
     # the columns that matter are inside the window without scrolling the table sideways
     right = browser.execute_script("return window.innerWidth")
     headers = browser.find_elements("css selector", "#bass-compare-table thead th")
     edges = {h.text.strip(): h.rect["x"] + h.rect["width"] for h in headers if h.text.strip()}
-    for column in ("method", "status", "tokens", "wall", "× regular (wall)", "first pass", "passing"):
+    for column in ("method", "status", "tokens", "wall (median)", "spread", "× regular (wall)", "first pass",
+                   "passing"):
         assert column in edges and edges[column] <= right, (column, edges, right)
     assert _overflowing(browser, ".bass-cmp-chart figcaption, .bass-cmp-bar") == []
     assert "What these numbers mean" in browser.find_element("css selector", "#bass-compare-note").text
@@ -441,3 +454,19 @@ def test_compare_table_and_charts_fit_at_1280_and_on_a_phone(compare_app_url, br
     assert _overflowing(browser, ".bass-cmp-chart figcaption, .bass-cmp-bar") == []
     charts = browser.find_elements("css selector", ".bass-cmp-chart")
     assert len({round(c.rect["x"]) for c in charts}) == 1  # stacked on a phone
+
+
+def test_compare_natural_stops_speak_of_tokens_per_second(compare_app_url, browser):
+    from fake_compare_app import METHOD_S
+
+    _open(browser, compare_app_url)
+    pick_humaneval0(browser)
+    _show_compare_tab(browser)
+    _click(browser, "#bass-compare-natural input")
+    _click(browser, "#bass-compare")
+    status = _wait(browser, _compare_finished, 6 * METHOD_S + 60, "the comparison")
+    assert "Comparison done." in status.text, status.text
+    rows = _compare_rows(browser)
+    assert len({cells[2] for cells in rows.values()}) > 1, rows  # stop strings ended them at different lengths
+    sentence = browser.find_element("css selector", "#bass-compare-sentence").text
+    assert "in tokens per second of wall time (stop strings ended them at different lengths" in sentence, sentence

@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from test_compare_export import result
+from test_compare_export import one_run, result
 
 from app.compare_html import charts_html, note_html, sentence_html
-from bass.compare import MethodRun, table_rows
+from bass.eval.compare_report import table_rows
+from bass.eval.compare_results import Comparison, MethodResult, MethodRun
 
 
 def widths(html: str, chart: int) -> list[float]:
@@ -18,11 +19,18 @@ def widths(html: str, chart: int) -> list[float]:
 
 
 def rows(regular_reason="stop", passed=(True, False)):
-    bass = MethodRun("bass", result("bass", [50.0, 70.0], 20, 15), 3.0, passed)
+    """Three methods; BASS's first pass (from its normal run) at 0.3 s of prefill + 1 s, when it passed."""
+    tested = passed is not None
+    bass_res = result("bass", [50.0, 70.0], 20, 15)
+    bass = one_run("bass", bass_res, 3.0, passed=passed, tested=tested, first_run=MethodRun("bass", bass_res, 3.0),
+                   first_passed=passed)
     reg = result("regular", [120.0, 120.0])
     reg = replace(reg, candidates=tuple(replace(c, finish_reason=regular_reason) for c in reg.candidates))
-    return table_rows({"bass": bass, "regular": MethodRun("regular", reg, 6.0, (None, None), budget_s=6.0),
-                       "single": MethodRun("single", result("single", [40.0, 40.0], 20, 15), 9.0, (False, False))})
+    regular = MethodResult("regular", (MethodRun("regular", reg, 6.0, budget_s=6.0),), passed=(None, None) if tested
+                           else None, tested=tested)
+    single = one_run("single", result("single", [40.0, 40.0], 20, 15), 9.0, passed=(False, False) if tested else None,
+                     tested=tested)
+    return table_rows(Comparison({"bass": bass, "regular": regular, "single": single}))
 
 
 def test_bars_start_at_zero_and_scale_to_the_largest():

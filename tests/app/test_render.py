@@ -61,7 +61,7 @@ def test_status_and_error_boxes():
 
 
 def test_live_card_shows_its_verdict_while_siblings_run_and_its_acceptance_strip():
-    from bass.verdicts import Verdict
+    from bass.eval.verdicts import Verdict
 
     run = LiveRun(2)
     run.add(GenerationEvent("round", 1, 0.5, 3, (SequenceUpdate(0, (1, 2, 3), "ab", 3, 2, False),

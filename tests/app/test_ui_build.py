@@ -18,7 +18,8 @@ from app.ui import _live, _model_banner, build_demo
 ELEM_IDS = {"bass-problem", "bass-prompt", "bass-tests", "bass-generate", "bass-compare", "bass-stop", "bass-k",
             "bass-status", "bass-speed-plot", "bass-accept-plot", "bass-candidates", "bass-summary",
             "bass-best-code", "bass-compare-table", "bass-compare-charts", "bass-compare-sentence",
-            "bass-compare-status", "bass-compare-budget", "bass-compare-note"}
+            "bass-compare-status", "bass-compare-budget", "bass-compare-note", "bass-compare-repeats",
+            "bass-compare-natural"}
 
 
 def test_layout_builds_with_every_component(session):
@@ -28,6 +29,8 @@ def test_layout_builds_with_every_component(session):
     assert ids >= ELEM_IDS
     problem = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "bass-problem")
     assert len(problem.choices) == 164 and problem.choices[0][0] == "HumanEval/0 · has_close_elements"
+    repeats = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "bass-compare-repeats")
+    assert repeats.value == 1  # one timed run per method on a CPU (three on a GPU)
 
 
 def test_banner_offers_the_engines_drafters_and_backends(session):

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import bass.graphs
+import bass.runtime.graphs
 from bass.config import EngineConfig, SamplingParams
 from bass.engine import Engine
 from bass.engine.batch import Batch
@@ -35,20 +35,6 @@ def tiny_engine(tiny_dir):
         return made[key]
 
     return get
-
-
-@pytest.fixture
-def joins(monkeypatch):
-    """Rows running in the batch at each join of a request (0: the request started a batch)."""
-    seen: list[int] = []
-    join = Batch.join
-
-    def spy(self, request):
-        seen.append(sum(not s.finished for s in self.state.live))
-        return join(self, request)
-
-    monkeypatch.setattr(Batch, "join", spy)
-    return seen
 
 
 # ---- the real models: one alive at a time ----
@@ -140,16 +126,31 @@ class _Replayed:
 
 @pytest.fixture
 def fake_graphs(monkeypatch):
-    """`bass.graphs.capture` faked with `_Replayed`; the process's capture counters restored after the test."""
+    """`bass.runtime.graphs.capture` faked with `_Replayed`; the process's capture counters restored after the test."""
     for counter in ("_captures", "_deferred"):
-        monkeypatch.setattr(bass.graphs, counter, getattr(bass.graphs, counter))
-    monkeypatch.setattr(bass.graphs, "_shapes", list(bass.graphs._shapes))
+        monkeypatch.setattr(bass.runtime.graphs, counter, getattr(bass.runtime.graphs, counter))
+    monkeypatch.setattr(bass.runtime.graphs, "_shapes", list(bass.runtime.graphs._shapes))
 
     def capture(fn, pool=None, device=None, deferred=False):
-        bass.graphs._captures += 1
-        bass.graphs._deferred += deferred
+        bass.runtime.graphs._captures += 1
+        bass.runtime.graphs._deferred += deferred
         graph = _Replayed(fn)
         return graph, graph.out
 
-    monkeypatch.setattr(bass.graphs, "capture", capture)
+    monkeypatch.setattr(bass.runtime.graphs, "capture", capture)
     monkeypatch.setattr(torch.cuda, "graph_pool_handle", object)
+
+
+@pytest.fixture
+def joins(monkeypatch):
+    """Rows running in the batch at each join (0: the request started a batch)."""
+    seen: list[int] = []
+
+    join = Batch.join
+
+    def spy(self, request, *args):
+        seen.append(sum(not s.finished for s in self.state.live))
+        return join(self, request, *args)
+
+    monkeypatch.setattr(Batch, "join", spy)
+    return seen

@@ -27,13 +27,17 @@ class ScriptedRows:
     def live(self) -> list[int]:
         return [i for i, r in enumerate(self.reason) if r is None]
 
-    def emit(self, i: int, chars: int, ids: tuple[int, ...], proposed: int, accepted: int, t: float) -> SequenceUpdate:
-        """Row i emits its next `chars` characters as tokens `ids` in a round at time t; "stop" once its text is out."""
+    def emit(self, i: int, chars: int, ids: tuple[int, ...], proposed: int, accepted: int, t: float,
+             limit: int | None = None) -> SequenceUpdate:
+        """Row i emits its next `chars` characters as tokens `ids` in a round at time t: "stop" once its text is out,
+        or with a token `limit`, "length" once it has that many tokens."""
         piece = self.texts[i][self.pos[i]:self.pos[i] + chars]
         self.pos[i] += len(piece)
         st = self.stats[i]
         st[0], st[1], st[2], st[3] = st[0] + len(ids), st[1] + 1, st[2] + proposed, st[3] + accepted
-        if self.pos[i] >= len(self.texts[i]):
+        if limit is not None and st[0] >= limit:
+            self.reason[i], st[4] = "length", t
+        elif limit is None and self.pos[i] >= len(self.texts[i]):
             self.reason[i], st[4] = "stop", t
         return SequenceUpdate(i, ids, piece, proposed, accepted, self.reason[i] is not None, self.reason[i])
 

@@ -4,9 +4,10 @@ by hand and against separate runs truncated by the budget itself."""
 import pytest
 from scripted import ScriptedEngine, ScriptedTester
 
-from bass.budgets import budget_key, counted_finish_times, format_budget_table, parse_budgets
 from bass.config import SamplingParams
-from bass.eval import TTFP, problem_row, run_humaneval, stream_with_verdicts
+from bass.eval.budgets import budget_key, counted_finish_times, format_budget_table, parse_budgets
+from bass.eval.humaneval import TTFP, problem_row, run_humaneval, stream_with_verdicts
+from bass.eval.verdicts import VerdictWorker
 from bass.events import Candidate, SequenceStats
 
 # seq i finishes by itself in round len(text): rounds 4, 1, 5, 2; round r starts at r - 1 s of decoding
@@ -18,8 +19,8 @@ def _run(budget_s: float):
     """One scripted problem at `budget_s`: (result, passed per candidate, round starts by sequence)."""
     engine = ScriptedEngine(TEXTS, prefill_s=PREFILL, round_s=1.0)
     starts: dict = {}
-    result, verdicts = stream_with_verdicts(engine, "p", k=len(TEXTS), params=SamplingParams(time_budget_s=budget_s),
-                                            method="bass", check=ScriptedTester(), passed=bool, round_starts=starts)
+    result, verdicts = stream_with_verdicts(engine, "p", VerdictWorker(ScriptedTester(), bool), round_starts=starts,
+                                            k=len(TEXTS), params=SamplingParams(time_budget_s=budget_s), method="bass")
     passed = [verdicts[i].passed if i in verdicts else None for i in range(len(TEXTS))]
     return result, passed, starts
 

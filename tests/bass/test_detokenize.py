@@ -11,8 +11,8 @@ import transformers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from bass.config import SamplingParams
+from bass.decode.sequences import Sequence, StopRule, fast_decoder
 from bass.models.embedded import prepare
-from bass.sequences import Sequence, StopRule, fast_decoder
 
 pytestmark = pytest.mark.embedded
 
@@ -74,12 +74,14 @@ def test_fast_decoder_gives_the_tokenizers_text(tokenizer):
     for _ in range(300):  # slices, special tokens included, and arbitrary ids (partial characters)
         a = rng.randrange(len(ids))
         piece = ids[a:a + rng.randint(1, 8)] + rng.sample(range(len(tokenizer)), 2)
-        assert decode(piece) == tokenizer.decode(piece, skip_special_tokens=True)
+        assert decode([piece]) == [tokenizer.decode(piece, skip_special_tokens=True)]
+    pieces = [ids[:3], ids[3:9], [], ids[-2:]]  # several rows in one call: each its own text
+    assert decode(pieces) == [tokenizer.decode(p, skip_special_tokens=True) for p in pieces]
 
 
 def test_fast_decoder_falls_back_when_spaces_are_cleaned_up():
     tok = metaspace_tokenizer()
     tok.clean_up_tokenization_spaces = True  # not a plain Rust decode any more: go through transformers
     ids = tok.encode("a , b .")
-    assert fast_decoder(tok)(ids) == tok.decode(ids, skip_special_tokens=True)
+    assert fast_decoder(tok)([ids]) == [tok.decode(ids, skip_special_tokens=True)]
     assert fast_decoder(tok).__name__ == "slow"

@@ -1,11 +1,11 @@
-"""bass/device.py: the device and dtype an engine config names, and the line results are labelled with."""
+"""bass/runtime/device.py: the device and dtype an engine config names, and the line results are labelled with."""
 
 import datetime
 
 import pytest
 import torch
 
-from bass.device import device_line, resolve_device, resolve_dtype
+from bass.runtime.device import device_line, resolve_device, resolve_dtype
 
 
 def test_auto_takes_what_is_there_and_a_missing_gpu_says_what_to_use(monkeypatch):

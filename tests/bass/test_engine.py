@@ -7,12 +7,14 @@ import torch
 import transformers
 
 from bass.config import DraftLengthConfig, SamplingParams
-from bass.drafters import Drafter, Proposal
+from bass.drafters.base import Drafter, Proposal
+from bass.engine.tuning import Tuning
 
 pytestmark = pytest.mark.slow  # every family, drafter and policy end to end
 
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print(", "class Stack:\n    def", "x = [1, 2, 3]\n"]
 GREEDY = SamplingParams(max_new_tokens=24)
+
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "gemma3"])
@@ -154,7 +156,7 @@ def test_time_budget_and_cancel(tiny_engine):
     (dict(prompts=["ok", "  "]), "prompt 1 is empty"),
     (dict(k=0), "k must be"),
     (dict(k=65), "k must be"),
-    (dict(prompts="x " * 1200), "context"),
+    (dict(prompts="x " * 900, params=SamplingParams(max_new_tokens=400)), "context"),
     (dict(method="beam"), "method"),
     (dict(backend="flash"), "backend"),
     (dict(drafter="model"), "drafter"),
@@ -165,6 +167,19 @@ def test_bad_requests_raise_clear_errors(tiny_engine, kwargs, match):
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         engine.generate(args.pop("prompts"), **args)
+
+
+def test_a_prompt_past_the_devices_limit_is_refused_before_anything_runs(tiny_dir):
+    from bass.config import MAX_PROMPT_TOKENS, EngineConfig
+    from bass.engine import Engine
+
+    assert MAX_PROMPT_TOKENS["cpu"] < MAX_PROMPT_TOKENS["cuda"]
+    engine = Engine(EngineConfig(target=str(tiny_dir("llama")), draft=None, max_prompt_tokens=50))
+    with pytest.raises(ValueError, match="at most 50: shorten it"):
+        engine.generate("x " * 60, params=GREEDY)
+    assert not engine.scheduler._queue  # nothing was queued
+    with pytest.raises(ValueError, match="max_prompt_tokens"):
+        EngineConfig(max_prompt_tokens=0)
 
 
 def test_bad_configuration_raises_clear_errors(tiny_dir, tmp_path):
@@ -211,18 +226,18 @@ def test_static_shape_path_gives_the_same_tokens(tiny_dir, drafter):
 
 def _graphed(tiny_dir, monkeypatch):
     """(eager engine, CPU-twin static engine, request settings, shapes built by each `capture_queued` call).
-    Proposals run step by step (`proposal_graphs=False`): these tests follow each forward's shapes; the chains
+    Proposals run step by step (`Tuning.proposal_graphs=False`): these tests follow each forward's shapes; the chains
     of whole proposals have theirs (`test_proposal_graphs.py`)."""
     from bass.config import EngineConfig
     from bass.engine import Engine
-    from bass.graphs import GraphedModel
+    from bass.runtime.graphs import GraphedModel
 
     built: list[int] = []
     capture_queued = GraphedModel.capture_queued
     monkeypatch.setattr(GraphedModel, "capture_queued",
                         lambda self, stop=None: built.append(capture_queued(self, stop)) or built[-1])
-    cfg = EngineConfig(target=str(tiny_dir("llama")), draft=str(tiny_dir("llama", 1)), proposal_graphs=False)
-    eager, static = Engine(cfg), Engine(cfg)
+    cfg = EngineConfig(target=str(tiny_dir("llama")), draft=str(tiny_dir("llama", 1)))
+    eager, static = Engine(cfg, tuning=Tuning(proposal_graphs=False)), Engine(cfg, tuning=Tuning(proposal_graphs=False))
     static.use_static_shapes(capture=False)
     kw = dict(params=GREEDY, method="bass", drafter="model", draft_length=DraftLengthConfig("fixed", l0=2))
     return eager, static, kw, built
@@ -234,7 +249,7 @@ def _keys(engine, batch: int) -> set:
 
 
 def test_a_shrunk_batch_runs_in_a_wider_graph_and_captures_after_the_request(tiny_dir, monkeypatch):
-    """CPU twin of `bass.graphs`' deferred captures: after a request at k = 8, one at k = 2 runs in the batch-8
+    """CPU twin of `bass.runtime.graphs`' deferred captures: after a request at k = 8, one at k = 2 runs in the batch-8
     graphs for its whole length, with the eager engine's tokens; its own shapes are built after "done"."""
     eager, static, kw, built = _graphed(tiny_dir, monkeypatch)
     assert static.generate(PROMPTS[0], k=8, **kw).token_ids == eager.generate(PROMPTS[0], k=8, **kw).token_ids
@@ -276,7 +291,7 @@ def test_the_queue_is_dropped_when_the_arena_moves(tiny_dir, monkeypatch):
     eager, static, kw, built = _graphed(tiny_dir, monkeypatch)
     static.generate(PROMPTS[0], k=8, **kw)
     assert static.scheduler.settle()
-    monkeypatch.setattr(static, "capture_queued", lambda stop=None: None)  # the queue waits (requests keep coming)
+    monkeypatch.setattr(static.runner, "capture_queued", lambda stop=None: None)  # the queue waits (requests come)
     static.generate(PROMPTS[0], k=2, **kw)
     assert static.scheduler.settle()
     target, draft = static._target_fwd, static._draft_fwd
@@ -293,35 +308,35 @@ def test_the_queue_is_dropped_when_the_arena_moves(tiny_dir, monkeypatch):
 
 
 def test_graphs_captured_after_done_are_counted_apart(tiny_dir, monkeypatch, fake_graphs):
-    """`bass.graphs.captures` counts every graph, `deferred_captures` those captured between requests: with
+    """`bass.runtime.graphs.captures` counts every graph, `deferred_captures` those captured between requests: with
     CUDA graphs faked on the CPU (a replay runs the function again, `fake_graphs`), the k = 2 request after one
     at k = 8 captures nothing inside its decoding, and what the engine captures once it is idle counts in both."""
-    import bass.graphs
+    import bass.runtime.graphs
 
     eager, static, kw, _ = _graphed(tiny_dir, monkeypatch)
     static.use_static_shapes(capture=True)
-    start, waited = bass.graphs.deferred_captures(), bass.graphs.decoding_captures()
+    start, waited = bass.runtime.graphs.deferred_captures(), bass.runtime.graphs.decoding_captures()
     assert static.generate(PROMPTS[0], k=8, **kw).token_ids == eager.generate(PROMPTS[0], k=8, **kw).token_ids
-    before = bass.graphs.captures()
+    before = bass.runtime.graphs.captures()
     # after "done": the prompt's width, at which the target's and the draft's prefills ran eagerly
-    # (`bass.prefill_graphs`)
-    assert before >= len(_keys(static, 8)) + 2 > 2 and bass.graphs.deferred_captures() == start + 2
+    # (`bass.runtime.prefill_graphs`)
+    assert before >= len(_keys(static, 8)) + 2 > 2 and bass.runtime.graphs.deferred_captures() == start + 2
     start += 2
     # what the request waited for, by shape: each batch-8 graph of each model once (nothing to borrow)
-    shapes = bass.graphs.decoding_capture_shapes()[waited:]
+    shapes = bass.runtime.graphs.decoding_capture_shapes()[waited:]
     assert sorted(shapes) == sorted(f"{type(fwd.model).__name__} B8 T{key.width} slot {key.slot}"
                                     + " rule" * (key.then is not None)
                                     for fwd in (static._target_fwd, static._draft_fwd) for key in fwd._graphs)
     result = static.generate(PROMPTS[0], k=2, **kw)  # (its stream ends after the captures it queued)
     assert result.token_ids == eager.generate(PROMPTS[0], k=2, **kw).token_ids  # its prefill replayed the graph
     own = len(_keys(static, 2))
-    assert own > 0 and bass.graphs.captures() - before == bass.graphs.deferred_captures() - start == own
-    assert bass.graphs.decoding_capture_shapes()[waited:] == shapes  # deferred ones are no shape waited for
+    assert own > 0 and bass.runtime.graphs.captures() - before == bass.runtime.graphs.deferred_captures() - start == own
+    assert bass.runtime.graphs.decoding_capture_shapes()[waited:] == shapes  # deferred ones are no shape waited for
 
 
 @pytest.mark.parametrize("drafter", ["ngram", "model"])
 def test_static_shape_path_samples_the_same_tokens(tiny_dir, drafter):
-    """CPU twin of the sampling rules captured in the graphs (`bass.rules`): with padded batches and widths
+    """CPU twin of the sampling rules captured in the graphs (`bass.decode.rules`): with padded batches and widths
     (5 sequences in a bucket of 8; n-gram drafts shorter than L), the same tokens seed for seed. The draft
     is the target itself, so that drafts are accepted and every branch of the rule runs."""
     from bass.config import EngineConfig
@@ -361,7 +376,7 @@ def test_top_p_from_few_candidates_samples_what_the_full_sort_samples(tiny_engin
     (n-gram drafts: a model draft's own q never needs the redo, `sampling.draft_proposal`, and its
     exactness is test_lossless.py's few-candidates case.)"""
     drafter = "ngram"
-    from bass import sampling, verify
+    from bass.decode import sampling, verify
     engine = tiny_engine("llama", draft_seed=1, head_scale=6.0)
     prompt = "for i in range(10):\n    print(i)\n" * 2
     params = SamplingParams(temperature=1.0, top_p=0.9, max_new_tokens=16, seed=3)
@@ -385,7 +400,7 @@ def test_warm_lengths_give_every_verify_width_bucket_up_to_16():
     """`WARM_LENGTHS` drafts 1..8 and then a length into each width bucket up to 16 (a verify of L drafts is
     L + 1 wide), so no width up to 16 meets its first graph inside a request."""
     from bass.engine import WARM_LENGTHS
-    from bass.graphs import WIDTH_BUCKETS, bucket
+    from bass.runtime.graphs import WIDTH_BUCKETS, bucket
 
     assert set(range(1, 9)) <= set(WARM_LENGTHS)
     assert {bucket(L + 1, WIDTH_BUCKETS) for L in WARM_LENGTHS} == {w for w in WIDTH_BUCKETS if 2 <= w <= 16}
@@ -412,7 +427,7 @@ def test_warming_the_draft_lengths_leaves_no_width_to_build_inside_a_request(tin
     assert {key.width for _, key in _keys(static, 8)} >= {2, 3, 4}
     kw["draft_length"] = DraftLengthConfig("fixed", l0=3)
     assert static.scheduler.settle()
-    monkeypatch.setattr(static, "capture_queued", lambda stop=None: None)  # what is built now, a request built
+    monkeypatch.setattr(static.runner, "capture_queued", lambda stop=None: None)  # what is built now, a request built
     lengths = static.generate(PROMPTS[0], k=2, **kw).stats.draft_lengths
     assert static.scheduler.settle()
     at_once = {key.width for _, key in _keys(static, 2)}
@@ -425,8 +440,8 @@ def test_the_default_backend_is_the_devices_own():
     the torch reference elsewhere, also where the Triton interpreter could run the kernel on a CPU; a named one is
     kept. The engine, the CLI and the app's menu start from it."""
     import kernels
-    from bass.attention import resolve_backend
     from bass.config import EngineConfig
+    from bass.runtime.attention import resolve_backend
 
     assert EngineConfig().backend == "auto"
     assert resolve_backend("auto", "cpu") == "torch"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bass.eval import problem_row, run_humaneval, summarize
+from bass.eval.humaneval import problem_row, run_humaneval, summarize
 from bass.events import Candidate, SequenceStats
 
 
@@ -45,7 +45,7 @@ def test_run_on_a_tiny_model(tiny_engine):
 
 def test_warmup_prefills_every_problem_untimed_before_the_first_timed_one(tiny_engine):
     """Each problem's prompt runs a few untimed tokens, then the longest in full, before any budget runs."""
-    from bass.eval import WARMUP_TOKENS
+    from bass.eval.humaneval import WARMUP_TOKENS
 
     engine = tiny_engine("llama")
     calls, generate = [], engine.generate
@@ -89,8 +89,8 @@ import time  # noqa: E402
 from scripted import ScriptedEngine, ScriptedTester  # noqa: E402
 
 from bass.config import SamplingParams  # noqa: E402
-from bass.eval import TTFP, format_report, stream_with_verdicts  # noqa: E402
-from bass.verdicts import VerdictWorker  # noqa: E402
+from bass.eval.humaneval import TTFP, format_report, stream_with_verdicts  # noqa: E402
+from bass.eval.verdicts import VerdictWorker  # noqa: E402
 
 # seq i finishes after len(text) rounds: seq0 at 4, seq1 at 1, seq2 at 5, seq3 at 2; 'P' marks a pass
 TEXTS = ["abcP", "x", "abcdP", "aP"]
@@ -101,8 +101,7 @@ def _run(stop: bool, texts=TEXTS):
     engine = ScriptedEngine(texts, prefill_s=0.5, round_s=1.0)
     worker = VerdictWorker(tester, bool, stop_at_first_pass=stop, clock=lambda: engine.now)
     engine.settle = worker.wait_idle  # the tester keeps up with every round: cancels land at a known round
-    result, verdicts = stream_with_verdicts(engine, "p", k=len(texts), params=SamplingParams(), method="bass",
-                                            check=tester, passed=bool, worker=worker)
+    result, verdicts = stream_with_verdicts(engine, "p", worker, k=len(texts), params=SamplingParams(), method="bass")
     return result, verdicts, tester
 
 
@@ -352,6 +351,7 @@ def test_drain_reports_the_pending_candidates_until_the_last_verdict_or_a_stop()
 def test_stream_with_verdicts_runs_the_drafter_asked_for(tiny_engine):
     engine = tiny_engine("llama", draft_seed=1)  # its default drafter is the draft model
     assert engine.default_drafter == "model"
-    result, _ = stream_with_verdicts(engine, "def f():", k=2, params=SamplingParams(max_new_tokens=6), method="bass",
-                                     check=lambda items: [False] * len(items), passed=bool, drafter="ngram")
+    worker = VerdictWorker(lambda items: [False] * len(items), bool)
+    result, _ = stream_with_verdicts(engine, "def f():", worker, k=2, params=SamplingParams(max_new_tokens=6),
+                                     method="bass", drafter="ngram")
     assert result.stats.drafter == "ngram"

@@ -5,12 +5,12 @@ import itertools
 import pytest
 import torch
 
-import bass.feature_drafter
-from bass.attention import get_backend
+import bass.drafters.feature
 from bass.config import DraftLengthConfig, SamplingParams
-from bass.draft_length import DraftLengthPolicy
-from bass.feature_drafter import FeatureDrafter
-from bass.transfer import ints_to_device
+from bass.decode.draft_length import DraftLengthPolicy
+from bass.drafters.feature import FeatureDrafter
+from bass.runtime.attention import get_backend
+from bass.runtime.transfer import ints_to_device
 
 pytestmark = pytest.mark.slow  # engine runs with a feature draft
 
@@ -79,7 +79,7 @@ def _from_scratch(engine, history: list[int]) -> torch.Tensor:
 @pytest.mark.parametrize(("policy", "greedy", "script"), CASES,
                          ids=["fixed-greedy", "runs-of-L0-sampled", "fixed3-sampled", "heuristic-sampled"])
 def test_draft_cache_holds_the_targets_true_features(tiny_engine, monkeypatch, policy, greedy, script):
-    monkeypatch.setattr(bass.feature_drafter, "CATCH_UP", 4)  # catch up within a short run of rounds without drafts
+    monkeypatch.setattr(bass.drafters.feature, "CATCH_UP", 4)  # catch up within a short run of rounds without drafts
     if script is not None:
         lengths = itertools.cycle(script)
         monkeypatch.setattr(DraftLengthPolicy, "lengths", lambda self, seqs: [next(lengths)] * len(seqs))
@@ -97,7 +97,7 @@ def test_draft_cache_holds_the_targets_true_features(tiny_engine, monkeypatch, p
 def test_runs_without_drafts_keep_the_first_draft_step_narrow(tiny_engine, monkeypatch, look_ahead):
     """Rounds without drafts leave entries to feed; the drafter feeds them once they reach CATCH_UP, so no
     draft forward is wider than a backlog below CATCH_UP plus one verify's columns."""
-    monkeypatch.setattr(bass.feature_drafter, "CATCH_UP", 4)
+    monkeypatch.setattr(bass.drafters.feature, "CATCH_UP", 4)
     engine = tiny_engine("llama", feature_seed=3, backend="torch", look_ahead=look_ahead)
     drafter = FeatureDrafter(engine.draft.model, engine.target.model, get_backend("torch", engine.device))
     widths, model = [], engine.draft.model

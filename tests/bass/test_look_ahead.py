@@ -1,4 +1,4 @@
-"""Look-ahead (`bass.pipeline`): rounds launched before the round before them is read.
+"""Look-ahead (`bass.decode.pipeline`): rounds launched before the round before them is read.
 
 On the CPU nothing runs ahead of the host, but the bookkeeping is the same: the step covers sequences the
 round before finishes, is rolled back and relaunched after a full-sort redo, and runs in the other graph
@@ -8,12 +8,12 @@ slot (`GraphedModel` with capture=False keeps the graphs' buffer semantics). Non
 import pytest
 import torch
 
+import bass.decode.pipeline
+import bass.decode.round
 import bass.engine.batch
-import bass.pipeline
-import bass.round
-from bass import sampling
 from bass.config import DraftLengthConfig, SamplingParams
-from bass.draft_length import DraftLengthPolicy
+from bass.decode import sampling
+from bass.decode.draft_length import DraftLengthPolicy
 
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print(i)\n" * 2]
 PATTERN = (0, 0, 0, 2, 0, 0, 1, 3, 2, 0, 0, 0)  # runs of plain steps, of drafting rounds between them
@@ -29,9 +29,9 @@ class ScriptedPolicy(DraftLengthPolicy):
         super().__init__(*args, **kwargs)
         self.handed = 0
 
-    def lengths(self, seqs):
+    def lengths(self, live):
         self.handed += 1
-        return [PATTERN[(self.handed - 1) % len(PATTERN)]] * len(seqs)
+        return [0 if s.finished else PATTERN[(self.handed - 1) % len(PATTERN)] for s in live]
 
 
 def _engine(tiny_engine, drafter: str, look_ahead: bool, graphs: bool = False):
@@ -53,10 +53,11 @@ def test_look_ahead_changes_no_token(tiny_engine, monkeypatch, drafter, greedy, 
     monkeypatch.setattr(bass.engine.batch, "DraftLengthPolicy", ScriptedPolicy)
     monkeypatch.setattr(sampling, "TOP_P_CANDIDATES", 8)  # many full-sort redos: steps launched ahead relaunched
     slots, redos = [], []  # (slot, L, riders) of each verify; L of the round ahead (None: none) at each redo
-    verify, redo = bass.round.verify, bass.pipeline._redo
-    monkeypatch.setattr(bass.round, "verify", lambda *a: slots.append(
-        (a[3].slot, a[3].draft_length, a[3].alive is not None and not bool(a[3].alive.all()))) or verify(*a))
-    monkeypatch.setattr(bass.pipeline, "_redo", lambda *a: redos.append(a[6] and a[6].draft_length) or redo(*a))
+    verify, redo = bass.decode.round.verify, bass.decode.pipeline.RoundLoop._redo
+    monkeypatch.setattr(bass.decode.round, "verify", lambda *a: slots.append(
+        (a[1].slot, a[1].draft_length, a[1].alive is not None and not bool(a[1].alive.all()))) or verify(*a))
+    monkeypatch.setattr(bass.decode.pipeline.RoundLoop, "_redo",
+                        lambda *a: redos.append(a[3] and a[3].draft_length) or redo(*a))
     params = SamplingParams(max_new_tokens=24, seed=2, stop=(" ran", "\t"),  # some stop early (seen in their text)
                             **({"temperature": 0.0} if greedy else {"temperature": 1.0, "top_p": 0.9}))
     kw = dict(k=3, params=params, method="regular" if drafter == "regular" else "bass",
@@ -111,8 +112,8 @@ def test_after_a_first_round_that_drafted_the_second_is_launched_ahead(tiny_engi
     monkeypatch.setattr(bass.engine.batch, "DraftLengthPolicy", ScriptedPolicy)
     monkeypatch.setitem(globals(), "PATTERN", (2,))
     slots = []
-    verify = bass.round.verify
-    monkeypatch.setattr(bass.round, "verify", lambda *a: slots.append(a[3].slot) or verify(*a))
+    verify = bass.decode.round.verify
+    monkeypatch.setattr(bass.decode.round, "verify", lambda *a: slots.append(a[1].slot) or verify(*a))
     params = SamplingParams(max_new_tokens=16, seed=5, temperature=1.0)
     kw = dict(k=2, params=params, method="bass", drafter="model", draft_length=DraftLengthConfig())
     want = _engine(tiny_engine, "feature", False).generate(PROMPTS, **kw)
@@ -137,19 +138,19 @@ def test_feature_draft_reads_its_own_rounds_features(tiny_engine, monkeypatch):
     logit."""
     from test_feature_draft import RecordingDrafter, _from_scratch
 
-    from bass.attention import get_backend
+    from bass.runtime.attention import get_backend
 
     monkeypatch.setattr(bass.engine.batch, "DraftLengthPolicy", ScriptedPolicy)
     engine = _engine(tiny_engine, "feature", True)
     drafter = RecordingDrafter(engine.draft.model, engine.target_forward, get_backend("torch", engine.device),
                                forward=engine._draft_fwd, arena=engine._draft_arena)
     slots = []
-    verify = bass.round.verify
-    monkeypatch.setattr(bass.round, "verify", lambda *a: slots.append(a[3].slot) or verify(*a))
+    verify = bass.decode.round.verify
+    monkeypatch.setattr(bass.decode.round, "verify", lambda *a: slots.append(a[1].slot) or verify(*a))
     params = SamplingParams(max_new_tokens=32, seed=1, temperature=0.0)
     result = engine.generate(PROMPTS, k=2, params=params, method="bass", drafter=drafter,
                              draft_length=DraftLengthConfig())
-    # a finished row riding along (`bass.pipeline`) is fed its width-0 verify's leftovers, never read: leave
+    # a finished row riding along (`bass.decode.pipeline`) is fed its width-0 verify's leftovers, never read: leave
     # out every proposal from a sequence's final history
     ids = engine.encode(PROMPTS)
     final = {tuple(ids[c.prompt_index]) + c.token_ids for c in result.candidates}
@@ -161,8 +162,8 @@ def test_feature_draft_reads_its_own_rounds_features(tiny_engine, monkeypatch):
 
 def test_a_request_may_override_the_engines_look_ahead(tiny_engine, monkeypatch):
     slots = []
-    verify = bass.round.verify
-    monkeypatch.setattr(bass.round, "verify", lambda *a: slots.append(a[3].slot) or verify(*a))
+    verify = bass.decode.round.verify
+    monkeypatch.setattr(bass.decode.round, "verify", lambda *a: slots.append(a[1].slot) or verify(*a))
     engine = _engine(tiny_engine, "regular", False)
     params = SamplingParams(max_new_tokens=6, seed=1)
     engine.generate(PROMPTS, k=2, params=params, method="regular", look_ahead=True)
@@ -176,8 +177,8 @@ def test_no_round_is_launched_ahead_past_the_token_limit(tiny_engine, monkeypatc
     """When the round just launched ends every sequence at its token limit, nothing is launched after it: a
     round ahead would be thrown away unread. Every verify launched is then a round reported."""
     launched = []
-    verify = bass.round.verify
-    monkeypatch.setattr(bass.round, "verify", lambda *a: launched.append(a[3].index) or verify(*a))
+    verify = bass.decode.round.verify
+    monkeypatch.setattr(bass.decode.round, "verify", lambda *a: launched.append(a[1].index) or verify(*a))
     engine = _engine(tiny_engine, "regular", True)
     params = SamplingParams(max_new_tokens=6, seed=1, temperature=0.0, stop=())
     result = engine.generate(PROMPTS[:1], k=2, params=params, method="regular")
@@ -192,8 +193,8 @@ def test_a_round_near_the_token_limit_is_launched_ahead_with_shorter_drafts(tiny
     monkeypatch.setattr(bass.engine.batch, "DraftLengthPolicy", ScriptedPolicy)
     monkeypatch.setitem(globals(), "PATTERN", (3,))
     rounds = []  # (slot, lengths) of each verify
-    verify = bass.round.verify
-    monkeypatch.setattr(bass.round, "verify", lambda *a: rounds.append((a[3].slot, list(a[3].lengths)))
+    verify = bass.decode.round.verify
+    monkeypatch.setattr(bass.decode.round, "verify", lambda *a: rounds.append((a[1].slot, list(a[1].lengths)))
                         or verify(*a))
     params = SamplingParams(max_new_tokens=11, seed=3, temperature=1.0, stop=())
     kw = dict(k=2, params=params, method="bass", drafter="model", draft_length=DraftLengthConfig())
@@ -214,14 +215,14 @@ def test_with_look_ahead_finished_rows_leave_only_a_batch_of_more_than_eight(tin
     stopped pipeline); from then on they ride along to the end (`RIDE_ALONG_ROWS`). Without look-ahead they
     leave at once."""
     rows = []  # (rows, live rows) of each verify
-    verify = bass.round.verify
+    verify = bass.decode.round.verify
 
     def spy(*a):
-        alive = a[3].alive
-        rows.append((len(a[3].lengths), len(a[3].lengths) if alive is None else int(alive.sum())))
+        alive = a[1].alive
+        rows.append((len(a[1].lengths), len(a[1].lengths) if alive is None else int(alive.sum())))
         return verify(*a)
 
-    monkeypatch.setattr(bass.round, "verify", spy)
+    monkeypatch.setattr(bass.decode.round, "verify", spy)
     params = SamplingParams(max_new_tokens=24, seed=2, temperature=1.0, stop=(" ran", "\t", "e"))
     kw = dict(k=8, params=params, method="regular")
     want = _engine(tiny_engine, "regular", False).generate(PROMPTS, **kw)

@@ -15,7 +15,7 @@ import transformers
 from scipy.stats import chisquare
 
 from bass.config import DraftLengthConfig, SamplingParams
-from bass.sampling import process_logits
+from bass.decode.sampling import process_logits
 
 pytestmark = pytest.mark.slow  # chi-square tests over thousands of draws
 
@@ -75,7 +75,7 @@ def test_second_token_follows_the_target_when_the_draft_cuts_top_p_short(tiny_en
     """With 8 draft candidates of 384 tokens, many draft rows' candidates hold less than top_p and the draft
     samples from their top-8 distribution, not the top-p one (`sampling.draft_proposal`): still exact,
     because the verify uses the q the draft sampled from."""
-    from bass import sampling
+    from bass.decode import sampling
 
     engine = tiny_engine("llama", draft_seed=7, head_scale=6.0)
     params = SamplingParams(temperature=0.7, top_p=0.9)

@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from bass import Engine, EngineConfig, SamplingParams
-from bass.attention import get_backend
 from bass.config import DraftLengthConfig
-from bass.sampling import process_logits
+from bass.decode.sampling import process_logits
+from bass.runtime.attention import get_backend
 
 pytestmark = [pytest.mark.gpu, pytest.mark.embedded,
               pytest.mark.skipif(not torch.cuda.is_available(),

@@ -2,10 +2,10 @@
 
 import torch
 
-from bass.cache import KVCache
 from bass.config import SamplingParams
-from bass.drafters import NgramDrafter
-from bass.sequences import Sequence, StopRule
+from bass.decode.sequences import Sequence, StopRule
+from bass.drafters.ngram import NgramDrafter
+from bass.runtime.cache import KVCache
 
 
 def test_ngram_takes_latest_longest_match():
@@ -60,8 +60,17 @@ def test_eos_and_length():
     assert s2.finish_reason == "length" and len(s2.generated) == 4
 
 
+def test_ignore_eos_runs_every_sequence_to_the_token_limit():
+    rule = StopRule(CharTokenizer(), [0], SamplingParams(max_new_tokens=12, stop=("\ndef ",), ignore_eos=True))
+    s = _seq()
+    rule.extend(s, [ord("y"), 0, ord("z")])  # an EOS mid-round
+    assert not s.finished and s.generated == [ord("y"), 0, ord("z")]
+    rule.extend(s, [ord(c) for c in "\ndef g(): pass"])  # a stop string, and past the limit
+    assert s.finish_reason == "length" and len(s.generated) == 12 and s.text == "yz\ndef g():"
+
+
 def test_padded_ids_pads_ragged_rows_with_zeros():
-    from bass.transfer import padded_ids
+    from bass.runtime.transfer import padded_ids
 
     got = padded_ids([[5, 6, 7], [8], []])
     assert got.dtype == torch.long and got.tolist() == [[5, 6, 7], [8, 0, 0], [0, 0, 0]]

@@ -1,15 +1,15 @@
-"""The prefill through static buffers and CUDA graphs (`bass.prefill_graphs`), on the CPU: padded to a width
+"""The prefill through static buffers and CUDA graphs (`bass.runtime.prefill_graphs`), on the CPU: padded to a width
 bucket it computes what the eager prefill computes; a width's graph is captured between requests (faked here: a
 replay runs the function again into the first call's outputs) and replayed after."""
 
 import pytest
 import torch
 
-import bass.graphs
-from bass.attention import get_backend
+import bass.runtime.graphs
 from bass.models.loader import load_model
-from bass.prefill_graphs import PREFILL_WIDTHS, PrefillGraphs
-from bass.transfer import padded_ids
+from bass.runtime.attention import get_backend
+from bass.runtime.prefill_graphs import PREFILL_WIDTHS, PrefillGraphs
+from bass.runtime.transfer import padded_ids
 
 
 def _eager(model, ids, attn):
@@ -66,13 +66,13 @@ def test_a_width_is_captured_between_requests_then_replayed(tiny, fake_graphs):
     first, second, wider = [[3, 1, 4, 1, 5, 9, 2, 6]], [[2, 7, 1, 8, 2, 8]], [[1, 6, 1, 8] * 10]
     with torch.inference_mode():
         graphs = PrefillGraphs(model)
-        before, deferred = bass.graphs.captures(), bass.graphs.deferred_captures()
+        before, deferred = bass.runtime.graphs.captures(), bass.runtime.graphs.deferred_captures()
         _assert_same_prefill(graphs(first, attn), _eager(model, first, attn), first)
-        assert bass.graphs.captures() == before  # a width first met runs eagerly: its request waits for nothing
-        assert graphs.capture_queued() == 1 and bass.graphs.deferred_captures() == deferred + 1
-        assert bass.graphs.captures() == before + 1 and graphs.capture_queued() == 0
+        assert bass.runtime.graphs.captures() == before  # a width first met runs eagerly: its request waits for nothing
+        assert graphs.capture_queued() == 1 and bass.runtime.graphs.deferred_captures() == deferred + 1
+        assert bass.runtime.graphs.captures() == before + 1 and graphs.capture_queued() == 0
         _assert_same_prefill(graphs(second, attn), _eager(model, second, attn), second)  # the same bucket: replayed
-        assert bass.graphs.captures() == before + 1
+        assert bass.runtime.graphs.captures() == before + 1
         _assert_same_prefill(graphs(wider, attn), _eager(model, wider, attn), wider)  # another bucket: eagerly
         keys = sorted(graphs._prefills)
         assert [k[1] for k in keys] == [32, 64]
@@ -84,18 +84,18 @@ def test_warming_captures_every_width_once(tiny, fake_graphs):
     model, attn = tiny
     with torch.inference_mode():
         graphs = PrefillGraphs(model)
-        start = bass.graphs.deferred_captures()
+        start = bass.runtime.graphs.deferred_captures()
         assert graphs.warm(1, attn) == len(PREFILL_WIDTHS)
-        assert bass.graphs.deferred_captures() - start == len(PREFILL_WIDTHS)  # outside any request's decoding
+        assert bass.runtime.graphs.deferred_captures() - start == len(PREFILL_WIDTHS)  # outside any request's decoding
         assert graphs.warm(1, attn) == 0
         ids = [list(range(1, 100))]
         _assert_same_prefill(graphs(ids, attn), _eager(model, ids, attn), ids)
 
 
 def test_a_feature_drafts_prefill_through_its_graphs_computes_the_eager_one(tiny_dir, fake_graphs):
-    """A feature draft's prefill (`bass.prefill_graphs.prefill` with `features`): its second input is a static
+    """A feature draft's prefill (`bass.runtime.prefill_graphs.prefill` with `features`): its second input is a static
     buffer too, and its width's graph, captured between requests, replays what the eager forward computes."""
-    from bass.prefill_graphs import prefill
+    from bass.runtime.prefill_graphs import prefill
     from bench.synthetic import random_feature_draft
 
     with torch.inference_mode():
@@ -122,7 +122,7 @@ def test_a_feature_drafts_prefill_through_its_graphs_computes_the_eager_one(tiny
 def test_a_captured_prefill_replays_the_eager_prefill_on_cuda(tiny_dir):
     """A real capture: its replay computes bit for bit what the same padded shapes compute eagerly, and within
     float32 rounding what the prefill at the prompt's own width computes."""
-    from bass.prefill_graphs import prefill
+    from bass.runtime.prefill_graphs import prefill
 
     with torch.inference_mode():
         model = load_model(str(tiny_dir("llama")), device="cuda", dtype=torch.float32).model
@@ -151,14 +151,14 @@ def test_a_backend_that_reads_lengths_on_the_host_runs_eagerly_under_graphs(tiny
     eager, graphed = Engine(cfg), Engine(cfg)
     graphed.use_static_shapes(capture=True)
     kw = dict(k=2, params=SamplingParams(max_new_tokens=12), method="bass", drafter="model")
-    before = bass.graphs.captures()
+    before = bass.runtime.graphs.captures()
     for _ in range(2):  # the second request would replay what the first queued
         got = graphed.generate(["def f(x):\n", "x = [1, 2"], backend=backend, **kw)
-        assert bass.graphs.captures() == before
+        assert bass.runtime.graphs.captures() == before
     want = eager.generate(["def f(x):\n", "x = [1, 2"], backend=backend, **kw)
     assert got.token_ids == want.token_ids
     graphed.generate(["def f(x):\n"], backend="torch", **kw)
-    assert bass.graphs.captures() > before
+    assert bass.runtime.graphs.captures() > before
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs; the CPU twin is the test above")

@@ -1,18 +1,18 @@
-"""A draft's proposal replayed as one graph (`GraphedModel.chain`, `bass.proposal.chained_proposal`): the CPU
+"""A draft's proposal replayed as one graph (`GraphedModel.chain`, `bass.drafters.chain.chained_proposal`): the CPU
 twin runs the same static buffers, padding and queue eagerly, so these check its logic; the CUDA tests of the
 engine (greedy BASS equals regular, the chi-square test with the shipped draft) check its graphs."""
 
-import dataclasses
 
 import pytest
 import torch
 
-import bass.graphs
+import bass.runtime.graphs
 from bass.config import DraftLengthConfig, SamplingParams
+from bass.drafters.chain import chain_widths
+from bass.drafters.feature import FeatureDrafter
 from bass.engine import Engine
-from bass.feature_drafter import FeatureDrafter
-from bass.graphs import ChainKey
-from bass.proposal import chain_widths
+from bass.engine.tuning import Tuning
+from bass.runtime.graphs import ChainKey
 
 pytestmark = pytest.mark.slow  # engine runs through faked graphs, every draft length
 
@@ -27,8 +27,8 @@ def _twins(tiny_engine, seed: int, graphs: bool = False, feature: bool = True, *
     device = {"device": "cuda"} if graphs else {}
     engine = tiny_engine("llama", **({"feature_seed": seed} if feature else {"draft_seed": seed}), **device, **cfg)
     chained = Engine(engine.config, target=engine.target, draft=engine.draft)
-    stepwise = Engine(dataclasses.replace(engine.config, proposal_graphs=False), target=engine.target,
-                      draft=engine.draft)
+    stepwise = Engine(engine.config, target=engine.target, draft=engine.draft,
+                      tuning=Tuning(proposal_graphs=False))
     for e in (chained, stepwise):
         e.use_static_shapes(capture=graphs)
     return chained, stepwise
@@ -57,8 +57,8 @@ def chained_calls(monkeypatch) -> list[bool]:
 def chain_replays(monkeypatch) -> list[bool]:
     """Per `GraphedModel.chain` call, whether a chain (its own or a wider batch's) ran the proposal."""
     ran: list[bool] = []
-    chain = bass.graphs.GraphedModel.chain
-    monkeypatch.setattr(bass.graphs.GraphedModel, "chain",
+    chain = bass.runtime.graphs.GraphedModel.chain
+    monkeypatch.setattr(bass.runtime.graphs.GraphedModel, "chain",
                         lambda self, *a, **kw: (out := chain(self, *a, **kw), ran.append(out is not None))[0])
     return ran
 
@@ -132,11 +132,11 @@ def test_chains_are_queued_then_built_between_requests(tiny_engine, chained_call
 
 @pytest.mark.parametrize("graphs", GRAPHS, ids=["twin", "cuda"])
 def test_consecutive_chained_proposals_alternate_pools(tiny_engine, chained_calls, monkeypatch, graphs):
-    """The loop may read a round's proposal after launching the next (`bass.pipeline._redo`): two chained
+    """The loop may read a round's proposal after launching the next (`bass.decode.pipeline._redo`): two chained
     proposals in a row never share a pool, so the second cannot overwrite the first's outputs."""
     chained, _ = _twins(tiny_engine, seed=9, graphs=graphs)
     pools: list[object] = []
-    chain = bass.graphs.GraphedModel.chain
+    chain = bass.runtime.graphs.GraphedModel.chain
 
     def spy(self, *args, pool="chain", **kw):
         out = chain(self, *args, pool=pool, **kw)
@@ -144,7 +144,7 @@ def test_consecutive_chained_proposals_alternate_pools(tiny_engine, chained_call
             pools.append(pool)
         return out
 
-    monkeypatch.setattr(bass.graphs.GraphedModel, "chain", spy)
+    monkeypatch.setattr(bass.runtime.graphs.GraphedModel, "chain", spy)
     kw = dict(k=2, params=SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=16, seed=1), method="bass",
               drafter="model", draft_length=DraftLengthConfig(policy="fixed", l0=2))
     for _ in range(2):
@@ -239,8 +239,8 @@ def test_a_fixed_lengths_proposals_run_in_its_steady_chain(tiny_engine, monkeypa
     length shrinks, and such a round follows a longer one.)"""
     chained, _ = _twins(tiny_engine, seed=13)
     names: list[tuple] = []
-    chain = bass.graphs.GraphedModel.chain
-    monkeypatch.setattr(bass.graphs.GraphedModel, "chain",
+    chain = bass.runtime.graphs.GraphedModel.chain
+    monkeypatch.setattr(bass.runtime.graphs.GraphedModel, "chain",
                         lambda self, run, name, *a, **kw: (names.append(name), chain(self, run, name, *a, **kw))[1])
     kw = dict(params=SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=16, seed=6), method="bass",
               drafter="model", draft_length=DraftLengthConfig(policy="fixed", l0=3))

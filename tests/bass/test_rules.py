@@ -1,12 +1,12 @@
-"""bass/rules.py: the verify and draft-step rules that CUDA graphs capture with the forward."""
+"""bass/decode/rules.py: the verify and draft-step rules that CUDA graphs capture with the forward."""
 
 from __future__ import annotations
 
 import torch
 
-from bass import sampling
 from bass.config import SamplingParams
-from bass.rules import DraftRule, draft_rule, processing, run_then, verify_rule
+from bass.decode import sampling
+from bass.decode.rules import DraftRule, draft_rule, processing, run_then, verify_rule
 
 
 def _logits(V: int = 64) -> torch.Tensor:
@@ -77,7 +77,7 @@ def test_run_then_applies_the_rule_after_a_plain_forward():
 def test_draft_steps_survive_outputs_that_the_next_step_overwrites():
     """A graph's outputs are static buffers: each draft step's (token, q) must be copied before the next
     step replays into the same buffers. L = 0 still feeds the pending tokens (the drafters count on it)."""
-    from bass.proposal import draft_autoregressively
+    from bass.drafters.chain import draft_autoregressively
 
     token_buf, q_buf = torch.zeros(2, dtype=torch.long), torch.zeros(2, 5)
     widths = []
@@ -102,7 +102,7 @@ def test_draft_steps_survive_outputs_that_the_next_step_overwrites():
 def test_a_sparse_q_survives_the_next_step_too():
     """Under top-p a step's q is (token, masses [B, K], ids [B, K]): both parts are copied out of the buffers
     the next step overwrites, into the proposal's probs and prob_ids [B, L, K]."""
-    from bass.proposal import draft_autoregressively
+    from bass.drafters.chain import draft_autoregressively
 
     token_buf, m_buf, id_buf = torch.zeros(2, dtype=torch.long), torch.zeros(2, 4), torch.zeros(2, 4, dtype=torch.long)
 
@@ -122,7 +122,7 @@ def test_a_step_that_writes_its_outputs_in_place_is_handed_its_proposal_column()
     """After the first step (whose outputs size the buffers), step i gets `out` = column i of the proposal's
     token and q buffers; what it writes there is the proposal, with no copy, and it reads its input token
     from the column before."""
-    from bass.proposal import draft_autoregressively
+    from bass.drafters.chain import draft_autoregressively
 
     places, fed = [], []
 
@@ -145,7 +145,7 @@ def test_a_step_that_writes_its_outputs_in_place_is_handed_its_proposal_column()
 def test_a_subset_draft_proposes_its_tokens_and_gives_the_rest_q_zero():
     """A draft over a reduced vocabulary: column j of its logits is target token ids[j]. The token is a
     target id of the subset, q is the subset's distribution scattered into the target's vocabulary."""
-    from bass.rules import TokenSubset
+    from bass.decode.rules import TokenSubset
 
     ids = torch.tensor([2, 5, 11, 12, 30])
     logits = torch.randn(4, 1, 5)

@@ -5,10 +5,10 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from bass import sampling, verify
 from bass.config import SamplingParams
-from bass.sampling import process_logits, sample_from, top_p_filter, top_p_filter_sorted
-from bass.verify import verify_greedy, verify_sampled
+from bass.decode import sampling, verify
+from bass.decode.sampling import process_logits, sample_from, top_p_filter, top_p_filter_sorted
+from bass.decode.verify import verify_greedy, verify_sampled
 
 
 def _reference_filter(logits: np.ndarray, t: float, top_k: int, top_p: float) -> np.ndarray:

@@ -39,7 +39,7 @@ def test_memory_admission_refuses_what_can_never_fit_and_queues_what_fits_later(
     budget = engine.scheduler.budget
     from bass.engine.validate import request_bytes
 
-    one = request_bytes(engine, [engine.encode(PROMPTS[0])[0]], 2, params, FIXED)
+    one = request_bytes(engine.serving, [engine.encode(PROMPTS[0])[0]], 2, params, FIXED)
     monkeypatch.setattr(engine.scheduler, "budget", int(1.5 * one))  # room for one such request at a time
     try:
         with pytest.raises(ValueError, match="lower k or max_new_tokens"):

@@ -1,20 +1,20 @@
-"""The per-sequence random streams (`bass.streams`) against SplitMix64 written plainly, and their
-independence from the batch and from how draws are chunked."""
+"""The per-sequence random streams (`bass.decode.streams`) against SplitMix64 written plainly, and their
+independence from the batch, from where each row stands in its stream and from how draws are chunked."""
 
 import torch
 from scipy.stats import chisquare
 
-from bass.streams import SequenceRNG, stream_key, stream_uniforms
+from bass.decode.streams import draw, row_keys, stream_key, stream_uniforms
 
 
-def test_sequence_rng_streams_do_not_depend_on_the_batch():
+def test_a_rows_draws_do_not_depend_on_the_batch():
     keys = [(0, 0), (0, 1), (1, 0)]
-    a = SequenceRNG(7, keys)
-    b = SequenceRNG(7, keys)
-    both = a.uniforms(keys, 5, "cpu")
-    alone = b.uniforms([(0, 1)], 5, "cpu")
+    streams = row_keys(7, keys)
+    both = draw(streams, [0, 0, 0], 5, "cpu")
+    alone = draw(streams[1:2], [0], 5, "cpu")
     assert torch.equal(both[1], alone[0])
     assert not torch.equal(both[0], both[1])
+    assert row_keys(7, keys[1:2]) == streams[1:2]  # a key is the seed's and the sequence's, nothing else
 
 
 def _splitmix64(state: int):
@@ -41,23 +41,26 @@ def test_stream_uniforms_are_splitmix64():
     assert torch.equal(stream_uniforms(torch.tensor([key - 2**64 * (key >= 2**63)]), 0, 6)[0], want)
 
 
-def test_sequence_rng_draws_in_any_chunks_are_one_stream():
-    keys = [(0, 0), (0, 1), (2, 5)]
-    whole = SequenceRNG(11, keys).uniforms(keys, 300, "cpu")
-    rng = SequenceRNG(11, keys, block=64)  # chunks cross block edges; the batch shrinks midway
-    parts = [rng.uniforms(keys, n, "cpu") for n in (1, 9, 70, 20)]
+def test_draws_in_any_chunks_and_from_any_positions_are_one_stream():
+    streams = row_keys(11, [(0, 0), (0, 1), (2, 5)])
+    whole = draw(streams, [0, 0, 0], 300, "cpu")
+    drawn, parts = [0, 0, 0], []
+    for n in (1, 9, 70, 20):
+        parts.append(draw(streams, drawn, n, "cpu"))
+        drawn = [d + n for d in drawn]
     assert torch.equal(torch.cat(parts, 1), whole[:, :100])
-    assert torch.equal(rng.uniforms(keys[1:], 50, "cpu"), whole[1:, 100:150])
-    rng.uniforms(keys[2:], 5, "cpu")  # now the rows stand at different draws
-    assert torch.equal(rng.uniforms(keys, 3, "cpu"), torch.stack([whole[0, 100:103], whole[1, 150:153],
-                                                                  whole[2, 155:158]]))
+    # rows at different points of their streams, in one call (each from its own position)
+    assert torch.equal(draw(streams, [100, 150, 155], 3, "cpu"), torch.stack([whole[0, 100:103], whole[1, 150:153],
+                                                                           whole[2, 155:158]]))
+    keys = torch.tensor(streams)  # the batch's keys already on the device: the same draws
+    assert torch.equal(draw(streams, [4, 0, 9], 6, "cpu", keys), draw(streams, [4, 0, 9], 6, "cpu"))
 
 
-def test_sequence_rng_is_uniform_and_reproducible():
+def test_streams_are_uniform_and_reproducible():
     keys = [(g, s) for g in range(4) for s in range(8)]
-    u = SequenceRNG(3, keys).uniforms(keys, 4000, "cpu")
-    assert torch.equal(u, SequenceRNG(3, keys).uniforms(keys, 4000, "cpu"))
-    assert not torch.equal(u, SequenceRNG(4, keys).uniforms(keys, 4000, "cpu"))
+    u = draw(row_keys(3, keys), [0] * len(keys), 4000, "cpu")
+    assert torch.equal(u, draw(row_keys(3, keys), [0] * len(keys), 4000, "cpu"))
+    assert not torch.equal(u, draw(row_keys(4, keys), [0] * len(keys), 4000, "cpu"))
     assert u.min() >= 0 and u.max() < 1
     counts = torch.bincount((u.flatten() * 20).long(), minlength=20)
     assert chisquare(counts.numpy()).pvalue > 1e-3

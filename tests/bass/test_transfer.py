@@ -1,10 +1,10 @@
-"""Copies between host and device (`bass.transfer`): the pinned staging ring never hands out a slice a queued copy
-still reads, the helpers build the tensors they promise, and a host read returns what it was made of."""
+"""Copies between host and device (`bass.runtime.transfer`): the pinned staging ring never hands out a slice a
+queued copy still reads, the helpers build the tensors they promise, and a host read returns what it was made of."""
 
 import pytest
 import torch
 
-from bass.transfer import HostRead, PinnedRing, ints_to_device, padded_ids
+from bass.runtime.transfer import HostRead, PinnedRing, ints_to_device, padded_ids
 
 
 def _batches(n: int) -> list[list[int]]:

@@ -60,4 +60,4 @@ def test_stepwise_proposals_reach_both_engines():
     default both chain."""
     for flag, chained in (([], True), (["--stepwise-proposals"], False)):
         bench = gb.Bench(gb.parse_args(["--device", "cpu", "--target", "tiny", *flag]))
-        assert bench.graphed.config.proposal_graphs is chained and bench.eager.config.proposal_graphs is chained
+        assert bench.graphed.tuning.proposal_graphs is chained and bench.eager.tuning.proposal_graphs is chained

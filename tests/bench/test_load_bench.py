@@ -95,12 +95,14 @@ def test_queued_events_first_pass_and_a_lost_request():
 
 def test_scenarios_parse_and_poisson_arrivals_are_seeded():
     assert lb.parse_scenario("together:4") == lb.Scenario("together", 4)
+    assert lb.parse_scenario("together:1:1") == lb.Scenario("together", 1, k=1)  # a lone request of one candidate
     assert lb.parse_scenario("queued:32:16").k == 16 and lb.parse_scenario("poisson:16:32").label == "poisson:16:32"
     p = lb.Scenario("poisson", 2000, rate=40.0)
     times = p.arrivals(0)
     assert times[0] == 0.0 and times == sorted(times) and times == p.arrivals(0) and times != p.arrivals(1)
     assert (times[-1] / 1999) == pytest.approx(1 / 40, rel=0.1)  # mean gap 1 / rate
-    for bad in ("together", "poisson:4", "queued:4", "queued:4:0", "together:0", "crowd:3", "poisson:2:-1"):
+    for bad in ("together", "poisson:4", "queued:4", "queued:4:0", "together:0", "crowd:3", "poisson:2:-1",
+                "together:2:0"):
         with pytest.raises(Exception, match="scenario|visitor|k|rate|poisson|queued"):
             lb.parse_scenario(bad)
 

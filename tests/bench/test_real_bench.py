@@ -11,7 +11,7 @@ import bench.plot_real as pr
 def test_ratios_and_table_by_hand():
     rows = [dict(method="regular", k=8, drafter=None, policy=None, ms_per_token=4.0, throughput=2000.0,
                  acceptance=None, tokens_per_round=1.0, mean_draft_length=0.0),
-            dict(method="bass", k=8, drafter="model", policy="fixed L=3", ms_per_token=2.5, throughput=3000.0,
+            dict(method="bass", k=8, drafter="model", policy="auto", ms_per_token=2.5, throughput=3000.0,
                  acceptance=0.6, tokens_per_round=2.9, mean_draft_length=3.5),
             dict(method="bass", k=1, drafter="model", policy="fixed L=4", ms_per_token=2.0, throughput=500.0,
                  acceptance=0.7, tokens_per_round=3.1, mean_draft_length=4.0)]
@@ -50,7 +50,7 @@ def test_each_pass_counts_the_graphs_captured_inside_it(monkeypatch):
     import bench.real_passes as rb
     from bass.events import BatchStats, Candidate, GenerationResult, SequenceStats
 
-    made = {"n": 0, "deferred": 0}  # as in `bass.graphs`: every capture counts in n, a deferred one in both
+    made = {"n": 0, "deferred": 0}  # as in `bass.runtime.graphs`: every capture counts in n, a deferred one in both
     shapes: list[str] = []  # what each capture inside decoding was, in order
     monkeypatch.setattr(rb, "decoding_captures", lambda: made["n"] - made["deferred"])
     monkeypatch.setattr(rb, "deferred_captures", lambda: made["deferred"])

@@ -31,13 +31,13 @@ def test_dry_run_rows_and_ratios(dry_run):
     assert info["device"].startswith("CPU") and info["torch"] in info["device"] and info["started"] <= info["finished"]
     assert info["seeds"] == "seed + pass"
     labels = [pr.row_label(r) for r in rows]
-    bass = {r["drafter"]: r for r in rows if r["method"] == "bass" and r["policy"] == "fixed L=3" and not r.get("pair")}
+    bass = {r["drafter"]: r for r in rows if r["method"] == "bass" and r["policy"] == "auto" and not r.get("pair")}
     assert set(bass) == {"ngram", "layer-skip", "model"} and labels[0] == "regular"
     best = min(bass.values(), key=lambda r: r["ms_per_token"])["drafter"]
     single = [r for r in rows if r["method"] == "single"]
     assert len(single) == 1 and single[0]["drafter"] == best
     assert sorted(r["policy"] for r in rows if r["method"] == "bass" and r["drafter"] == best and not r.get("pair")) \
-        == ["fixed L=2", "fixed L=3", "heuristic"]  # (the default, fixed L = 3, is the drafter's own row)
+        == ["auto", "fixed L=2", "fixed L=3", "heuristic"]  # the default, auto, is the drafter's own row
     pair = [r for r in rows if r.get("pair") == "verdicts"]
     assert [r["verdicts"] for r in pair] == [None, "service", "in-process"] and {r["drafter"] for r in pair} == {best}
     ahead = [r for r in rows if r.get("pair") == "look-ahead"]  # the engine's setting (off on the CPU), then on
@@ -89,7 +89,7 @@ def test_no_policy_rows_keeps_regular_and_each_drafter(tmp_path):
                    "--max-new-tokens", "4", "--repeats", "1", "--single-ks", "", "--fixed-l", "3", "--no-verdicts",
                    "--drafters", "ngram,model", "--no-policy-rows", "--out", str(tmp_path / "out")])
     assert [(r["method"], r["drafter"], r["policy"], r.get("pair")) for r in res["rows"]] == [
-        ("regular", None, None, None), ("bass", "ngram", "fixed L=3", None), ("bass", "model", "fixed L=3", None)]
+        ("regular", None, None, None), ("bass", "ngram", "auto", None), ("bass", "model", "auto", None)]
 
 
 def test_no_look_ahead_pair_keeps_the_policy_rows(tmp_path):
@@ -101,7 +101,7 @@ def test_no_look_ahead_pair_keeps_the_policy_rows(tmp_path):
                    "--max-new-tokens", "4", "--repeats", "1", "--single-ks", "", "--fixed-l", "2", "--no-verdicts",
                    "--drafters", "model", "--policy-k", "2", "--no-look-ahead-pair", "--out", str(tmp_path / "out")])
     assert [(r["method"], r["policy"], r.get("pair")) for r in res["rows"]] == [
-        ("regular", None, None), ("bass", "fixed L=3", None), ("bass", "heuristic", None), ("bass", "fixed L=2", None)]
+        ("regular", None, None), ("bass", "auto", None), ("bass", "heuristic", None), ("bass", "fixed L=2", None)]
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import torch
 from tiny_pair import TINY_DRAFT
 
 from bass.config import SamplingParams
+from bass.decode.sampling import process_logits
 from bass.models.loader import load_model
-from bass.sampling import process_logits
 from draft_training.acceptance_loss import acceptance, nucleus
 from draft_training.config import TrainConfig
 from draft_training.train import SAMPLED, expected_acceptance, feature_loss, new_student, teacher_from

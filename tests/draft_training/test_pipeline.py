@@ -12,10 +12,10 @@ import torch
 from tiny_pair import TINY_DRAFT as SHAPE
 
 from bass import Engine, EngineConfig, SamplingParams
+from bass.decode.sampling import process_logits
 from bass.models.draft import read_draft_file
 from bass.models.feature_draft import FeatureDraft
 from bass.models.loader import load_model
-from bass.sampling import process_logits
 from draft_training.config import DraftShape, TrainConfig
 from draft_training.corpus import humaneval_signatures, load_tokens
 from draft_training.export import export_draft
@@ -190,7 +190,7 @@ def test_a_second_cycle_starts_from_the_first_runs_file(corpus, target_dir, tmp_
 
 
 def _torch_attention(engine):
-    from bass.attention import get_backend
+    from bass.runtime.attention import get_backend
 
     return get_backend("torch", engine.device)
 

@@ -9,9 +9,9 @@ import torch
 from fused_cases import DEVICE, fresh_gen, poison
 
 import kernels.draft_sample as mod
-from bass import sampling
 from bass.config import SamplingParams
-from bass.rules import TokenSubset, draft_rule
+from bass.decode import sampling
+from bass.decode.rules import TokenSubset, draft_rule
 from kernels.draft_sample import draft_sample_fused, draft_sample_ref, sample_candidates
 from kernels.top_p import top_p_candidates_fused
 
@@ -148,7 +148,7 @@ def test_the_token_is_drawn_from_the_q_it_reports() -> None:
 
 
 def test_the_draft_rule_takes_the_kernel_where_the_verify_does(monkeypatch) -> None:
-    """`bass.rules.DraftRule` under top-p: the kernel's token and q (FUSED_TOP_P "always": the interpreter),
+    """`bass.decode.rules.DraftRule` under top-p: the kernel's token and q (FUSED_TOP_P "always": the interpreter),
     the same rule's torch path where it is off, and the two agree where the chunk heads hold the top-p set."""
     gen = fresh_gen()
     ids = torch.sort(torch.randperm(900, generator=gen)[:600]).values.to(DEVICE)

@@ -8,8 +8,8 @@ import torch
 from fused_cases import DEVICE, needs_cuda, poison
 
 import kernels.forward_indices as mod
-from bass.cache import KVCache
 from bass.models.layers import forward_indices, rope_cos_sin, rope_inv_freq, rope_table
+from bass.runtime.cache import KVCache
 from bench.synthetic import QWEN25_1P5B, TINY
 from kernels.forward_indices import forward_indices_fused, forward_indices_ref
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 from fused_cases import DEVICE, needs_cuda, tiny_logits
 
-from bass.graphs import capture
 from bass.models import linear
 from bass.models.loader import build_random
+from bass.runtime.graphs import capture
 from bench.synthetic import TINY
 from kernels import get_backend, pdl
 from kernels.skinny_gemm import SkinnyConfig

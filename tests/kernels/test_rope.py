@@ -75,7 +75,7 @@ def _rows(cache, width: int, q_len: torch.Tensor) -> torch.Tensor:
 def _store_case(gen, dtype, B=3, T=4, Hq=4, Hkv=2, D=16, S=9, layers=2, live=3):
     """A decode step as the model runs it: q/k/v views of one projection, a layer of a [L, Bmax, S+1, H, D]
     cache seen through a batch view, ragged lengths (one padding token goes to the scratch row S)."""
-    from bass.cache import KVCache
+    from bass.runtime.cache import KVCache
 
     qkv = randn(B, T, (Hq + 2 * Hkv) * D, gen=gen, dtype=dtype)
     q, k, v = (t.view(B, T, -1, D) for t in qkv.split([Hq * D, Hkv * D, Hkv * D], dim=-1))

@@ -1,6 +1,6 @@
 """The verify rule's tail in one kernel (`kernels.verify_sample`, interpreted on the CPU): the same outputs as
-`bass.rules.VerifyRule`'s torch ops on the same candidates, for model drafts (a sparse q: (mass, id) pairs), one-hot
-drafts and plain steps, with rows that reject, accept everything, draft nothing and rows the candidates leave
+`bass.decode.rules.VerifyRule`'s torch ops on the same candidates, for model drafts (a sparse q: (mass, id) pairs),
+one-hot drafts and plain steps, with rows that reject, accept everything, draft nothing and rows the candidates leave
 undecided."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import torch
 from fused_cases import DEVICE, fresh_gen, poison
 
 import kernels.verify_sample as mod
-from bass import sampling, verify
 from bass.config import SamplingParams
-from bass.rules import verify_rule
+from bass.decode import sampling, verify
+from bass.decode.rules import verify_rule
 from kernels.top_p import top_p_candidates_fused
 from kernels.verify_sample import verify_candidates
 

@@ -127,7 +127,7 @@ def test_cpu_dtype_is_the_environments_else_the_measurement_once(monkeypatch):
     assert linear.cpu_dtype() == torch.bfloat16
     monkeypatch.setenv("BASS_CPU_DTYPE", "float32")
     assert linear.cpu_dtype() == torch.float32
-    from bass.device import resolve_dtype
+    from bass.runtime.device import resolve_dtype
 
     assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
     monkeypatch.setenv("BASS_CPU_DTYPE", "fp8")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from bass.attention import get_backend
 from bass.models.layers import last_rows
 from bass.models.llama import run_blocks
 from bass.models.loader import build_random
+from bass.runtime.attention import get_backend
 from bench.synthetic import TINY
 
 

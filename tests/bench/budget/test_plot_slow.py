@@ -7,8 +7,8 @@ import pytest
 from tiny import make_model
 
 import bench.budget.plot as pb
-from bass.budgets import budget_key
 from bass.cli import main
+from bass.eval.budgets import budget_key
 
 pytestmark = pytest.mark.slow  # the budget experiment run end to end
 

@@ -15,7 +15,7 @@ def _row(method, passes, policy=None, prefill_ms=4.0, **extra):
 
 
 def _run(regular, default, heuristic, *more):
-    return {"rows": [_row("regular", regular), _row("bass", default, "fixed L=3"), _row("bass", heuristic, "heuristic"),
+    return {"rows": [_row("regular", regular), _row("bass", default, "auto"), _row("bass", heuristic, "heuristic"),
                      *more]}
 
 
@@ -53,7 +53,7 @@ def test_each_sides_prefill_is_shown_beside_its_decoding():
 def test_a_label_met_twice_is_told_apart_by_its_order(tmp_path, capsys):
     runs = []
     for scale in (1.0, 1.0, 0.9, 0.9):
-        run = _run([2.0 * scale], [1.0 * scale], [1.0 * scale], _row("bass", [1.5 * scale], "fixed L=3"))
+        run = _run([2.0 * scale], [1.0 * scale], [1.0 * scale], _row("bass", [1.5 * scale], "auto"))
         path = tmp_path / f"{len(runs)}.json"
         path.write_text(json.dumps(run))
         runs.append(str(path))
@@ -76,7 +76,7 @@ def test_a_pairs_row_is_divided_by_the_regular_row_of_its_own_pair():
     def run(scale):
         off = dict(pair="look-ahead", look_ahead=False)
         return _run([1.0 * scale], [0.5 * scale], [0.5 * scale], _row("regular", [2.0 * scale], **off),
-                    _row("bass", [1.6 * scale], "fixed L=3", **off))
+                    _row("bass", [1.6 * scale], "auto", **off))
     got = {r["label"]: r for r in ab.compare([run(1.0)], [run(0.9)])}
     assert got["BASS model (look-ahead off)"]["x_regular_old"] == pytest.approx(2.0 / 1.6)
     assert got["BASS model (look-ahead off)"]["x_regular_new"] == pytest.approx(2.0 / 1.6)

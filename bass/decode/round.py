@@ -12,42 +12,42 @@
   6. emit     the host reads all of it in one copy (`HostRow`) and hands each row's tokens to its request's
               stop rule (EOS, stop strings, token limit).
 
-`launch` queues 2-5 on the device without a host synchronisation; `read` is step 6. Everything that makes
-rounds overlap (look-ahead, redo, riders, requests joining) lives in `bass.pipeline`.
+`launch` queues 2-5 on the device without a host synchronisation; `emit` is step 6, once the host has read the
+round (`HostRead`). Everything that makes rounds overlap (look-ahead, redo, riders, requests joining) lives in
+`bass.decode.pipeline`.
 
-Random numbers. Row b draws 2 l_b + 1 uniforms from its own stream (`bass.streams`): l_b to draft, l_b to
+Random numbers. Row b draws 2 l_b + 1 uniforms from its own stream (`bass.decode.streams`): l_b to draft, l_b to
 accept, one to resample, placed at columns [0, l_b), [L, L + l_b) and 2L of the round's [B, 2L + 1]
 block. So a sequence's draws depend on its own draft lengths only, never on the batch's width L or on
-which other requests share the round: under a fixed draft length a seeded request samples the same text
-alone or batched.
+which other requests share the round: under the same draft lengths a seeded request samples the same text
+alone or batched. The whole block is drawn in one set of kernels (`bass.decode.streams.draw`), wherever each
+row stands in its stream.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 
-from bass.cache import KVCache
 from bass.config import SamplingParams
-from bass.drafters import Drafter, Proposal
+from bass.decode.rules import VerifyRule, run_then
+from bass.decode.sequences import Sequence, StopRule
+from bass.decode.streams import RowDraws
+from bass.drafters.base import Drafter, Proposal
 from bass.events import SequenceUpdate
-from bass.rules import VerifyRule, run_then
-from bass.sequences import Sequence, StopRule
-from bass.streams import SequenceRNG
-from bass.transfer import HostRead
+from bass.runtime.cache import KVCache
+from bass.runtime.transfer import HostRead, ints_to_device
 
 
 @dataclass
 class RequestContext:
-    """What one request brings to a batch: its stop rule (and sampling parameters), random streams, decode
-    clock, time budget and cancel. Every row of the request points to it (`Sequence.ctx`)."""
+    """What one request brings to a batch: its stop rule (and sampling parameters), decode clock, time budget
+    and cancel. Every row of the request points to it (`Sequence.ctx`)."""
 
     stop: StopRule
-    rng: SequenceRNG
     t0: float = 0.0  # perf_counter() when its decoding started (after its prefill)
     time_budget_s: float | None = None  # on its decode clock
     cancel: threading.Event | None = None  # the caller's
@@ -66,8 +66,20 @@ class RequestContext:
         return None
 
 
+@dataclass(frozen=True)
+class RoundModels:
+    """What every round of a batch runs: the target's forward, its attention, the verify rule of the batch's
+    sampling processing, the drafter, and that processing itself."""
+
+    target: object  # a callable forward: the model, or its `GraphedModel`
+    attn: object  # an attention backend (`bass.runtime.attention`)
+    rule: VerifyRule
+    drafter: Drafter
+    params: SamplingParams
+
+
 class VerifyOutput(NamedTuple):
-    """The verify rule's outputs (`bass.rules.VerifyRule`), on the device."""
+    """The verify rule's outputs (`bass.decode.rules.VerifyRule`), on the device."""
 
     accepted: torch.Tensor  # [B] a_b
     next_token: torch.Tensor  # [B] the token emitted after the accepted drafts
@@ -136,77 +148,76 @@ def room(seq: Sequence, extra: int = 0) -> int:
     return seq.ctx.params.max_new_tokens - seq.num_generated - 1 - extra
 
 
-def draw_uniforms(live: list[Sequence], lengths: list[int], device: torch.device | str) -> torch.Tensor:
-    """[B, 2L+1] uniforms of a round: row b's 2 l_b + 1 draws of its own stream at columns [0, l_b),
-    [L, L + l_b) and 2L (module docstring, random numbers); unused columns hold 0.5."""
+def draw_uniforms(live: list[Sequence], lengths: list[int], draws: RowDraws, device: torch.device) -> torch.Tensor:
+    """[B, 2L+1] uniforms of a round: row b's 2 l_b + 1 next draws of its own stream at columns [0, l_b),
+    [L, L + l_b) and 2L (module docstring, random numbers); unused columns hold 0.5. `draws`: the batch's
+    blocks of draws. Advances each row's count of draws."""
     L = max(lengths, default=0)
-    runs: list[tuple[int, int]] = []  # (first row, end) of consecutive rows of one request and one length
-    for b in range(len(live)):
-        if runs and live[b].ctx is live[b - 1].ctx and lengths[b] == lengths[b - 1]:
-            runs[-1] = (runs[-1][0], b + 1)
-        else:
-            runs.append((b, b + 1))
-
-    def block(a: int, z: int) -> torch.Tensor:  # [z - a, 2 l + 1] from their request's streams
-        return live[a].ctx.rng.uniforms([s.key for s in live[a:z]], 2 * lengths[a] + 1, device)
-
-    if all(lengths[a] == L for a, _ in runs):  # every row at the batch's width: the blocks as they are
-        blocks = [block(a, z) for a, z in runs]
-        return blocks[0] if len(blocks) == 1 else torch.cat(blocks)
-    u = torch.full((len(live), 2 * L + 1), 0.5, device=device)
-    for a, z in runs:
-        n, d = lengths[a], block(a, z)
-        u[a:z, :n], u[a:z, L:L + n], u[a:z, 2 * L] = d[:, :n], d[:, n:2 * n], d[:, 2 * n]
-    return u
+    d = draws.take(live, 2 * L + 1, device)  # [B, 2L+1]: each row's next draws
+    for s, n in zip(live, lengths, strict=True):
+        s.drawn += 2 * n + 1
+    if min((n for s, n in zip(live, lengths, strict=True) if not s.finished), default=L) == L:
+        return d  # every running row at the batch's width: its draws in order (a finished one's are never read)
+    c = torch.arange(2 * L + 1, device=device)  # [2L+1] a column
+    n = ints_to_device(lengths, device)[:, None]  # [B, 1] l_b
+    accept = (c >= L) & (c < L + n)  # [B, 2L+1]: the columns of the accept draws
+    index = torch.where(c < n, c, torch.where(accept, c - L + n, 2 * n))  # which of the row's draws goes there
+    used = (c < n) | accept | (c == 2 * L)
+    return torch.where(used, d.gather(1, index), 0.5)
 
 
 # ---- 2.-5. propose, verify, accept, roll back -------------------------------------------------------------
-def launch(target: Callable, attn: Callable, rule: VerifyRule, drafter: Drafter, rnd: Round, cache: KVCache,
-           last: torch.Tensor, histories: list[list[int]] | None, params: SamplingParams) -> torch.Tensor:
+def launch(models: RoundModels, rnd: Round, cache: KVCache, last: torch.Tensor,
+           histories: list[list[int]] | None) -> torch.Tensor:
     """Queue steps 2-5 of `rnd`: its proposal if it drafts (histories None: from what is on the device, by a
     drafter that `follows`), then `verify`, which the drafter is told of. Returns the next last token [B, 1]."""
-    L = rnd.draft_length
-    rnd.proposal = drafter.propose(histories, rnd.lengths, params, rnd.u[:, :L], cache) if L else \
+    L, drafter = rnd.draft_length, models.drafter
+    rnd.proposal = drafter.propose(histories, rnd.lengths, models.params, rnd.u[:, :L], cache) if L else \
         Proposal.empty(len(rnd.lengths), rnd.u.device)
-    last = verify(target, attn, rule, rnd, cache, last)
+    last = verify(models, rnd, cache, last)
     if drafter.reads_verify:  # the graph's buffers: read by the next proposal, before this slot's next replay
         rnd.accepted, rnd.emitted = rnd.out.accepted, rnd.out.emitted[:, :rnd.proposal.tokens.shape[1] + 1]
     drafter.verified(rnd.emitted, rnd.accepted)
     return last
 
 
-def verify(target: Callable, attn: Callable, rule: VerifyRule, rnd: Round, cache: KVCache,
-           last: torch.Tensor) -> torch.Tensor:
+def verify(models: RoundModels, rnd: Round, cache: KVCache, last: torch.Tensor) -> torch.Tensor:
     """Queue steps 3-5: the target's forward and the verify rule (one graph), the rollback of rejected rows,
     and the copy of the results to the host. Returns the next last token [B, 1] (a copy: a graph's outputs
     live only until its slot's next replay); makes no host synchronisation."""
     rnd.start, rnd.last_in = cache.suffix_len.clone(), last
-    rnd.out = forward(target, attn, rule, rnd, cache)
+    rnd.out = forward(models, rnd, cache)
     if rnd.proposal.tokens.shape[1]:  # 5. the cache holds every token but the last emitted one
         cache.suffix_len.sub_(rnd.out.rejected)
     rnd.host = HostRead(rnd.out.packed)  # into pinned memory, without waiting for it
     return rnd.out.next_token[:, None].clone()
 
 
-def forward(target: Callable, attn: Callable, rule: VerifyRule, rnd: Round, cache: KVCache) -> VerifyOutput:
+def forward(models: RoundModels, rnd: Round, cache: KVCache) -> VerifyOutput:
     """The target's forward over [last emitted token, drafts] of `rnd` and its verify rule, in one graph."""
     args = rnd.verify_args()
-    slot = {"slot": rnd.slot} if getattr(target, "slots", 1) > 1 else {}
+    slot = {"slot": rnd.slot} if getattr(models.target, "slots", 1) > 1 else {}
     q_len = (args[1] + 1).to(torch.int32)  # [B] l_b + 1
     if rnd.alive is not None:  # finished rows riding along: width 0, their cache untouched
         q_len = q_len * rnd.alive
-    out = run_then(target, rule, args, torch.cat([rnd.last_in, args[0]], 1), cache, q_len, attn, **slot)
+    out = run_then(models.target, models.rule, args, torch.cat([rnd.last_in, args[0]], 1), cache, q_len,
+                   models.attn, **slot)
     return VerifyOutput(*out)
 
 
 # ---- 6. emit ------------------------------------------------------------------------------------------------
-def emit(seq: Sequence, row: HostRow, asked: int, now: float) -> SequenceUpdate:
-    """Hand a row's tokens to its request's stop rule and count the round (`asked`: the l_b it was given)."""
-    before = len(seq.history)
-    new_text = seq.ctx.stop.extend(seq, row.tokens)
-    seq.rounds, seq.proposed, seq.accepted = seq.rounds + 1, seq.proposed + row.proposed, seq.accepted + row.accepted
-    seq.rejected = asked - row.accepted
-    if seq.finished:
-        seq.finish_time_s = now - seq.ctx.t0
-    return SequenceUpdate(seq.seq, tuple(seq.history[before:]), new_text, row.proposed, row.accepted, seq.finished,
-                          seq.finish_reason)
+def emit(seqs: list[Sequence], rows: list[HostRow], asked: list[int], now: float) -> list[SequenceUpdate]:
+    """Hand each row's tokens to its request's stop rule (`StopRule.extend_rows`: one detokenization for all of
+    them) and count the round (`asked`: the l_b each was given)."""
+    befores = [len(s.history) for s in seqs]
+    texts = StopRule.extend_rows(seqs, [row.tokens for row in rows])
+    updates = []
+    for seq, row, n, before, new_text in zip(seqs, rows, asked, befores, texts, strict=True):
+        seq.rounds, seq.proposed, seq.accepted = seq.rounds + 1, seq.proposed + row.proposed, \
+            seq.accepted + row.accepted
+        seq.rejected = n - row.accepted
+        if seq.finished:
+            seq.finish_time_s = now - seq.ctx.t0
+        updates.append(SequenceUpdate(seq.seq, tuple(seq.history[before:]), new_text, row.proposed, row.accepted,
+                                      seq.finished, seq.finish_reason))
+    return updates

@@ -27,7 +27,7 @@ from typing import Generic, TypeVar
 
 from bass.events import FINISHED_IN_TIME, GenerationEvent
 
-log = logging.getLogger("bass.verdicts")
+log = logging.getLogger("bass.eval.verdicts")
 
 V = TypeVar("V")
 # check([(seq, text), ...]) -> one verdict per item, in order

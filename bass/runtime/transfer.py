@@ -2,7 +2,7 @@
 device, and a read that waits for its own copy only.
 
 A pageable copy to CUDA waits for the stream, and in the round loop the stream runs a round ahead
-(`bass.pipeline`, look-ahead), so every copy here goes through pinned memory, asynchronously. A read of device
+(`bass.decode.pipeline`, look-ahead), so every copy here goes through pinned memory, asynchronously. A read of device
 values (`HostRead`) likewise waits for the copy that fetched them, not for the work queued after it.
 
 A drafting round makes about four such copies of a few dozen ints (cache lengths, row indices, token

@@ -13,7 +13,7 @@ costs arithmetic only.
 
 Each (prompts, width bucket) gets static buffers, token ids [G, Tb] and lengths [G], made at its first request,
 which runs eagerly on them, the same shapes and kernels a replay runs; its graph is captured between requests
-(`capture_queued`, as `bass.graphs` does for decode shapes), so no request waits for a capture. The KV cache,
+(`capture_queued`, as `bass.runtime.graphs` does for decode shapes), so no request waits for a capture. The KV cache,
 of the widest bucket's rows, is one per number of prompts G: the prefills never overlap. The outputs (the last
 row's logits [G, 1, V], the cache, the final hidden states [G, Tb, H] that a feature draft starts from) are
 static buffers, valid until the next prefill: the engine forks the cache into its arena and hands the states
@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import torch
 
-from bass import graphs
-from bass.cache import KVCache
-from bass.transfer import ints_to_device, padded_ids
+from bass.runtime import graphs
+from bass.runtime.cache import KVCache
+from bass.runtime.transfer import ints_to_device, padded_ids
 from kernels import capturable
 
 # prompt widths a graph is captured for (a wider prompt prefills eagerly): HumanEval's prompts are 38-391 tokens

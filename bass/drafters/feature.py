@@ -3,7 +3,7 @@
 Its bookkeeping is the draft cache's: which entries (f_t, x_{t+1}) it holds with the target's true f_t,
 which are its own guesses, and what the next proposal must feed first. That next proposal needs nothing
 the host has not read (the last verify's emitted tokens and features are on the device), which is what
-lets the round loop launch drafting rounds ahead (`bass.pipeline`, look-ahead).
+lets the round loop launch drafting rounds ahead (`bass.decode.pipeline`, look-ahead).
 """
 
 from __future__ import annotations
@@ -14,13 +14,15 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from bass.cache import CacheArena, KVCache
-from bass.prefill_graphs import PrefillGraphs, prefill
-from bass.proposal import Drafter, Proposal, chained_proposal, draft_chain
-from bass.rules import DraftRule, TokenSubset, draft_rule, run_then
-from bass.transfer import ints_to_device, padded_ids
+from bass.decode.rules import DraftRule, TokenSubset, draft_rule, run_then
+from bass.drafters.base import Drafter, Proposal
+from bass.drafters.chain import chained_proposal, draft_chain
+from bass.runtime.cache import CacheArena, KVCache
+from bass.runtime.prefill_graphs import PrefillGraphs, prefill
+from bass.runtime.transfer import ints_to_device, padded_ids, to_device
 from kernels import capturable
 
 CATCH_UP = 16  # backlog entries that make a round without drafts feed them (FeatureDrafter._catch_up)
@@ -113,7 +115,7 @@ class FeatureDrafter(Drafter):
                  forward: Callable | None = None, arena: CacheArena | None = None,
                  prefills: PrefillGraphs | None = None, chained: bool = True):
         """`chained`: make a proposal as one graph where `forward` can (`_chained`); `prefills`: the prefill's
-        CUDA graphs (`bass.prefill_graphs`)."""
+        CUDA graphs (`bass.runtime.prefill_graphs`)."""
         self.draft, self.target, self.attn = draft, target, attn  # target: what the loop calls (reads .hidden)
         self.forward = forward or draft  # a GraphedModel on CUDA
         self.prefills = prefills
@@ -255,7 +257,7 @@ class FeatureDrafter(Drafter):
                  lens: torch.Tensor, u: torch.Tensor) -> Proposal | None:
         """The proposal as one CUDA graph (`chained_proposal`), or None where the draft's forward has none for it
         or a wider batch yet (it runs step by step, and the graph is captured after the request). The loop may
-        read a round's proposal after it launched the next one (`bass.pipeline._redo`), so consecutive
+        read a round's proposal after it launched the next one (`bass.decode.pipeline._redo`), so consecutive
         proposals alternate two pools, never overwriting the one before."""
         if not self.chained or not capturable(self.attn):  # (a backend reading lengths on the host)
             return None
@@ -287,8 +289,8 @@ class FeatureDrafter(Drafter):
         self._joined = False
         B, T, H = rec.hidden.shape
         C = self.feats.shape[1]
-        rows = [b * C + min(k + t, C - 1) for b, k in enumerate(self.known) for t in range(T)]  # [B * T], on the host
-        self.feats.view(B * C, H).index_copy_(0, ints_to_device(rows, rec.hidden.device),
+        rows = np.minimum(np.asarray(self.known)[:, None] + np.arange(T), C - 1) + np.arange(B)[:, None] * C  # [B, T]
+        self.feats.view(B * C, H).index_copy_(0, to_device(torch.from_numpy(rows.ravel()), rec.hidden.device),
                                               rec.hidden.reshape(B * T, H).to(self.feats.dtype))
         # every token but the last emitted one has its true feature now
         self.known = [len(h) - 1 - p for h, p in zip(histories, self.prompt_entries, strict=True)]

@@ -24,11 +24,11 @@ An attention backend that reads the batch's lengths on the host ("pad", "split":
 captured: its calls run eagerly on the same cache, and its proposals step by step.
 
 A chain (`GraphedModel.chain`) is several forwards and the glue between them in one graph: a draft's whole
-proposal (`bass.proposal.chained_proposal`), L draft steps and their sampling rules, which step by step paid a
+proposal (`bass.drafters.chain.chained_proposal`), L draft steps and their sampling rules, which step by step paid a
 replay and a handful of small copies per step. A chain without a graph runs in the chain of the nearest larger
 batch bucket that has one (its padding rows zeroed, which do nothing), or with nothing wider step by step (the
 caller's own path), and is queued the same way, with a sibling its caller will want soon where it names one
-(`also`: a proposal's other first-step width, `bass.proposal.chain_widths`). So a varying-length policy's
+(`also`: a proposal's other first-step width, `bass.drafters.chain.chain_widths`). So a varying-length policy's
 timed passes at k = 8 on an H200 built no shape in 22 of 24 passes; a pass that builds shapes reads slower (0.3 %
 behind fixed L = 3's median with one, 3.5 % with 2 to 5, 6.0 % with 6 or more, `python -m bench.real_bench`).
 """
@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 import torch
 
-from bass.cache import CacheArena, KVCache
+from bass.runtime.cache import CacheArena, KVCache
 from kernels import capturable
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
@@ -68,7 +68,7 @@ def captures() -> int:
 
 def deferred_captures() -> int:
     """How many of `captures()` were captured between requests (`GraphedModel.capture_queued`, the prefill's
-    `bass.prefill_graphs`), outside any request's decoding."""
+    `bass.runtime.prefill_graphs`), outside any request's decoding."""
     return _deferred
 
 
@@ -90,7 +90,7 @@ def deferred_capture_shapes() -> list[str]:
     `decoding_capture_shapes`; a chain as "FeatureDraft chain B8 10/6 pool 1": the batch bucket, the integers
     of its name (a proposal's: its first step's width bucket / L) and its pool. These are the shapes a request
     ran in a wider batch's graph or, with nothing wider to borrow, a chain's steps one by one. (The prefills'
-    captures between requests, `bass.prefill_graphs`, count in `deferred_captures` but are not named here.)"""
+    captures between requests, `bass.runtime.prefill_graphs`, count in `deferred_captures` but are not named here.)"""
     return list(_deferred_shapes)
 
 
@@ -178,13 +178,13 @@ class GraphedModel:
         self._pools: dict[object, object] = {}  # slot, or a chain's pool -> the memory pool its graphs share
         self.hidden: torch.Tensor | None = None
 
-    captures_then = True  # `bass.rules.run_then`: a rule after the forward joins its graph
-    slots = 2  # `slot=`: two sets of output buffers per shape (`bass.pipeline`'s look-ahead)
+    captures_then = True  # `bass.decode.rules.run_then`: a rule after the forward joins its graph
+    slots = 2  # `slot=`: two sets of output buffers per shape (`bass.decode.pipeline`'s look-ahead)
 
     def __call__(self, tokens: torch.Tensor, cache: KVCache, q_len: torch.Tensor, attn: Callable, *,
                  num_layers: int | None = None, last_only: bool = False, features: torch.Tensor | None = None,
                  then: Callable | None = None, args: tuple = (), slot: int = 0):
-        """The logits [B, T or 1, V]; with `then`, then(logits, *args) instead (a `bass.rules` rule, whose
+        """The logits [B, T or 1, V]; with `then`, then(logits, *args) instead (a `bass.decode.rules` rule, whose
         args are [B] or [B, T-1, ...] tensors or None), captured in the same graph.
 
         Outputs are static buffers of the graphs of `slot`, which share one memory pool: valid until the
@@ -258,7 +258,7 @@ class GraphedModel:
               shapes: Sequence[tuple[int, ...]], pool: object = "chain",
               also: tuple[object, Sequence[tuple[int, ...]]] | None = None) -> object | None:
         """run(cache, *inputs): several forwards of the model and the glue between them, replayed as one CUDA
-        graph (a draft's whole proposal: `bass.proposal.chained_proposal`): its own, or while it has none the
+        graph (a draft's whole proposal: `bass.drafters.chain.chained_proposal`): its own, or while it has none the
         graph of a wider batch's same chain, or None where neither exists yet. Then the caller runs its steps one
         by one. A call without its own graph is queued: `capture_queued` captures it between requests, as it
         does a shape that ran in a wider graph.

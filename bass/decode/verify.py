@@ -2,7 +2,7 @@
 
 Speculative sampling (Leviathan et al. 2023; Chen et al. 2023). For one sequence with draft tokens
 x_1..x_l drawn from the draft distributions q_1..q_l, and target distributions p_1..p_{l+1} from one
-verify pass (both *after* temperature / top-k / top-p processing, `bass.sampling`):
+verify pass (both *after* temperature / top-k / top-p processing, `bass.decode.sampling`):
 
     accept x_i  with probability  min(1, p_i(x_i) / q_i(x_i)),  i = 1, 2, ... until the first rejection;
     at the first rejection i:     emit y ~ norm(max(0, p_i - q_i))         (the residual distribution)
@@ -12,7 +12,7 @@ so every emitted token is distributed exactly as the processed target distributi
 draft (n-gram lookup) has q_i = onehot(x_i): acceptance is p_i(x_i) and the residual is p_i with x_i
 removed. Greedy decoding is the limit: accept while argmax p_i == x_i, then emit argmax p_i.
 
-The uniforms come from each sequence's own stream (`bass.streams`): u_accept for the tests, u_sample for the
+The uniforms come from each sequence's own stream (`bass.decode.streams`): u_accept for the tests, u_sample for the
 inverse-CDF draw of the emitted token. `verify_logits` picks the form for a request's processing; under top-p
 the rule runs over each position's sorted candidates (`verify_top_p`), and on CUDA in one kernel
 (`verify_top_p_fused`, `kernels.verify_sample`).
@@ -24,14 +24,14 @@ from dataclasses import dataclass
 
 import torch
 
-from bass import sampling
 from bass.config import SamplingParams
+from bass.decode import sampling
 
 FUSED_VERIFY = True  # where the candidates come from `kernels.top_p`, the rest of the rule in one kernel too
 
 
 @dataclass
-class Verdict:
+class VerifyResult:
     """What a verify pass decides for each sequence: how many drafts it takes, and the token it emits after them."""
 
     accepted: torch.Tensor  # [B] long: a_b, draft tokens accepted (0 .. draft_len[b])
@@ -41,12 +41,12 @@ class Verdict:
 def verify_logits(logits: torch.Tensor, params: SamplingParams, draft_tokens: torch.Tensor,
                   draft_len: torch.Tensor, draft_probs: torch.Tensor | None, u_accept: torch.Tensor,
                   u_sample: torch.Tensor, draft_ids: torch.Tensor | None = None, full_sort: bool = False
-                  ) -> tuple[Verdict, torch.Tensor | None]:
+                  ) -> tuple[VerifyResult, torch.Tensor | None]:
     """The verdict of target logits [B, L+1, V] under `params`: (verdict, covered [B, L+1] or None).
 
     Greedy: `verify_greedy`. Top-p < 1: `verify_top_p`, over each position's sorted candidates (covered:
     whether they decided it; full_sort: all of them). Otherwise `verify_sampled` over the processed
-    vocabulary. What `bass.rules.VerifyRule` computes in the graph, and by a full sort for its redo."""
+    vocabulary. What `bass.decode.rules.VerifyRule` computes in the graph, and by a full sort for its redo."""
     if params.greedy:
         return verify_greedy(draft_tokens, draft_len, logits), None
     if params.top_p < 1.0:
@@ -56,7 +56,7 @@ def verify_logits(logits: torch.Tensor, params: SamplingParams, draft_tokens: to
     return verify_sampled(draft_tokens, draft_len, draft_probs, probs, u_accept, u_sample, draft_ids), covered
 
 
-def verify_greedy(draft_tokens: torch.Tensor, draft_len: torch.Tensor, target_logits: torch.Tensor) -> Verdict:
+def verify_greedy(draft_tokens: torch.Tensor, draft_len: torch.Tensor, target_logits: torch.Tensor) -> VerifyResult:
     """Greedy verification. draft_tokens [B, L], draft_len [B], target_logits [B, L+1, V]."""
     best = target_logits.argmax(-1)  # [B, L+1]
     L = draft_tokens.shape[1]
@@ -64,12 +64,12 @@ def verify_greedy(draft_tokens: torch.Tensor, draft_len: torch.Tensor, target_lo
     ok = (best[:, :L] == draft_tokens) & (pos < draft_len[:, None])
     accepted = torch.cumprod(ok.long(), dim=1).sum(1)  # leading run of matches
     next_token = best.gather(1, accepted[:, None]).squeeze(1)
-    return Verdict(accepted, next_token)
+    return VerifyResult(accepted, next_token)
 
 
 def verify_sampled(draft_tokens: torch.Tensor, draft_len: torch.Tensor, draft_probs: torch.Tensor | None,
                    target_probs: torch.Tensor, u_accept: torch.Tensor, u_sample: torch.Tensor,
-                   draft_ids: torch.Tensor | None = None) -> Verdict:
+                   draft_ids: torch.Tensor | None = None) -> VerifyResult:
     """Lossless verification (module docstring).
 
     draft_tokens [B, L]; draft_len [B]; draft_probs [B, L, V], or None for a deterministic draft, or with
@@ -88,12 +88,12 @@ def verify_sampled(draft_tokens: torch.Tensor, draft_len: torch.Tensor, draft_pr
         else:
             q_next = _draft_q_at(draft_probs, draft_ids, accepted, target_probs.shape[-1])
         weights = _resample_weights(p_next, q_next, accepted, draft_len)
-    return Verdict(accepted, sampling.sample_from(weights, u_sample))
+    return VerifyResult(accepted, sampling.sample_from(weights, u_sample))
 
 
 def verify_top_p(logits: torch.Tensor, params: SamplingParams, draft_tokens: torch.Tensor, draft_len: torch.Tensor,
                  draft_probs: torch.Tensor | None, u_accept: torch.Tensor, u_sample: torch.Tensor,
-                 draft_ids: torch.Tensor | None = None, full_sort: bool = False) -> tuple[Verdict, torch.Tensor]:
+                 draft_ids: torch.Tensor | None = None, full_sort: bool = False) -> tuple[VerifyResult, torch.Tensor]:
     """`verify_sampled` for top-p < 1, computed over each position's sorted candidates: (verdict, covered [B, T]).
 
     Under top-p the processed p is zero outside the kept candidates, so every quantity of the rule lives on
@@ -108,7 +108,7 @@ def verify_top_p(logits: torch.Tensor, params: SamplingParams, draft_tokens: tor
     dozen vocabulary-wide kernels: scatter, mask, sum, divide, gathers, the draw). The
     draw runs over tokens in the stable order rather than by id: another inverse-CDF map of the same u,
     so the same distribution; with full_sort (K = V) the order and the prefix sums are the same as from
-    the candidates, so on a covered row both give the same tokens (`bass.rules.VerifyRule.exact`).
+    the candidates, so on a covered row both give the same tokens (`bass.decode.rules.VerifyRule.exact`).
     The shapes are `verify_sampled`'s; logits [B, L+1, V].
     """
     kept, ids, covered = sampling.sorted_top_p(logits, params, full_sort)  # [B, L+1, K]
@@ -118,7 +118,7 @@ def verify_top_p(logits: torch.Tensor, params: SamplingParams, draft_tokens: tor
 
 def verify_candidates(kept: torch.Tensor, ids: torch.Tensor, draft_tokens: torch.Tensor, draft_len: torch.Tensor,
                       draft_probs: torch.Tensor | None, u_accept: torch.Tensor, u_sample: torch.Tensor,
-                      draft_ids: torch.Tensor | None = None, *, vocab: int) -> Verdict:
+                      draft_ids: torch.Tensor | None = None, *, vocab: int) -> VerifyResult:
     """`verify_top_p`'s verdict from the kept masses and ids [B, L+1, K] of each position's sorted candidates
     (`top_p_candidates`) over a vocabulary of `vocab` tokens; the torch twin of `kernels.verify_sample`, which
     also computes `covered`."""
@@ -136,7 +136,7 @@ def verify_candidates(kept: torch.Tensor, ids: torch.Tensor, draft_tokens: torch
             q_next = _draft_q_at(draft_probs, draft_ids, accepted, vocab).gather(-1, ids_next)
         weights = _resample_weights(p_next, q_next, accepted, draft_len)
     j = sampling.sample_from(weights, u_sample)
-    return Verdict(accepted, ids_next.gather(-1, j[:, None]).squeeze(-1))
+    return VerifyResult(accepted, ids_next.gather(-1, j[:, None]).squeeze(-1))
 
 
 def verify_top_p_fused(logits: torch.Tensor, params: SamplingParams, draft_tokens: torch.Tensor,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bass.transfer import ints_to_device
+from bass.runtime.transfer import ints_to_device
 
 
 @dataclass
@@ -210,6 +210,14 @@ class CacheArena:
         if not self.persistent:
             self.base = None  # the batch's cache owns the storage
         return view
+
+    def reserve(self, like: KVCache, groups: int, width: int, batch: int, capacity: int) -> None:
+        """Make the persistent storage hold at least `groups` prompts of `width` tokens and `batch` sequences of
+        `capacity` tokens, in `like`'s layers, heads and dtype (at load: a storage that never moves keeps every
+        graph captured on it). Nothing without `persistent`."""
+        if self.persistent and not self._fits(groups, width, batch, capacity, like):
+            L, _, _, H, D = like.suffix_k.shape
+            self._allocate(L, groups, width, batch, capacity, H, D, like.suffix_k.dtype, like.suffix_k.device)
 
     def _fits(self, G, P, B, capacity, like: KVCache) -> bool:
         b = self.base

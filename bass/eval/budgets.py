@@ -7,7 +7,7 @@ The clock. `SamplingParams.time_budget_s` covers the whole request, prefill incl
 it before every round on its decode clock (seconds since decoding began, `time.perf_counter`, the clock
 of every finish time): a round starts iff the reading `started_s` satisfies
 
-    started_s < b - prefill_s                                      (bass/round.py, bass/pipeline.py)
+    started_s < b - prefill_s                                      (bass/decode/round.py, bass/decode/pipeline.py)
 
 and a round that started runs to its end, so a sequence may finish a little after b - prefill_s and still
 count (exactly as it does in a run at budget b). The prefill's first tokens are preceded by no check.
@@ -20,7 +20,7 @@ for the prefill's first token):
     counted_b(i)  <=>  i finished by itself  and  (s_i is None  or  s_i < b - prefill_s)
 
 Pass@First(b), Pass@All(b), pass@k(b) and the time to first pass at b (prefill + finish time of the
-earliest counted passing candidate) follow from the counted candidates (`bass.eval.problem_row`). The
+earliest counted passing candidate) follow from the counted candidates (`bass.eval.humaneval.problem_row`). The
 comparison is the engine's own, on the same floats, so the derivation says exactly which candidates
 the same run would have kept at b. Stopping at the first pass keeps this exact: the cancel lands at a
 check too, at a time that does not depend on b.

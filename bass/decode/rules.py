@@ -1,7 +1,7 @@
 """What a round computes from logits on the device, as rules a CUDA graph captures with the forward pass.
 
 A verify pass is the target's forward followed by top-p processing and the accept / resample rule
-(`bass.sampling`: under top-p over each position's sorted candidates, `verify_top_p`); a draft step is
+(`bass.decode.sampling`: under top-p over each position's sorted candidates, `verify_top_p`); a draft step is
 the draft's forward followed by sampling its proposal. Launched one by one from Python, those ~40 small
 sampling kernels cost the host more than the GPU: on an H100, 1.4 ms
 of launches per verify of a batch of 8 (2.6 ms at width 2) for 0.25 ms of kernels, and in a BASS round
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import torch
 
 from bass.config import SamplingParams
-from bass.sampling import draft_sample, process_logits_deferred, sample_from
-from bass.verify import Verdict, verify_logits, verify_top_p_fused
+from bass.decode.sampling import draft_sample, process_logits_deferred, sample_from
+from bass.decode.verify import VerifyResult, verify_logits, verify_top_p_fused
 
 
 def processing(params: SamplingParams) -> SamplingParams:
@@ -45,7 +45,7 @@ class VerifyRule:
       - rejected = draft_len − accepted (int32), the rows the target's cache rolls back.
     The last three are the round's glue, computed here because in the graph they cost no launch.
 
-    Under top-p the rule works over each position's most likely candidates (`bass.verify.verify_logits`:
+    Under top-p the rule works over each position's most likely candidates (`bass.decode.verify.verify_logits`:
     `verify_top_p`; without top-p, over the vocabulary: `verify_sampled`). A row's result is exact when
     the candidates decided the top-p set at every position it used: positions 0 .. a_b (the accept tests
     before a_b passed and the test at a_b failed with exact p, so the exact rule accepts a_b too, and
@@ -75,7 +75,7 @@ class VerifyRule:
 
     def exact(self, logits: torch.Tensor, drafts: torch.Tensor, draft_len: torch.Tensor, u_accept: torch.Tensor,
               u_sample: torch.Tensor, draft_probs: torch.Tensor | None = None, draft_ids: torch.Tensor | None = None
-              ) -> Verdict:
+              ) -> VerifyResult:
         """The same verdict with top-p by a full sort of the vocabulary, for every row (the caller uses it
         where `__call__` left rows undecided; on decided rows the two agree)."""
         return verify_logits(logits, self.params, drafts, draft_len, draft_probs, u_accept, u_sample, draft_ids,
@@ -120,7 +120,7 @@ class DraftRule:
 
     def __call__(self, logits: torch.Tensor, u: torch.Tensor, out: tuple[torch.Tensor, ...] | None = None
                  ) -> tuple[torch.Tensor, ...]:
-        """The step's outputs, written into `out` (a proposal's columns, `bass.proposal.draft_chain`) where the
+        """The step's outputs, written into `out` (a proposal's columns, `bass.drafters.chain.draft_chain`) where the
         kernel that makes them can; the caller copies any output that is not its `out` tensor."""
         logits = logits[:, -1]
         ids = None if self.subset is None else self.subset.ids  # column -> target id

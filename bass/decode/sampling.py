@@ -1,9 +1,9 @@
 """Logits processing and sampling: temperature, top-k and top-p, the draft's proposals, inverse-CDF draws.
 
 Top-p works over each row's most likely candidates (`top_p_candidates`, on CUDA `kernels.top_p`), with a full
-sort only where they fall short: what the verify rule (`bass.verify`) and the draft steps read.
+sort only where they fall short: what the verify rule (`bass.decode.verify`) and the draft steps read.
 
-Random numbers come from one counter-based stream per sequence (`bass.streams`), drawn as uniforms and
+Random numbers come from one counter-based stream per sequence (`bass.decode.streams`), drawn as uniforms and
 turned into tokens by inverse-CDF sampling, so a sequence's tokens never depend on which other sequences
 share its batch.
 """
@@ -106,7 +106,7 @@ def draft_proposal(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor
 def draft_sample(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor, ids: torch.Tensor | None = None,
                  out: tuple[torch.Tensor, ...] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`draft_proposal` in the target's ids: (token [B], q [B, K], q_ids [B, K]), q sparse
-    (`bass.verify.verify_sampled`: q(q_ids[b, j]) = q[b, j], every other token 0), column v of logits [B, V']
+    (`bass.decode.verify.verify_sampled`: q(q_ids[b, j]) = q[b, j], every other token 0), column v of logits [B, V']
     being target token ids[v] (a draft's reduced vocabulary) or v.
 
     On CUDA (without top-k) two launches do it (`kernels.draft_sample`): the candidates are each vocabulary

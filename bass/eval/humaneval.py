@@ -9,12 +9,12 @@ tests in the sandbox. Per problem (docs/design.md §5):
                      (a sequence cut by the budget counts as failing);
     time to first pass = prefill + finish time of the earliest passing sequence (`bass.metrics`).
 
-Each sequence is tested the moment it finishes, while the others keep decoding (`bass.verdicts`);
+Each sequence is tested the moment it finishes, while the others keep decoding (`bass.eval.verdicts`);
 with `stop_at_first_pass` the first passing one cancels its siblings, which then count as unfinished
 (so Pass@All and pass@k measure the race, not the whole batch).
 
 With several budgets (`budgets=`), each problem runs once at the largest and the metrics at the others
-are derived from the candidates' finish times (`bass.budgets`: exact, since a budget only truncates).
+are derived from the candidates' finish times (`bass.eval.budgets`: exact, since a budget only truncates).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from bass.budgets import budget_key, counted_finish_times, record_round_starts
 from bass.config import HUMANEVAL_STOPS, EngineConfig, SamplingParams, check_k
+from bass.eval.budgets import budget_key, counted_finish_times, record_round_starts
+from bass.eval.verdicts import Verdict, VerdictWorker, either, submit_finished
 from bass.events import Candidate, GenerationResult
 from bass.metrics import (
     candidates_ms_per_token,
@@ -33,7 +34,6 @@ from bass.metrics import (
     pass_at_k,
     time_to_first_pass,
 )
-from bass.verdicts import Checker, Verdict, VerdictWorker, either, submit_finished
 
 TTFP = "time_to_first_pass_s"
 WARMUP_TOKENS = 4  # per problem, untimed, before an eval with warmup (`run_humaneval`)
@@ -44,7 +44,7 @@ def problem_row(task_id: str, candidates: Sequence[Candidate], passed: Sequence[
     """The per-problem metrics from the candidates and whether each one passed its tests (None: untested).
 
     `finish_times` (None: a candidate that does not count) replaces the candidates' own, e.g. those that
-    count at a smaller budget (`bass.budgets.counted_finish_times`).
+    count at a smaller budget (`bass.eval.budgets.counted_finish_times`).
     """
     times = list(finish_times) if finish_times is not None else [c.finish_time_or_none for c in candidates]
     ok = [bool(p) and t is not None for p, t in zip(passed, times, strict=True)]
@@ -82,24 +82,20 @@ def summarize(rows: Sequence[dict]) -> dict:
     return out
 
 
-def stream_with_verdicts(engine, prompt, *, k: int, params: SamplingParams, method: str, check: Checker,
-                         passed: Callable[[object], bool], stop_at_first_pass: bool = False, chat: bool = False,
-                         cancel=None, worker: VerdictWorker | None = None,
-                         round_starts: dict[int, float | None] | None = None, drafter: str | None = None
+def stream_with_verdicts(engine, prompt, worker: VerdictWorker, *, cancel=None,
+                         round_starts: dict[int, float | None] | None = None, **request
                          ) -> tuple[GenerationResult, dict[int, Verdict]]:
-    """Generate k candidates, testing each in the background the moment it finishes by itself.
+    """Generate `request`'s candidates (`Engine.stream`'s arguments: k, params, method, drafter, chat), handing
+    each to `worker` the moment it finishes by itself, to be tested in the background.
 
-    Sequences cut by the budget or a cancel are not tested. With `stop_at_first_pass` the first passing
-    verdict cancels the sequences still decoding. Returns the result and the verdicts by sequence.
-    `worker` replaces the one built from `check`, `passed` and `stop_at_first_pass` (tests observe it).
+    Sequences cut by the budget or a cancel are not tested. A worker made with `stop_at_first_pass` cancels the
+    sequences still decoding at the first passing verdict. Returns the result and the verdicts by sequence.
     `round_starts`, when given, receives for each finished sequence the budget check's reading before its
-    last round (`bass.budgets.record_round_starts`). `drafter`: None for the engine's default.
+    last round (`bass.eval.budgets.record_round_starts`).
     """
-    worker = worker or VerdictWorker(check, passed, stop_at_first_pass=stop_at_first_pass)
     result = None
     try:
-        for event in engine.stream(prompt, k=k, params=params, method=method, chat=chat, drafter=drafter,
-                                   cancel=either(cancel, worker.first_pass)):
+        for event in engine.stream(prompt, **request, cancel=either(cancel, worker.first_pass)):
             submit_finished(worker, event)
             if round_starts is not None:
                 record_round_starts(event, round_starts)
@@ -122,7 +118,7 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
     Candidates are tested as they finish (`stream_with_verdicts`); `stop_at_first_pass` cancels the
     siblings of the first passing one. With `budgets`, each problem runs once at the largest (which is
     then the budget) and the report gains "by_budget": {budget_key(b): {"summary", "problems"}} derived
-    for every b (`bass.budgets`); "summary" / "problems" stay those of the largest. `warmup` first runs,
+    for every b (`bass.eval.budgets`); "summary" / "problems" stay those of the largest. `warmup` first runs,
     untimed, a few tokens of every problem and then the longest prompt in full, so no problem's budget is
     spent on compilation: kernels compile per shape class of the prefill (Triton specialises on whether a
     length divides by 16, and skinny GEMM tiles follow the row count), graphs are captured per batch and
@@ -166,9 +162,9 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
             return [o.all_passed for o in check([prob] * len(items), [text for _, text in items])]
 
         starts: dict[int, float | None] = {}
-        result, verdicts = stream_with_verdicts(engine, prob.prompt, k=k, params=params, method=method,
-                                                check=test, passed=bool, stop_at_first_pass=stop_at_first_pass,
-                                                round_starts=starts)
+        worker = VerdictWorker(test, bool, stop_at_first_pass=stop_at_first_pass)
+        result, verdicts = stream_with_verdicts(engine, prob.prompt, worker, round_starts=starts, k=k, params=params,
+                                                method=method)
         passed = [verdicts[i].passed if i in verdicts else None for i in range(len(result.candidates))]
         prefill_s = result.stats.prefill_s
         rows.append(problem_row(prob.task_id, result.candidates, passed, prefill_s))
