@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from bass import sampling, verify
 from bass.config import SamplingParams
-from bass.sampling import process_logits
-from bass.verify import verify_sampled
+from bass.decode import sampling, verify
+from bass.decode.sampling import process_logits
+from bass.decode.verify import verify_sampled
 
 pytestmark = pytest.mark.slow  # the top-p verify rule through the interpreted kernels
 
