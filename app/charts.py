@@ -30,7 +30,8 @@ SEQ_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
                "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2")
 DRAFT_LENGTH_COLOUR = "#6b7280"
 CHART_HEIGHT, LEGEND_ROW_PX = 260, 19  # a legend entry's height in the plot's default font
-MIN_ROUND_SPAN = 24  # rounds an axis spans at least: below that the plot picks fractional ticks (0.5, 1.5 …)
+# An integer format makes the plot tick whole rounds only, however few rounds ran (otherwise 0.5, 1.5 …)
+ROUND_AXIS_FORMAT = "d"
 
 
 def seq_colour(seq: int) -> str:
@@ -46,22 +47,23 @@ class ChartLook:
     y_lim: list[float]
     x_lim: list[float] | None
     height: int
+    x_format: str | None = None
 
 
 def chart_look(frame: pd.DataFrame, k: int, x_is_round: bool = False, y_column: int = 1) -> ChartLook:
     """`frame`'s series get their sequence's colour (the draft length its grey); y spans [0, 1.1 max]; a round
-    axis spans at least `MIN_ROUND_SPAN` rounds so its ticks are whole rounds; the height grows with k so that
-    the legend (k sequences and the draft length, one entry a row) is never cut."""
+    axis spans the rounds that ran (at least one), ticked at whole rounds; the height grows with k so that the
+    legend (k sequences and the draft length, one entry a row) is never cut."""
     colours = {seq_label(s): seq_colour(s) for s in range(k)}
     colours[DRAFT_LENGTH_SERIES] = DRAFT_LENGTH_COLOUR
     top = float(frame.iloc[:, y_column].max()) if len(frame) else 0.0
-    x_lim = None
+    x_lim, x_format = None, None
     if x_is_round:
         last = float(frame.iloc[:, 0].max()) if len(frame) else 0.0
-        x_lim = [0.0, max(float(MIN_ROUND_SPAN), last)]
+        x_lim, x_format = [0.0, max(1.0, last)], ROUND_AXIS_FORMAT
     height = max(CHART_HEIGHT, 90 + LEGEND_ROW_PX * (k + 1))
     return ChartLook(color_map=colours, legend=series_of(frame), y_lim=[0.0, top * 1.1 if top > 0 else 1.0],
-                     x_lim=x_lim, height=height)
+                     x_lim=x_lim, height=height, x_format=x_format)
 
 
 def seq_label(seq: int) -> str:
@@ -177,7 +179,10 @@ class LiveRun:
         return _typed(self.speed_rows, SPEED_COLUMNS, ("float64", "float64", "string"))
 
     def accept_frame(self) -> pd.DataFrame:
-        return _typed(self.accept_rows, ACCEPT_COLUMNS, ("int64", "int64", "string"))
+        """Accepted draft tokens per round and sequence, the draft length's rows first: the plot draws its lines in
+        the order their series first appear, so the draft length lies beneath a sequence that accepted all L."""
+        rows = sorted(self.accept_rows, key=lambda row: row[2] != DRAFT_LENGTH_SERIES)  # stable: rounds keep order
+        return _typed(rows, ACCEPT_COLUMNS, ("int64", "int64", "string"))
 
 
 def _typed(rows: list[tuple], columns: tuple[str, ...], dtypes: tuple[str, ...]) -> pd.DataFrame:

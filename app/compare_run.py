@@ -26,11 +26,12 @@ from app.checks import run_tests
 from app.compare import display_table, empty_display_table, numbers_table, per_sequence_table
 from app.compare_html import charts_html, sentence_html
 from app.export import write_comparison
-from app.generate import UPDATE_INTERVAL_S, wait_for_engine
+from app.generate import wait_for_engine
 from app.live_tests import TestRunner
 from app.programs import build_program
 from app.session import EngineSession
 from app.settings import RunSettings, UserError
+from app.throttle import STATUS_INTERVAL_S
 from bass.eval.compare import COMPARE_METHODS, MAX_REPEATS, CompareRequest, Step, compare_steps
 from bass.eval.compare_report import method_name, sentence, table_rows
 from bass.eval.compare_results import Comparison
@@ -61,7 +62,7 @@ def compare_budget(value) -> float | None:
         budget = float("nan")
     if not 0 <= budget <= MAX_BUDGET_S:
         raise UserError(f"Time budget per method must be between 0 and {MAX_BUDGET_S} seconds, got {value!r}.",
-                        "set it to 0 to let every method write all its candidates")
+                        "set it to 0 to let every method write all its candidates", "bass-compare-budget")
     return budget or None
 
 
@@ -73,7 +74,8 @@ def compare_repeats(value) -> int:
         repeats = float("nan")
     if not (1 <= repeats <= MAX_REPEATS and repeats == int(repeats)):
         raise UserError(f"Timed runs per method must be a whole number from 1 to {MAX_REPEATS}, got {value!r}.",
-                        "3 reads a GPU's median steadily; on a CPU each run takes minutes, so 1")
+                        "3 reads a GPU's median steadily; on a CPU each run takes minutes, so 1",
+                        "bass-compare-repeats")
     return int(repeats)
 
 
@@ -124,7 +126,7 @@ def _compare(session: EngineSession, s: RunSettings, req: CompareRequest, cancel
             live, last = LiveRun(req.k), 0.0
         elif event.kind != "queued":
             live.add(event)
-            if event.kind == "round" and event.time_s - last < UPDATE_INTERVAL_S:
+            if event.kind == "round" and event.time_s - last < STATUS_INTERVAL_S:
                 continue
             last = event.time_s
         if step.phase != "done":

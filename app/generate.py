@@ -4,12 +4,12 @@ Each candidate goes to the sandbox the moment it finishes, in the background (`a
 its card turns PASS/FAIL while its siblings decode; with "stop at the first pass" the first passing
 candidate ends the others, which keep their partial text, untested. The engine's stream is read on its
 own thread (`app.feed`): the page is redrawn when an engine event or a verdict arrives, whichever is
-first, so a verdict shows the moment it is known, not at the end of the round it landed in.
+first, so a verdict shows the moment it is known, not at the end of the round it landed in. Round updates
+are throttled (`app.throttle`) so that drawing the run never takes the cores the engine needs.
 
 `generate_views` is a plain generator of `GenerateView`s (no Gradio in it), so tests drive it with a
 fake engine. Every failure ends in a view whose status is a readable error box; nothing escapes as a
-traceback. Screen updates are throttled so a fast GPU does not flood the browser with one update per
-round; phase changes, verdicts and the final view are sent at once.
+traceback. Phase changes, verdicts and the final view are sent at once.
 """
 
 from __future__ import annotations
@@ -32,12 +32,13 @@ from app.live_tests import TestRunner, engine_cancel, reports_by_seq, start_test
 from app.programs import build_program
 from app.ranking import TestReport, pass_summary, rank_candidates
 from app.session import EngineSession
-from app.settings import METHOD_LABELS, RunSettings, UserError
+from app.settings import METHOD_LABELS, TESTS_GO_IN_THE_BOX, RunSettings, UserError
+from app.throttle import Throttle, min_interval_s
+from app.timing import RunClock, RunTiming
 from bass.eval.verdicts import submit_finished
 
 log = logging.getLogger("bass.app")
 
-UPDATE_INTERVAL_S = 0.25
 POLL_S = 0.25
 
 
@@ -74,8 +75,7 @@ def wait_for_engine(session: EngineSession, pair_label: str | None, cancel: thre
     while True:
         state = session.state()
         if state.error:
-            raise UserError(f"Loading the model failed: {state.error}",
-                            "check the model name and the log, or choose another model pair")
+            raise UserError(f"Loading the model failed: {state.error}", session.failure_hint())
         if state.ready:
             return
         if cancel.is_set():
@@ -108,10 +108,12 @@ def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
     engine = session.engine
     run = LiveRun(s.k)
     method = METHOD_LABELS[s.method]
+    first_detail = f"{method} on {engine.device}" + (f" · {TESTS_GO_IN_THE_BOX}" if s.tests_requested else "")
     yield GenerateView(status=render.status_html(f"Prefill: encoding the prompt for {render.plural(s.k, 'sequence')}…",
-                                                 f"{method} on {engine.device}"),
+                                                 first_detail),
                        candidates=render.live_cards_html(run), k=s.k)
-    t0 = time.perf_counter()
+    clock = RunClock(time.perf_counter())
+    throttle = Throttle(min_interval_s(engine.device))
     feed = Feed()  # the engine runs on the feed's thread; this generator wakes on its events and on verdicts
     worker = start_tests(s, tester, on_verdicts=feed.wake)
     # `cancel` is this visitor's alone: the engine stops their request, queued or running, and no other
@@ -120,15 +122,17 @@ def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
                                               draft_length=s.draft_length,
                                               cancel=engine_cancel(cancel, worker, feed.abandon))))
     result = None
-    last_sent, unsent = 0.0, False
+    unsent = False
     try:
         while result is None:
-            got = feed.next(timeout_s=UPDATE_INTERVAL_S)
+            got = feed.next(timeout_s=throttle.min_interval_s)
             urgent, queued = False, None
             for event in got.events:
                 if event.kind == "queued":
                     queued, urgent = event, True
                     continue
+                if event.kind == "prefill":
+                    clock.started(time.perf_counter(), event.time_s)
                 run.add(event)
                 submit_finished(worker, event)  # returns at once: the tests run on the worker's thread
                 urgent = urgent or event.kind == "prefill"
@@ -140,16 +144,19 @@ def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
                 raise RuntimeError("the engine's stream ended without a result")
             new = worker.poll()
             unsent = unsent or bool(got.events)
-            now = time.perf_counter()
             if result is None and queued is not None and run.phase in ("waiting", "queued"):
-                last_sent, unsent = now, False
+                throttle.sending()
+                unsent = False
                 yield GenerateView(status=queued_status(queued, cancel.is_set()),
                                    candidates=render.live_cards_html(run), k=s.k)
-            elif result is None and (urgent or new or (unsent and now - last_sent >= UPDATE_INTERVAL_S)):
-                last_sent, unsent = now, False
+                throttle.sent()
+            elif result is None and (urgent or new or (unsent and throttle.due(time.perf_counter()))):
+                throttle.sending()
+                unsent = False
                 yield GenerateView(status=decoding_status(run, s, method, worker.verdicts, cancel.is_set()),
                                    candidates=render.live_cards_html(run, worker.verdicts),
                                    speed=run.speed_frame(), accept=run.accept_frame(), k=s.k)
+                throttle.sent()
     finally:
         if result is None:
             feed.close()  # the engine stops after its round if the browser went away; it is free on return
@@ -166,12 +173,11 @@ def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
         return
     yield from _wait_for_verdicts(run, worker, s, cancel)
     cancelled = cancel.is_set()  # Stop, while decoding or testing (a stop at the first pass is not the user's)
-    wall_s = time.perf_counter() - t0
     worker.poll()
     reports = reports_by_seq(worker, len(programs))
-    passes = [v.at_s - t0 for v in worker.verdicts.values() if v.passed]
-    yield _final_view(run, result, programs, reports, s, wall_s, cancelled, worker.first_pass.is_set(),
-                      min(passes) if passes else None)
+    passes = [v.at_s for v in worker.verdicts.values() if v.passed]
+    yield _final_view(run, result, programs, reports, s, clock.timing(time.perf_counter(), min(passes, default=None)),
+                      cancelled, worker.first_pass.is_set())
 
 
 def _wait_for_verdicts(run: LiveRun, worker, s: RunSettings, cancel: threading.Event) -> Iterator[GenerateView]:
@@ -195,7 +201,7 @@ def _readable_errors(stream: Iterator) -> Iterator:
 
 
 def _final_view(run: LiveRun, result, programs: list[str], reports: list[TestReport | None], s: RunSettings,
-                wall_s: float, cancelled: bool, stopped_at_pass: bool, pass_known_s: float | None) -> GenerateView:
+                timing: RunTiming, cancelled: bool, stopped_at_pass: bool) -> GenerateView:
     shown = [c.text for c in result.candidates] if s.style == "completion" else programs
     tests_given = bool(s.tests.strip())
     rows = rank_candidates(result, programs, reports, shown, tests_given=tests_given)
@@ -203,7 +209,7 @@ def _final_view(run: LiveRun, result, programs: list[str], reports: list[TestRep
     stats = result.stats
     acceptance = stats.acceptance_rate if stats.proposed else None
     headline = render.summary_html(summary, stats.mean_ms_per_token, acceptance, stats.tokens_per_round,
-                                   wall_s, METHOD_LABELS[s.method], pass_known_s)
+                                   timing, METHOD_LABELS[s.method])
     try:
         path = str(write_generation(generation_payload(rows, summary, stats.to_dict(), s.describe())))
     except OSError:
@@ -211,7 +217,9 @@ def _final_view(run: LiveRun, result, programs: list[str], reports: list[TestRep
         path = None
     title = ("Stopped. (Your run only: other visitors' runs go on.)" if cancelled else
              "Done: stopped at the first pass." if stopped_at_pass else "Done.")
-    detail = f"{render.plural(stats.tokens, 'token')} in {wall_s:.1f} s · prefill {stats.prefill_s:.2f} s"
+    detail = f"{render.plural(stats.tokens, 'token')} in {timing.wall_s:.1f} s · prefill {stats.prefill_s:.2f} s"
+    if timing.waited_s >= render.WAIT_SHOWN_S:
+        detail += f" · after {timing.waited_s:.1f} s in line"
     cards = render.ranked_cards_html(rows, final_note(s, cancelled, stopped_at_pass), run.per_round)
     return GenerateView(status=render.status_html(title, detail, kind="ok"), candidates=cards,
                         speed=run.speed_frame(), accept=run.accept_frame(), summary=headline,

@@ -1,8 +1,9 @@
 """What the Generate tab's status line and best-candidate box say at each phase. Pure text from events and
 settings, so that tests read exactly what a visitor reads.
 
-Phases: in line (the engine's "queued" events: place and wait estimate), decoding (round, draft length,
-acceptance, verdicts so far), stopping (Stop pressed: the run ends after its round, or leaves the line), done.
+Phases: before the visitor's first run (the model's load), in line (the engine's "queued" events: place and wait
+estimate), decoding (round, draft length, acceptance, verdicts so far), stopping (Stop pressed: the run ends after
+its round, or leaves the line), done.
 """
 
 from __future__ import annotations
@@ -10,13 +11,27 @@ from __future__ import annotations
 from app import render
 from app.charts import LiveRun
 from app.ranking import PassSummary, RankedCandidate
-from app.settings import RunSettings
+from app.session import LoadState
+from app.settings import TESTS_GO_IN_THE_BOX, RunSettings
 from bass.events import FINISHED_IN_TIME
 
 
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+def idle_status(state: LoadState) -> str:
+    """The status box before this visitor's first run: "Ready" only once the model is."""
+    if state.error:
+        return render.status_html("The model could not be loaded (the box above says why): nothing can run yet.",
+                                  kind="idle")
+    if state.ready:
+        return render.status_html("Ready when you are.", kind="idle")
+    if state.loading:
+        return render.status_html("The model is still loading (progress above): a run you start now begins when "
+                                  "it is ready.", state.message, kind="idle")
+    return render.status_html("The model loads when you press Generate.", kind="idle")
 
 
 def queued_status(event, stopping: bool = False) -> str:
@@ -75,9 +90,11 @@ def best_label(best: RankedCandidate | None, summary: PassSummary) -> str:
 
 
 def final_note(s: RunSettings, cancelled: bool, stopped_at_pass: bool) -> str:
-    """The line above the ranked cards: how they are ordered, what a Stop left, what the seed reproduces."""
-    note = ("Stopped: the candidates as far as they got; those still decoding were not tested." if cancelled else
-            "Ranked: passing candidates first, then by tests passed, then by who finished first.")
+    """The line above the ranked cards: where tests go (when the prompt asked the model for them), how the cards
+    are ordered, what a Stop left, and the seed that reproduces them (only a seed the visitor set does)."""
+    note = f"{TESTS_GO_IN_THE_BOX} " if s.tests_requested else ""
+    note += ("Stopped: the candidates as far as they got; those still decoding were not tested." if cancelled else
+             "Ranked: passing candidates first, then by tests passed, then by who finished first.")
     if stopped_at_pass and not cancelled:
         note += " Stopped at the first pass: the others keep what they had generated, untested."
     if s.style == "completion":
@@ -91,7 +108,8 @@ def final_note(s: RunSettings, cancelled: bool, stopped_at_pass: bool) -> str:
         note += (f" Seed {s.params.seed} reproduces these candidates (drafting with a fixed length "
                  f"L = {s.draft_length.l0}); each of the k is its own draw.")
     else:
-        note += " No seed was set, so these are fresh draws: set a Seed to get the same candidates on every run."
+        note += (f" No seed was set, so these are fresh draws (seed {s.params.seed}, drafted at the lengths the "
+                 "engine picked for its load): set a seed to get candidates you can reproduce.")
     return note
 
 

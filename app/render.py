@@ -16,6 +16,7 @@ from pygments.lexers import PythonLexer
 
 from app.charts import LiveRun, seq_colour, seq_label
 from app.ranking import PassSummary, RankedCandidate, TestReport
+from app.timing import RunTiming
 from bass.eval.verdicts import Verdict
 from bass.metrics import format_seconds_or_none
 
@@ -101,6 +102,7 @@ def _badge(label: str, tone: str) -> str:
     return f'<span class="bass-badge bass-badge-{tone}">{escape(label)}</span>'
 
 
+WAIT_SHOWN_S = 0.5  # a wait in line shorter than this is not worth a mention
 SPARK_ROUNDS = 48  # the last rounds a card's acceptance strip shows
 
 
@@ -200,9 +202,12 @@ def ranked_cards_html(rows: Sequence[RankedCandidate], note: str = "",
 
 
 def summary_html(summary: PassSummary, mean_ms_per_token: float, acceptance: float | None,
-                 tokens_per_round: float, wall_s: float, method: str, pass_known_s: float | None = None) -> str:
+                 tokens_per_round: float, timing: RunTiming, method: str) -> str:
     """The headline numbers of this prompt: time to first pass, Pass@First / Pass@All badges, latency,
-    acceptance. `pass_known_s`: when the first PASS verdict came back, seconds since generation began."""
+    acceptance. Every time is from one origin, the start of the run's prefill (`app.timing`): the time to
+    first pass (the engine's), when that PASS was shown (the page's) and the wall time; a wait in line
+    before it is stated apart."""
+    pass_known_s = timing.pass_shown_s
     parts = []
     checked = summary.total if summary.checked is None else summary.checked
     if summary.tested and checked == 0:
@@ -222,7 +227,10 @@ def summary_html(summary: PassSummary, mean_ms_per_token: float, acceptance: flo
     parts.append(f"<b>{mean_ms_per_token:.0f} ms/token</b> per sequence ({escape(method)})")
     if acceptance is not None:
         parts.append(f"acceptance <b>{acceptance:.0%}</b> · {tokens_per_round:.2f} tokens/round")
-    parts.append(f"wall {wall_s:.1f} s")
+    wall = f"wall {timing.wall_s:.1f} s from the start of prefill"
+    if timing.waited_s >= WAIT_SHOWN_S:
+        wall += f", after {timing.waited_s:.1f} s in line"
+    parts.append(wall)
     return f'<div class="bass-summary">{" · ".join(parts)}</div>'
 
 

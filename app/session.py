@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from app.settings import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, MAX_K
 from bass.config import EngineConfig, SamplingParams
+from bass.models.advice import on_space
 
 if TYPE_CHECKING:
     from bass import Engine
@@ -56,10 +57,14 @@ def configured_pair(env: Mapping[str, str]) -> ModelPair:
     return ModelPair(label, target, draft)
 
 
-def model_pairs(default: ModelPair, gpu: bool, online: bool) -> list[ModelPair]:
-    """Pairs offered in the UI: the configured one first, the offline ones, hub pairs with a GPU and internet."""
+def model_pairs(default: ModelPair, gpu: bool, online: bool,
+                installed: Callable[[str], bool] = lambda target: True) -> list[ModelPair]:
+    """Pairs offered in the UI: the configured one first, the offline ones whose packages are `installed`
+    (a Space installs requirements.txt, which holds the embedded model's only), hub pairs with a GPU and
+    internet."""
     pairs = [default]
-    candidates = [EMBEDDED, SMALL] + (list(HUB_PAIRS) if gpu and online else [])
+    offline = [p for p in (EMBEDDED, SMALL) if installed(p.target)]
+    candidates = offline + (list(HUB_PAIRS) if gpu and online else [])
     pairs += [p for p in candidates if (p.target, p.draft) != (default.target, default.draft)]
     return pairs
 
@@ -106,6 +111,7 @@ class EngineSession:
         self.default_pair = configured_pair(env)
         self.drafter = env.get("BASS_DRAFTER", "").strip() or None
         self.backend = env.get("BASS_BACKEND", "").strip() or None
+        self.on_space = on_space(env)
         self._factory = factory
         self._lock = threading.Lock()
         self._engine: Engine | None = None
@@ -113,6 +119,7 @@ class EngineSession:
         self._loading: ModelPair | None = None
         self._message, self._fraction, self._error, self._note = "model not loaded yet", 0.0, None, ""
         self._cancels: dict[str, threading.Event] = {}
+        self._logged: tuple[str, int | None] | None = None  # the last progress step written to the log
 
     # ---- loading ---------------------------------------------------------------------------------
     def config_for(self, pair: ModelPair) -> EngineConfig:
@@ -143,7 +150,11 @@ class EngineSession:
         with self._lock:
             self._message = message
             self._fraction = None if fraction is None else max(0.0, min(1.0, float(fraction)))
-        log.info("model: %s%s", message, "" if fraction is None else f" ({fraction:.0%})")
+        # the page shows every step; the log a line per stage and per tenth of it
+        logged = (message, None if fraction is None else int(10 * fraction))
+        if logged != self._logged:
+            self._logged = logged
+            log.info("model: %s%s", message, "" if fraction is None else f" ({fraction:.0%})")
 
     def _warm(self, engine: Engine) -> str:
         """On a GPU, build the decode graphs of every draft length at the largest k the page offers, with its
@@ -201,6 +212,11 @@ class EngineSession:
             if pair.label == label:
                 return pair
         return self.default_pair
+
+    def failure_hint(self) -> str:
+        """What to do after a failed load, besides what its message says: where the details are."""
+        log_place = "the Space's Logs tab" if self.on_space else "the server's log"
+        return f"the message says what to do; {log_place} has the details; or choose another model pair"
 
     # ---- cancellation ----------------------------------------------------------------------------
     def new_cancel(self, key: str) -> threading.Event:

@@ -1,12 +1,14 @@
 """Raw widget values → validated run settings, with errors a user can act on.
 
-Every problem a user can cause (empty prompt, k out of range, a bad temperature) becomes a `UserError`
-with a message and a hint, which the UI shows in its status box instead of a traceback.
+Every problem a user can cause (empty prompt, k out of range, a bad temperature, tests that test nothing)
+becomes a `UserError` with a message, a hint and the field it is about (the widget's `elem_id`), which the
+UI marks at that field and repeats in its status box, instead of a traceback.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import secrets
 from dataclasses import dataclass
 
@@ -23,9 +25,9 @@ DEFAULT_K, DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 4, CANDIDATE_TEMPERATURE, CANDID
 # 2-core CPU a chat answer of 160 tokens at k = 4 takes minutes; Stop is there for a visitor who will not wait.
 DEFAULT_MAX_NEW_TOKENS, DEFAULT_BUDGET_S = 160, 0
 MAX_TEMPERATURE, MIN_TOP_P, MAX_NEW_TOKENS, MAX_BUDGET_S, MAX_SEED = 2.0, 0.01, 1024, 3600, 2**31 - 1
-# With a seed, the draft length is fixed at 3: the engine's default follows the batch (`DraftLengthConfig`, "auto"),
-# and a length that changed with the other visitors would consume the seed's random stream differently, and the
-# sampled text with it.
+# Every page run drafts with a fixed length of 3, so that its seed, typed in or drawn, reproduces it: the engine's
+# default follows the batch (`DraftLengthConfig`, "auto"), and a length that changed with the other visitors would
+# consume the seed's random stream differently, and the sampled text with it.
 SEEDED_DRAFT_LENGTH = DraftLengthConfig("fixed", l0=3)
 # A chat answer is asked for code alone: prose and example-usage prints cost tokens (minutes on a CPU) and the
 # prints would run with the tests.
@@ -38,12 +40,29 @@ METHOD_LABELS = {
 }
 
 
-class UserError(ValueError):
-    """A problem with what the user asked for: `message` says what, `hint` what to do."""
+# A chat prompt that asks the model for tests: the answer is asked for code alone (`CHAT_INSTRUCTION`), and tests
+# belong in the Unit tests box, where they run against every candidate. "test" alone is not enough ("test whether
+# n is prime" asks for a function).
+_ASKS_FOR_TESTS = re.compile(
+    r"\b(unit[ -]?tests?|test (cases?|suite)|pytest|unittest|doctests?)\b"
+    r"|\b(with|and|plus|including|include|add|write|also)\s+(some\s+|a\s+few\s+|its\s+|the\s+)?"
+    r"(tests?|asserts?|assertions)\b", re.IGNORECASE)
+TESTS_GO_IN_THE_BOX = ("Your prompt asks for tests: the model writes the solution only. Put tests in the Unit tests "
+                       "box (check(candidate) or plain asserts): they run against every candidate.")
 
-    def __init__(self, message: str, hint: str = ""):
+# The widgets' elem_ids (app.ui): where a UserError is marked
+FIELDS = {"prompt": "bass-prompt", "tests": "bass-tests", "k": "bass-k", "temperature": "bass-temperature",
+          "top_p": "bass-top-p", "max_new_tokens": "bass-max-new", "time_budget_s": "bass-budget", "seed": "bass-seed",
+          "method": "bass-method", "style": "bass-style"}
+
+
+class UserError(ValueError):
+    """A problem with what the user asked for: `message` says what, `hint` what to do, `field` which widget
+    (its elem_id; None when no one widget is to blame)."""
+
+    def __init__(self, message: str, hint: str = "", field: str | None = None):
         super().__init__(message)
-        self.message, self.hint = message, hint
+        self.message, self.hint, self.field = message, hint, field
 
 
 @dataclass(frozen=True)
@@ -71,8 +90,14 @@ class RunSettings:
 
     @property
     def draft_length(self) -> DraftLengthConfig | None:
-        """The fixed policy when the visitor set a seed (reproducible text), else the engine's own."""
+        """With a seed, the fixed policy, so that the seed reproduces the text whoever else is decoding; without,
+        the engine's default, whose draft length follows the batch (fastest when many visitors decode at once)."""
         return SEEDED_DRAFT_LENGTH if self.seed_given else None
+
+    @property
+    def tests_requested(self) -> bool:
+        """A chat prompt asks the model for tests, which it will not write (`TESTS_GO_IN_THE_BOX`)."""
+        return self.chat and _ASKS_FOR_TESTS.search(self.prompt) is not None
 
     def describe(self) -> dict:
         """The settings as exported next to results."""
@@ -89,25 +114,32 @@ def method_from_label(label: str) -> str:
     for method, text in METHOD_LABELS.items():
         if label in (method, text):
             return method
-    raise UserError(f"unknown method {label!r}", f"choose one of: {', '.join(METHOD_LABELS.values())}")
+    raise UserError(f"unknown method {label!r}", f"choose one of: {', '.join(METHOD_LABELS.values())}",
+                    FIELDS["method"])
 
 
-def _number(value, name: str, lo: float, hi: float, integer: bool = False) -> float | int:
-    """`value` as a number in [lo, hi], or a UserError naming the field: never clamped in silence."""
+def _number(value, name: str, lo: float, hi: float, field: str, integer: bool = False) -> float | int:
+    """`value` (a number, or its text) in [lo, hi], or a UserError naming the field: never clamped in silence."""
     span = f"{'a whole number' if integer else 'a number'} from {_plain(lo)} to {_plain(hi)}"
+    refused = UserError(f"{name} must be {span}, got {_shown(value)}", f"type {span} into {name}", FIELDS[field])
     try:
         if isinstance(value, bool):
             raise TypeError
-        x = float(value)
+        x = float(value.strip() if isinstance(value, str) else value)
     except (TypeError, ValueError):
-        raise UserError(f"{name} must be {span}, got {value!r}", f"type {span} into {name}") from None
-    if not math.isfinite(x) or not lo <= x <= hi:
-        raise UserError(f"{name} must be {span}, got {value!r}", f"type {span} into {name}")
-    if integer:
-        if x != int(x):
-            raise UserError(f"{name} must be {span}, got {value!r}", f"type {span} into {name}")
-        return int(x)
-    return x
+        raise refused from None
+    if not math.isfinite(x) or not lo <= x <= hi or (integer and x != int(x)):
+        raise refused
+    return int(x) if integer else x
+
+
+def _shown(value) -> str:
+    """A refused value as the visitor typed it: text as it is, numbers without a trailing .0."""
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        return str(int(value))
+    return repr(value)
 
 
 def _plain(x: float) -> str:
@@ -119,15 +151,26 @@ def _blank(value) -> bool:
 
 
 def check_tests(tests: str) -> None:
-    """Refuse unit tests that are not Python, before anything is generated (they would fail every candidate)."""
+    """Refuse unit tests the sandbox would refuse, before anything is generated: tests that are not Python (they
+    would fail every candidate) and tests with no assert that can fail (they would pass any candidate). The
+    sandbox's own rule decides (`sandbox.split_tests`), so the page refuses exactly what its runs would."""
     if not tests.strip():
         return
+    from sandbox import split_tests
+
     try:
         compile(tests, "<unit tests>", "exec")
     except SyntaxError as exc:
         where = f"line {exc.lineno}: " if exc.lineno else ""
         raise UserError(f"The unit tests do not parse ({where}{exc.msg}); nothing was generated.",
-                        "fix that line of the unit tests, or clear them to only run the candidates") from None
+                        "fix that line of the unit tests, or clear them to only run the candidates",
+                        FIELDS["tests"]) from None
+    try:
+        split_tests(tests)
+    except ValueError as exc:
+        raise UserError(f"The unit tests were refused ({exc}); nothing was generated.",
+                        "fix the unit tests as this says, or clear the box to only run the candidates",
+                        FIELDS["tests"]) from None
 
 
 def _chosen(value: str | None) -> str | None:
@@ -145,21 +188,23 @@ def parse_settings(prompt: str | None, tests: str | None, style: str, k, tempera
     if not prompt.strip():
         raise UserError("The prompt is empty.",
                         "Type a coding task (e.g. 'Write a function that reverses a string') or pick a "
-                        "HumanEval problem from the list.")
+                        "HumanEval problem from the list.", FIELDS["prompt"])
     tests = tests or ""
     check_tests(tests)
     method_id = method_from_label(method)
-    k_val = _number(k, "k · candidates", 1, MAX_K, integer=True)
-    temp = _number(temperature, "Temperature", 0.0, MAX_TEMPERATURE)
-    top_p_val = _number(top_p, "Top-p", MIN_TOP_P, 1.0)
-    max_new = _number(max_new_tokens, "Max new tokens", 1, MAX_NEW_TOKENS, integer=True)
-    budget = 0 if _blank(time_budget_s) else _number(time_budget_s, "Time budget (s)", 0, MAX_BUDGET_S)
+    k_val = _number(k, "k · candidates", 1, MAX_K, "k", integer=True)
+    temp = _number(temperature, "Temperature", 0.0, MAX_TEMPERATURE, "temperature")
+    top_p_val = _number(top_p, "Top-p", MIN_TOP_P, 1.0, "top_p")
+    max_new = _number(max_new_tokens, "Max new tokens", 1, MAX_NEW_TOKENS, "max_new_tokens", integer=True)
+    budget = 0 if _blank(time_budget_s) else _number(time_budget_s, "Time budget (s)", 0, MAX_BUDGET_S,
+                                                     "time_budget_s")
     seed_given = not _blank(seed)
-    seed_val = _number(seed, "Seed", 0, MAX_SEED, integer=True) if seed_given else secrets.randbelow(MAX_SEED + 1)
+    seed_val = (_number(seed, "Seed", 0, MAX_SEED, "seed", integer=True) if seed_given
+                else secrets.randbelow(MAX_SEED + 1))
     try:
         resolved = resolve_style(style or "auto", prompt)
     except ValueError as exc:
-        raise UserError(str(exc), "pick auto, completion or chat") from None
+        raise UserError(str(exc), "pick auto, completion or chat", FIELDS["style"]) from None
     params = SamplingParams(temperature=temp, top_p=top_p_val, max_new_tokens=max_new,
                             stop=HUMANEVAL_STOPS if resolved == "completion" else (), seed=seed_val,
                             time_budget_s=budget or None)

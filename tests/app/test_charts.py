@@ -105,3 +105,18 @@ def test_series_sorted_numerically_with_draft_length_last():
 def test_k_must_be_positive():
     with pytest.raises(ValueError, match="k must be"):
         LiveRun(0)
+
+
+def test_the_draft_length_lies_beneath_a_sequence_that_accepted_all_of_it():
+    """The plot draws series in the order they first appear: the draft length's rows come first, so its grey line
+    is drawn first and a sequence on it (all L accepted) is drawn over it, not hidden."""
+    run = LiveRun(2)
+    for r, accepted in ((1, (3, 1)), (2, (3, 3))):
+        run.add(GenerationEvent("round", r, 0.1 * r, 3, tuple(
+            SequenceUpdate(s, tuple(range(a + 1)), "x", 3, a, False) for s, a in enumerate(accepted)), ("", "")))
+    frame = run.accept_frame()
+    first_seen = list(dict.fromkeys(frame["sequence"]))
+    assert first_seen == [DRAFT_LENGTH_SERIES, seq_label(0), seq_label(1)]
+    # each series keeps its rounds in order
+    assert list(frame[frame["sequence"] == seq_label(0)]["accepted tokens"]) == [3, 3]
+    assert list(frame[frame["sequence"] == DRAFT_LENGTH_SERIES]["round"]) == [1, 2]

@@ -10,12 +10,12 @@ import threading
 import pandas as pd
 from app_fakes import BAD, GOOD, fake_session
 
-from app.charts import DRAFT_LENGTH_COLOUR, DRAFT_LENGTH_SERIES, MIN_ROUND_SPAN, LiveRun, chart_look, seq_label
+from app.charts import DRAFT_LENGTH_COLOUR, DRAFT_LENGTH_SERIES, LiveRun, chart_look, seq_label
 from app.generate import error_view, generate_views
 from app.problems import load_problems
 from app.render import highlight, live_cards_html, plural
 from app.session import EngineSession
-from app.settings import CHAT_INSTRUCTION, METHOD_LABELS, SEEDED_DRAFT_LENGTH, parse_settings
+from app.settings import CHAT_INSTRUCTION, METHOD_LABELS, SEEDED_DRAFT_LENGTH, TESTS_GO_IN_THE_BOX, parse_settings
 from app.ui import _stream
 from bass.config import EngineConfig
 from bass.events import GenerationEvent, SequenceUpdate
@@ -81,13 +81,19 @@ def test_ranked_cards_keep_the_strip_and_each_has_a_copy_button():
                                                                                for c in copied)
 
 
-def test_a_seed_is_sent_with_the_fixed_draft_length_and_a_blank_one_without():
+def test_a_blank_seed_draws_a_new_one_each_run_and_runs_at_the_engines_draft_length():
     session = fake_session()
-    final(session, he0(seed=7))
-    final(session, he0(seed=None))
-    seeded, fresh = session.engine.calls
+    seeded_view = final(session, he0(seed=7))
+    fresh_views = [final(session, he0(seed=None)), final(session, he0(seed=""))]
+    seeded, *fresh = session.engine.calls
     assert (seeded["draft_length"].policy, seeded["draft_length"].l0) == ("fixed", SEEDED_DRAFT_LENGTH.l0)
-    assert seeded["params"].seed == 7 and fresh["draft_length"] is None
+    assert seeded["params"].seed == 7 and "Seed 7 reproduces these candidates" in seeded_view.candidates
+    drawn = [call["params"].seed for call in fresh]
+    assert drawn[0] != drawn[1]  # a fresh draw per press
+    for seed, call, view in zip(drawn, fresh, fresh_views):
+        assert call["draft_length"] is None  # the engine's default: the draft length follows the batch
+        assert f"fresh draws (seed {seed}, drafted at the lengths the engine picked for its load)" in view.candidates
+        assert "reproduces" not in view.candidates  # nothing claims a seed the visitor never gave
 
 
 def test_the_same_seed_gives_the_same_candidates_and_k_distinct_draws(tiny_dir):
@@ -123,6 +129,20 @@ def test_chat_code_is_tested_and_copied_without_its_example_usage():
     assert session.engine.calls[0]["prompts"].endswith(CHAT_INSTRUCTION)
 
 
+def test_a_chat_prompt_that_asks_for_tests_is_told_where_tests_go():
+    """The model is asked for code alone: a request for tests is not dropped in silence."""
+    answer = "```python\ndef add(a, b):\n    return a + b\n```"
+    session = fake_session(texts=[answer])
+    s = parse_settings("Write a function add(a, b) that returns their sum, with tests", "", "auto", 1, 0.8, 0.95, 64,
+                       0, METHOD_LABELS["bass"], None, None, None, 1)
+    views = list(generate_views(session, s, threading.Event()))
+    assert TESTS_GO_IN_THE_BOX in views[0].status and TESTS_GO_IN_THE_BOX in views[-1].candidates
+    plain = list(generate_views(fake_session(texts=[answer]), parse_settings(
+        "Write a function add(a, b) that returns their sum", "", "auto", 1, 0.8, 0.95, 64, 0, METHOD_LABELS["bass"],
+        None, None, None, 1), threading.Event()))
+    assert all("Unit tests box" not in v.status + v.candidates for v in plain)
+
+
 def test_round_zero_shows_no_rate_and_counts_are_plural_aware():
     run = LiveRun(2)
     run.add(GenerationEvent("prefill", 0, 0.01, 4))
@@ -138,7 +158,7 @@ def test_wrapped_code_hangs_at_its_indentation():
     assert re.findall(r"--hang:(\d+)ch", html) == ["2", "6", "10"]
 
 
-def test_charts_fix_colours_start_at_zero_fit_the_legend_and_tick_whole_rounds():
+def test_charts_fix_colours_start_at_zero_fit_the_legend_and_fit_the_rounds_that_ran():
     rows = [(1, 3, seq_label(5)), (2, 1, seq_label(5)), (2, 4, DRAFT_LENGTH_SERIES)]
     frame = pd.DataFrame(rows, columns=["round", "accepted tokens", "sequence"])
     small, large = chart_look(frame, 8, x_is_round=True), chart_look(frame, 16, x_is_round=True)
@@ -146,5 +166,6 @@ def test_charts_fix_colours_start_at_zero_fit_the_legend_and_tick_whole_rounds()
     assert large.color_map[DRAFT_LENGTH_SERIES] == DRAFT_LENGTH_COLOUR
     assert DRAFT_LENGTH_COLOUR not in [large.color_map[seq_label(i)] for i in range(16)]
     assert len(set(large.color_map.values())) == 17
-    assert small.y_lim == [0.0, 4 * 1.1] and small.x_lim == [0.0, float(MIN_ROUND_SPAN)]
+    assert small.y_lim == [0.0, 4 * 1.1] and small.x_lim == [0.0, 2.0]  # a run that ended at round 2
+    assert small.x_format == "d"  # whole rounds only, however few
     assert large.height >= 19 * 17 + 90 > small.height >= 260

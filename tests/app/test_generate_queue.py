@@ -82,3 +82,24 @@ def test_the_status_says_stopping_while_the_round_ends():
     run = LiveRun(2)
     assert "Generating…" in decoding_status(run, he0(), "BASS", {})
     assert "Stopping after the current round… (your run only)" in decoding_status(run, he0(), "BASS", {}, True)
+
+
+def test_a_queued_visitors_summary_times_everything_from_the_start_of_their_prefill():
+    """The time to first pass (the engine's, from the start of prefill) and "PASS shown at" (the page's clock) share
+    one origin: the wait in line is stated apart, not folded into one of them."""
+    session = fake_session(BatchingFakeEngine, texts=by_prompt(long=2), chunk=8, seats=2, round_s=0.05)
+    first, _ = run_in_thread(session, he0(), threading.Event())
+    while not session.engine.batches:
+        time.sleep(0.01)
+    second, views = run_in_thread(session, add(), threading.Event())
+    first.join(60)
+    second.join(60)
+    summary = views[-1].summary
+    numbers = re.search(r"time to first pass <b>([\d.]+) (m?s)</b> \(PASS shown at ([\d.]+) s\).*"
+                        r"after ([\d.]+) s in line", summary)
+    assert numbers, summary
+    ttfp = float(numbers[1]) / (1000 if numbers[2] == "ms" else 1)
+    shown, waited = float(numbers[3]), float(numbers[4])
+    assert waited > 1.0, summary  # the first visitor's run took seconds
+    assert ttfp - 0.1 <= shown < ttfp + 1.0 < waited + ttfp, summary
+    assert "after" in views[-1].status and "s in line" in views[-1].status

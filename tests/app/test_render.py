@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from app.charts import LiveRun
 from app.ranking import PassSummary, RankedCandidate, TestReport
 from app.render import error_html, live_cards_html, ranked_cards_html, status_html, summary_html
+from app.timing import RunClock, RunTiming
 from bass.events import GenerationEvent, SequenceUpdate
 
 
@@ -45,11 +48,11 @@ def test_ranked_cards_badges_failures_and_best():
 
 
 def test_summary_html_pass_badges_and_numbers():
-    html = summary_html(PassSummary(True, False, True, 1, 4), 123.4, 0.625, 2.5, 12.0, "BASS")
+    html = summary_html(PassSummary(True, False, True, 1, 4), 123.4, 0.625, 2.5, RunTiming(12.0, 0.0, None), "BASS")
     assert "Pass@First" in html and "Pass@All" in html
     assert re.findall(r'bass-badge-\w+">([^<]+)<', html) == ["FAIL", "PASS"]
     assert "1/4" in html and "123 ms/token" in html and "62%" in html
-    untested = summary_html(PassSummary(False, False, False, 0, 2), 10, None, 1.0, 1.0, "regular")
+    untested = summary_html(PassSummary(False, False, False, 0, 2), 10, None, 1.0, RunTiming(1.0, 0.0, None), "regular")
     assert "Pass@" not in untested and "no tests" in untested and "acceptance" not in untested
 
 
@@ -76,11 +79,27 @@ def test_live_card_shows_its_verdict_while_siblings_run_and_its_acceptance_strip
     assert "testing…" in live_cards_html(run)  # finished, no verdict yet
 
 
-def test_summary_states_time_to_first_pass():
-    html = summary_html(PassSummary(True, False, True, 1, 4, first_pass_s=3.25), 120.0, 0.4, 1.5, 9.0, "BASS", 3.9)
+def test_summary_states_time_to_first_pass_and_a_wait_in_line_apart():
+    html = summary_html(PassSummary(True, False, True, 1, 4, first_pass_s=3.25), 120.0, 0.4, 1.5,
+                        RunTiming(9.0, 0.1, 3.9), "BASS")
     assert "time to first pass <b>3.2 s</b>" in html and "PASS shown at 3.9 s" in html
-    none = summary_html(PassSummary(True, False, False, 0, 4), 120.0, None, 1.0, 9.0, "BASS")
+    assert "wall 9.0 s from the start of prefill" in html and "in line" not in html
+    none = summary_html(PassSummary(True, False, False, 0, 4), 120.0, None, 1.0, RunTiming(9.0, 0.0, None), "BASS")
     assert "time to first pass <b>none</b>" in none
+    queued = summary_html(PassSummary(True, False, True, 1, 4, first_pass_s=3.25), 120.0, 0.4, 1.5,
+                          RunTiming(9.0, 5.2, 3.9), "BASS")
+    assert "PASS shown at 3.9 s" in queued and "wall 9.0 s from the start of prefill, after 5.2 s in line" in queued
+
+
+def test_the_run_clock_measures_from_the_start_of_prefill():
+    """A visitor who waited 5 s in line: the prefill (0.5 s) ended at 5.5 s, the PASS reached the page at 12.6 s,
+    the run ended at 14 s. Times are from the start of prefill (5.0 s), the wait stated apart."""
+    clock = RunClock(100.0)
+    clock.started(105.5, 0.5)
+    timing = clock.timing(114.0, 112.6)
+    assert timing == RunTiming(wall_s=pytest.approx(9.0), waited_s=pytest.approx(5.0),
+                               pass_shown_s=pytest.approx(7.6))
+    assert RunClock(100.0).timing(101.0, None) == RunTiming(1.0, 0.0, None)  # stopped in line: no prefill
 
 
 def badges_of(html):

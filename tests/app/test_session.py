@@ -24,6 +24,19 @@ def test_hub_pairs_only_with_gpu_and_internet():
     assert model_pairs(EMBEDDED, gpu=True, online=True)[2:] == list(HUB_PAIRS)
 
 
+def test_an_offline_model_whose_packages_are_missing_is_not_offered():
+    """A Space installs requirements.txt, which holds the embedded model's packages and not the small one's."""
+    only_embedded = lambda target: target == "embedded"  # noqa: E731
+    assert model_pairs(EMBEDDED, gpu=False, online=False, installed=only_embedded) == [EMBEDDED]
+    # the configured pair stays first even so: its load then fails with a message saying what to install
+    assert model_pairs(SMALL, gpu=False, online=False, installed=only_embedded) == [SMALL, EMBEDDED]
+
+
+def test_a_failed_load_points_to_the_log_where_the_reader_finds_it():
+    assert "the Space's Logs tab" in EngineSession(env={"SPACE_ID": "someone/bass"}).failure_hint()
+    assert "the server's log" in EngineSession(env={}).failure_hint()
+
+
 def test_engine_config_for_pairs():
     session = EngineSession(env={"BASS_DRAFTER": "layer-skip", "BASS_BACKEND": "pad"})
     config = session.config_for(SMALL)

