@@ -30,11 +30,6 @@ PATH = re.compile(r"(?<![\w./-])((?:" + "|".join(TOPS) + r")/(?:[\w./*-]*[\w/*])
 DATED = re.compile(r"(?<![\w./-])([\w.-]*\d{4}-\d{2}-\d{2}[\w.*-]*\.(?:[a-z]+\b|\*))")
 RESULTS = "bench/results"
 DOCS = ("README.md", "docs/*.md", "bench/README.md", "sandbox/README.md")
-# Files whose stale citations are known and being removed with the round loop's rework: each case fails strictly
-# until its file is fixed, then XPASS says to drop it from here.
-ENGINE_FILES = {
-    "bass/decode/round.py": "cites DESIGN.md §1",
-}
 
 
 def python_text(path: Path) -> str:
@@ -83,12 +78,6 @@ def cited_files() -> list[str]:
     return [str(p.relative_to(ROOT)) for p in docs + code]
 
 
-def _case(name: str):
-    if name in ENGINE_FILES:
-        return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=ENGINE_FILES[name]))
-    return name
-
-
 def test_the_reader_finds_missing_paths_results_and_design_notes(tmp_path) -> None:
     (tmp_path / "bench" / "results").mkdir(parents=True)
     (tmp_path / "bench" / "results" / "run_2026-01-02_h100.txt").write_text("")
@@ -107,7 +96,7 @@ def test_python_text_is_docstrings_and_comments_not_code(tmp_path) -> None:
     assert PATH.findall(python_text(path)) == ["bass/c.py", "bass/a.py", "bass/d.py"]
 
 
-@pytest.mark.parametrize("name", [_case(n) for n in cited_files()])
+@pytest.mark.parametrize("name", cited_files())
 def test_cited_paths_exist(name: str) -> None:
     path = ROOT / name
     text = path.read_text() if path.suffix == ".md" else python_text(path)
