@@ -6,6 +6,7 @@ views are the real ones, the sandbox is real.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
