@@ -3,7 +3,8 @@
 
 With `batching`, the engine serves visitors together (`batching_fake.BatchingFakeEngine`, SEATS sequences at
 once; the most requests of one round go to the file BASS_FAKE_RECORD names): HumanEval/0 gets GOOD/BAD bodies,
-the add prompt (`flow_cases.ADD_PROMPT`) its own, each long enough to take seconds.
+the add prompt (`flow_cases.ADD_PROMPT`) its own, each long enough to take seconds at the default round of 0.1 s
+(BASS_FAKE_ROUND_S sets another).
 
 With `slow-load`, the model takes LOAD_S to load, through the stages a first start goes through: assembling
 (a fraction), dequantizing (no fraction: the bar is animated), loading weights (a fraction, in small steps).
@@ -67,7 +68,8 @@ def main(port: int, mode: str = "") -> None:
         session = EngineSession(env={}, factory=slow_load)
         session.ensure()
     elif mode == "batching":
-        session = fake_session(BatchingFakeEngine, texts=texts_by_prompt, chunk=4, seats=SEATS, round_s=0.1,
+        session = fake_session(BatchingFakeEngine, texts=texts_by_prompt, chunk=4, seats=SEATS,
+                               round_s=float(os.environ.get("BASS_FAKE_ROUND_S", "0.1")),
                                record=os.environ.get("BASS_FAKE_RECORD"))
     else:
         session = fake_session(texts=[GOOD, GOOD * 8, BAD * 30, GOOD * 8], chunk=CHUNK, round_s=0.06,

@@ -37,14 +37,15 @@ def test_greedy_bass_equals_regular_on_tiny_models(tiny_engine, family):
     assert single.token_ids == [regular.token_ids[0], regular.token_ids[2]]
 
 
-def test_greedy_bass_equals_regular_on_a_real_model():
+def test_greedy_bass_equals_regular_on_a_real_model(real_models):
     """HumanEval/25 at k = 1 on Gemma 3 270M in bf16, the layer-skip drafter verifying 4 positions a round: with each
     bf16 projection a plain F.linear of however many rows, a CPU whose kernels round by row count (an AMX Xeon) parts
     BASS from regular greedy decoding within tens of tokens; with fixed-size calls it keeps every token. Asked for
     bf16 by name, so it runs on any CPU, also on one whose kernels round each row alone whatever the call
     (measured, `linear.rows_independent`: an AVX2 EPYC without bf16 instructions). The small model: the rounding
     is the kernels', at any real model's widths."""
-    engine = Engine(EngineConfig(target="gemma3-270m", dtype="bfloat16", device="cpu"))
+    engine = real_models.get("gemma3-270m bf16",
+                             lambda: Engine(EngineConfig(target="gemma3-270m", dtype="bfloat16", device="cpu")))
     prompt = load_humaneval()[25].prompt
     params = SamplingParams(max_new_tokens=48)
     regular = engine.generate(prompt, k=1, params=params, method="regular")
