@@ -28,11 +28,9 @@ demo: models
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# Two workers (pytest-xdist): the browser tests wait on pages and servers while the other worker computes. The tests
-# that hold a real model share one worker, one at a time (tests/conftest.py). --durations=20: the slowest tests in CI's
-# log, where a regression in test time shows.
+# --durations=20: the slowest tests in CI's log, where a regression in test time shows
 test: lint models browser
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=20
+	$(BIN)/python -m pytest --durations=20
 
 # No model to prepare: the slow tests (the embedded 1.5B model, the browser, benchmark dry runs) are left out
 test-fast: lint

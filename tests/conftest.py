@@ -24,32 +24,13 @@ from tiny import make_model  # noqa: E402
 # slow test sits in a module marked `pytestmark = pytest.mark.slow`, most of them named `*_slow.py` beside the fast
 # module of the same subject.
 SLOW_MARKERS = ("embedded", "browser")
-# `make test` runs on two workers (pytest-xdist, `--dist loadgroup`). The tests that hold a real model (the embedded
-# 1.5B, Gemma 3 270M, or the app serving one: the `embedded` marker, the `real_models` or `app_url` fixture) form one
-# group, so one worker runs them one after another and the two workers never hold two real models at once; every
-# other test is grouped by its module, so that a module's fixtures (a served app, a model made once) are built once.
-REAL_MODEL_FIXTURES = {"real_models", "app_url"}
-REAL_MODEL_GROUP = "real-model"
-
-# Two workers on two cores: each gets its share of the cores, not torch's default of all of them.
-_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-if _workers > 1:
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // _workers))
-
-
-def xdist_group(item) -> str:
-    """The worker group of a test: `REAL_MODEL_GROUP` where it holds a real model, else its module."""
-    real = item.get_closest_marker("embedded") or REAL_MODEL_FIXTURES & set(item.fixturenames)
-    return REAL_MODEL_GROUP if real else item.nodeid.split("::")[0]
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every embedded and browser test is slow too, so that `-m "not slow"` (make test-fast) leaves them out; every
-    test gets its worker group (`xdist_group`)."""
+    """Every embedded and browser test is slow too, so that `-m "not slow"` (make test-fast) leaves them out."""
     for item in items:
         if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
 
 
 @pytest.fixture(scope="session")
