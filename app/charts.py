@@ -6,7 +6,7 @@ DataFrames, one row per (point, sequence), which is what `gr.LinePlot(x=..., y=.
 
 Speed is plotted as each sequence's *average* rate since decoding started, tokens so far / elapsed
 time: a per-round rate jumps between 0 and a burst on every accepted draft, while the average settles
-on exactly 1000 / (ms/token) of DESIGN.md §2 when the sequence finishes, so chart and table agree.
+on exactly 1000 / (ms/token) of docs/design.md §5 when the sequence finishes, so chart and table agree.
 """
 
 from __future__ import annotations

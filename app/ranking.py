@@ -112,7 +112,7 @@ class PassSummary:
 
 def pass_summary(result: GenerationResult, reports: Sequence[TestReport | None],
                  tests_given: bool | None = None) -> PassSummary:
-    """Pass@First / Pass@All of this prompt (DESIGN.md §2), over the candidates in engine order.
+    """Pass@First / Pass@All of this prompt (docs/design.md §5), over the candidates in engine order.
 
     `tests_given`: whether the visitor gave tests (default: whether any candidate has a report); with tests
     and no report at all the summary still counts as tested: nothing was checked, and nothing passed."""

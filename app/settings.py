@@ -17,8 +17,8 @@ from bass.config import CANDIDATE_TEMPERATURE, CANDIDATE_TOP_P, HUMANEVAL_STOPS,
 
 MAX_K = 16
 # The Drafter and Attention backend choices before the model has loaded: the engine's own defaults (the trained draft
-# with the embedded target), whatever they turn out to be. A concrete guess there ("ngram") was what a Generate
-# clicked while the model loaded ran with: the forty-first pass's screenshot run drafted with n-grams so.
+# with the embedded target), whatever they turn out to be. A concrete guess there ("ngram") would be what a Generate
+# clicked while the model loads runs with, whatever the engine would have chosen.
 ENGINE_DEFAULT = "auto"
 DEFAULT_K, DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 4, CANDIDATE_TEMPERATURE, CANDIDATE_TOP_P  # what the controls start at
 # No time budget by default: a budget cuts candidates before they finish, and a cut candidate is never tested. On a

@@ -52,7 +52,7 @@ class SamplingParams:
 
     temperature 0 means greedy. top_k 0 and top_p 1 disable those filters. `time_budget_s` is wall-clock
     seconds per request, prefill included: no round starts once it has passed. Both the target's and the
-    draft's distributions are processed the same way before the acceptance test (DESIGN.md §1), the draft's
+    draft's distributions are processed the same way before the acceptance test (docs/design.md §1), the draft's
     at `EngineConfig.draft_temperature` times the temperature. `ignore_eos`: end of text and stop strings do not
     end a sequence: it runs to `max_new_tokens` (vLLM's `ignore_eos`), so that methods compared on one request do
     the same work (`bass.eval.compare`).
@@ -94,7 +94,8 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class DraftLengthConfig:
-    """The draft-length policy and the constants of the paper's heuristic (`bass.decode.draft_length`).
+    """The draft-length policy and the constants of the paper's heuristic (docs/design.md §4;
+    `bass.decode.draft_length`).
 
     policy: "auto" (default) takes, each round, the length of most tokens per second for the rows that run,
     from the cost table the engine measured at load (on a GPU with CUDA graphs), and drafts l0 where it has

@@ -1,6 +1,6 @@
 """What the engine emits: one `GenerationEvent` per round while streaming, a `GenerationResult` at the end.
 
-These are the only engine objects the UI consumes (DESIGN.md §4). Sequence index `seq` is
+These are the only engine objects the UI consumes (docs/design.md §6). Sequence index `seq` is
 `prompt_index * k + sample_index` and never changes, even after other sequences leave the batch.
 """
 
@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 
 # A round whose host time is this far over its generation's median is a host stall (`BatchStats.host_stalls`):
 # a round's own host work on the H100 is 0.4-1.1 ms at the median (its bookkeeping and launches, the device running
-# ahead) and under 2.2 ms in 99 % of rounds; the stalls seen there took 5-20 ms
-# (bench/results/ENGINEERING.md, "Host stalls")
+# ahead) and under 2.2 ms in 99 % of rounds; the stalls seen there took 5-20 ms (`python -m bench.real_bench`
+# reports each pass's stalls on CUDA)
 STALL_S = 0.004
 
-# Finish reasons of a sequence that ended by itself; "budget" and "cancelled" are cut short (DESIGN.md §2).
+# Finish reasons of a sequence that ended by itself; "budget" and "cancelled" are cut short (docs/design.md §5).
 FINISHED_IN_TIME = ("eos", "stop", "length")
 
 
@@ -34,7 +34,7 @@ class SequenceUpdate:
 
 @dataclass(frozen=True)
 class SequenceStats:
-    """DESIGN.md §2 metrics of one sequence."""
+    """The metrics (docs/design.md §5) of one sequence."""
 
     tokens: int
     rounds: int
@@ -99,7 +99,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class BatchStats:
-    """DESIGN.md §2 metrics of the whole batch."""
+    """The metrics (docs/design.md §5) of the whole batch."""
 
     method: str
     drafter: str | None
@@ -161,6 +161,11 @@ class BatchStats:
 class GenerationResult:
     candidates: tuple[Candidate, ...]
     stats: BatchStats
+
+    @property
+    def token_ids(self) -> list[tuple[int, ...]]:
+        """Each candidate's generated ids, in engine order: what greedy exactness compares."""
+        return [c.token_ids for c in self.candidates]
 
     def to_dict(self) -> dict:
         return {"candidates": [c.to_dict() for c in self.candidates], "stats": self.stats.to_dict()}

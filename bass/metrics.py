@@ -1,4 +1,4 @@
-"""The metric definitions of DESIGN.md §2, used by the engine, the benchmarks, the evaluation and the app.
+"""The metric definitions of docs/design.md §5, used by the engine, the benchmarks, the evaluation and the app.
 
 Per-sequence quantities live on `bass.events.SequenceStats` / `BatchStats`; this module holds what is
 computed across sequences or against hardware.

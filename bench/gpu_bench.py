@@ -2,7 +2,7 @@
 
     python -m bench.gpu_bench --out DIR        (one table printed last; JSON, PNG, profile in DIR)
 
-Workload (DESIGN.md §6, `bench.synthetic`): a target with Llama-7B shapes and a 2-block draft of the same
+Workload (docs/design.md §7, `bench.synthetic`): a target with Llama-7B shapes and a 2-block draft of the same
 width sharing its embedding and LM head (~0.5B-class bytes per step), random bf16 weights whose
 block-output scale is calibrated on this GPU to per-token acceptance alpha ~ 0.6 / 0.8 / 0.9. One
 128-token random prompt shared by the k sequences, 256 new tokens each, no EOS, so every method does
@@ -16,7 +16,7 @@ and transformers assisted generation (`assistant_model=`, batch 1: sequences one
 timed on --hf-assisted-seqs of them and extrapolated). Every configuration is run once untimed (CUDA
 graph capture, Triton and inductor compilation) before the timed run, with the same seed.
 
-Columns (DESIGN §2): per-sequence ms/token (mean over sequences of finish time / tokens, prefill
+Columns (docs/design.md §5): per-sequence ms/token (mean over sequences of finish time / tokens, prefill
 excluded), alpha (per-token acceptance, `bench.synthetic.per_token_acceptance`), acc (accepted /
 proposed), tokens per round, throughput, GPU utilisation (target FLOPs/token x tok/s / measured bf16
 peak), speed-ups over our regular and over HF regular decoding at the same k, and `floor`: the

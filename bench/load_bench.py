@@ -241,7 +241,7 @@ def summarize(scenario: Scenario, mode: str, requests: list[Request], served: li
 
 
 def tokens_of(result: GenerationResult | None) -> list[tuple[int, ...]] | None:
-    return None if result is None else [c.token_ids for c in result.candidates]
+    return None if result is None else result.token_ids
 
 
 def greedy_identity(engine: Engine, requests: list[Request], mode: str, timeout_s: float) -> dict:

@@ -33,7 +33,7 @@ the faster). Pass p samples with seed + p (pass 0 the warm-up), every row of a p
 a row's median is the middle of several draws of the samples (with one seed, a fixed length decodes the same
 texts in every pass); --same-seeds samples every pass with --seed (each row's pass-to-pass spread is then the
 machine's alone).
-Columns (DESIGN.md §2, over all sequences of all prompts of that pass):
+Columns (docs/design.md §5, over all sequences of all prompts of that pass):
 
   ms/tok/seq  mean over sequences of (finish time since decoding began / generated tokens)
   tok/s       generated tokens / decoding wall time (throughput)

@@ -1,4 +1,4 @@
-"""Acceptance-controlled random models at real shapes (DESIGN.md §6): GPU timing without 7B weights.
+"""Acceptance-controlled random models at real shapes (docs/design.md §7): GPU timing without 7B weights.
 
 A target T (e.g. Llama-7B shapes) and a draft D of the same width with a few blocks share one random
 embedding E and one LM head W. Every block's output projections (attention `o_proj`, MLP `down_proj`)
@@ -177,7 +177,7 @@ def per_token_acceptance(rounds: Iterable[tuple[int, int]]) -> float:
     """alpha: the probability that one draft token passes, from (proposed, accepted) per sequence-round.
 
     A round with n proposed and a accepted tested a + 1 tokens if a < n (the last one failed), else a.
-    The maximum-likelihood alpha of i.i.d. tests is accepted / tested. Unlike DESIGN §2's
+    The maximum-likelihood alpha of i.i.d. tests is accepted / tested. Unlike docs/design.md §5's
     accepted / proposed, it does not fall as the draft length grows.
     """
     accepted = tested = 0

@@ -1,4 +1,4 @@
-"""The training pipeline of the embedded target's draft (DESIGN.md §8). Imports `bass`; `bass` never imports it.
+"""The training pipeline of the embedded target's draft (docs/draft.md). Imports `bass`; `bass` never imports it.
 
 Stages (`python -m draft_training all` runs them in order; each can run alone):
 

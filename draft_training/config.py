@@ -86,7 +86,7 @@ class TrainConfig:
     minutes: float = 3.0
     batch_size: int = 16
     # windows per forward/backward: bounds the [rows, T, 151936] logits in memory (at 16 a step's peak is 12 GB
-    # with the compiled loss, 25 eager; at 4 small launches bound the step: `bench/train_step_bench.py`)
+    # with the compiled loss, 25 eager; at 4 small launches bound the step; timed on the H200)
     micro_batch: int = 16
     seq_len: int = 512
     lr: float = 1.5e-3

@@ -9,8 +9,8 @@ In torch that is the embedding's gather and a concatenation, two launches per dr
 is the slower one inside a chained proposal: each step after the first feeds the token the step before
 drew, a column of the proposal's [B, L] token buffer, and advanced indexing with that strided index takes
 torch's general index kernel, 4.8 µs per step on the H100, where a contiguous index takes its gather,
-2.3 µs; the concatenation then adds 1.5-1.8 µs
-(`bench/results/draft_step_2026-11-26_h100o_pdl0_chain_T4_L3.txt`, each kernel's own time). Here one
+2.3 µs; the concatenation then adds 1.5-1.8 µs (each kernel's own time in `python -m bench.profile steps`'s
+kernel tables, with BASS_PDL=0). Here one
 program per entry copies both halves, reading x with its strides and f with its row strides: the same
 values, bit for bit (f of another dtype than E's is cast by torch first, as `features.to(E.dtype)` casts
 it). No host synchronisation (CUDA-graph safe).

@@ -14,7 +14,7 @@ scatter with no data-dependent shape, and no valid row is overwritten.
 
 In torch that is about twenty launches of 1-2 µs each (aranges, casts, an index, compares, a where, then
 the angles: a product, a cat, cos, sin, two casts) before the first block, in every forward: a fifth of
-the trained draft's step of ~70 launches on the H100 (`bench/results/draft_step_2026-11-24_h100.*`). Here
+the trained draft's step of ~70 launches on the H100 (`python -m bench.profile steps`'s kernel tables). Here
 it is one launch, one program per (b, t).
 
 The table replaces computing cos and sin per token: its rows are the same torch ops over positions

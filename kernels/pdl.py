@@ -3,7 +3,7 @@
 A decode step of the 1.5B target is about 330 kernels replayed from one CUDA graph, most of them a few
 µs long. Between two of them the GPU drains the first (its last programs, then a memory flush), then
 launches the second and schedules its programs; on the H100 the step's kernels kept the device busy
-1.99 ms of a 2.18 ms step (`bench/results/step_costs_2026-11-24_h100_toppkernel.txt`).
+1.99 ms of a 2.18 ms step (`python -m bench.profile steps`, its forward view).
 
 On Hopper a kernel launched with the attribute CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 (Triton: `launch_pdl=True`) may start once every program of the kernel before it in the stream has run
@@ -20,13 +20,13 @@ kernel before that one has completed, and its own wait covers the one just befor
 without the attribute (cuBLAS, torch's) waits for everything before it, as always; one launched with it
 after such a kernel starts when that kernel exits (it never calls launch_dependents).
 
-Measured on the H100 (`bench/pdl_bench.py`, `bench/results/pdl_2026-11-24_h100.txt`), the 1.5B target's
-forward in a CUDA graph, with the projections tuned under PDL as the engine tunes them: 1.937 → 1.767 ms at
-batch 8 (1.10x), 2.067 → 1.944 at batch 32 (1.06x); end to end, regular decoding at k = 8 went from 2.02 to
-1.88 ms/step (`real_bench_2026-11-24_h100_pdl.txt`). Reading each projection's weight into L2 before the wait
-(an inline-asm prefetch, so that the read overlaps the tail of the kernel before) made it slower instead,
-2.076 ms at batch 8 against 1.782 without (`pdl_2026-11-24_h100_prefetch.txt`): the kernel before is
-memory-bound too, and the two compete for the same bandwidth.
+Measured on the H100, the 1.5B target's forward in a CUDA graph, with the projections tuned under PDL as the
+engine tunes them: 1.937 → 1.767 ms at batch 8 (1.10x), 2.067 → 1.944 at batch 32 (1.06x) (`python -m
+bench.profile steps`, its forward view, with BASS_PDL=0 and without); end to end, regular decoding at k = 8 went
+from 2.02 to 1.88 ms/step (`python -m bench.real_bench`, the same two ways). Reading each projection's weight into
+L2 before the wait (an inline-asm prefetch, so that the read overlaps the tail of the kernel before) made it slower
+instead, 2.076 ms at batch 8 against 1.782 without: the kernel before is memory-bound too, and the two compete for
+the same bandwidth.
 
 PDL needs compute capability 9.0. Elsewhere, in the Triton interpreter (which has no griddepcontrol) and
 with BASS_PDL=0 in the environment, `launch_args` turns it off and the kernels run exactly as before. Only

@@ -220,7 +220,7 @@ def _config(B: int, T: int, Hq: int, Hkv: int, D: int, max_keys: int, elem_size:
         # A decode/verify program is latency-bound (a few K/V tiles, one after another), so a wider row
         # tile only adds registers and masked work: on the H100 at Qwen2.5-1.5B's shapes (12 / 2 heads,
         # batch 8, ~300 keys) one 32-row tile took 10.9-11.3 µs per layer for 3-5 query tokens and two
-        # 16-row tiles 8.6-8.7, unsplit (bench/attention_configs.py, `attention_configs_2026-11-25_h100`).
+        # 16-row tiles 8.6-8.7, unsplit (each config timed alone in a CUDA graph).
         block_m = 16
     elif block_m > (64 if D > 128 else 128):
         block_m = 64  # prefill-sized: tile the rows instead of one huge register tile
@@ -287,7 +287,7 @@ def ragged_attention_tuned(
         # 16-row merge tiles for decode and verify shapes: a merge program's splits are summed one after
         # another, so a wider tile only lengthens each program. On the H100 at the embedded target's verify
         # (batch 8, 12 / 2 heads) one 32-row tile per kv head took 2.6-2.7 µs per layer at 3-4 query tokens
-        # against 1.8-1.9 for one 16-row tile at 1-2 (`draft_step_2026-11-26_h100o_pdl0.txt`'s kernel table).
+        # against 1.8-1.9 for one 16-row tile at 1-2 (`python -m bench.profile steps`'s kernel table).
         merge_m = 16 if T * rep <= DECODE_ROWS else min(64, triton.next_power_of_2(T * rep))
         _merge_splits[(B * Hkv, triton.cdiv(T * rep, merge_m))](
             out, part_o, part_lse, T, Hkv,

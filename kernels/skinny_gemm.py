@@ -12,7 +12,7 @@ With SPLIT_K = 1 it adds the bias and writes y in x's dtype; otherwise it writes
 sum to a workspace [SPLIT_K, M, N], and a second launch sums the slices in a fixed order (so the result
 does not depend on which program finished first), adds the bias and casts; where y's only reader can sum
 the slices inside its own launch, the workspace is handed to it instead (`defer_sum`, `kernels.split_sum`;
-on the H200 regular decoding then took 0.993 of the time, `bench/results/commit_ab_2026-12-02_h200_seed2400.txt`).
+on the H200 regular decoding then took 0.993 of the time, `bash scripts/gpu_draft.sh ab`).
 Split-K exists for the projections with few output columns and a long K (a down projection: N 1536, K 8960),
 which would otherwise occupy fewer programs than the GPU has SMs. An LM head asks for float32 out (`out_dtype`): y is
 still rounded to x's dtype, then stored widened, the bits of `y.float()` without the launch that widens a
@@ -21,20 +21,20 @@ still rounded to x's dtype, then stored widened, the bits of `y.float()` without
 Three fusions were measured on the H100 and left out. (1) The sum done by each column tile's last program to
 arrive (an atomic counter per tile, the slices still summed in order), instead of the second launch: as the
 engine runs, the 1.5B's forward took 1.785–1.787 ms at batch 8 against 1.764–1.768 with the second launch,
-alternated in one call (`bench/results/pdl_2026-11-24_h100_splitk_ab.txt`): under PDL the second launch is
+alternated in one call: under PDL the second launch is
 already hidden, and one program summing a tile serially ends the kernel later than a grid of them. (2) The gated MLP's
 activation inside this kernel's loads (x = act(gate) · up from [gate | up]: the same bits, one launch less
 per layer): tuning never chose it over the activation's own launch followed by the projection, for the 1.5B
 (13.7 µs at 16 rows) or the 7B (34.9 µs), since each program then computes the activation of its whole K
-slice inside the loop that streams the weight (`pdl_2026-11-24_h100_splitk_act.txt`, its tuning lines). (3) The
+slice inside the loop that streams the weight (`bass.models.linear.tune`'s timings). (3) The
 activation in the gate/up projection's epilogue instead (program i streams gate rows n and up rows I + n into
 two accumulators and writes act(g) · u, split-K 1): its best config was never faster than the projection
 followed by the activation's launch (1.5B 22.2 µs at 16 rows, 7B 64.1 µs), so the forward was the same graph
-with or without it (`fusion_2026-11-24_h100_gateact.txt`): under PDL that launch costs next to nothing.
+with or without it: under PDL that launch costs next to nothing.
 Nor do the tuner's candidates include K steps of 64 or 8-warp tiles, though timed alone the gate/up projection
-streamed faster in them (on the H200, 15.6 µs at 16 rows against 17.5, `gemm_wide_2026-12-02_h200.txt`): tuned
-in, they took regular decoding 1.004x its time and BASS at fixed L = 3 1.016x, in ms/token/seq (alternated runs,
-`commit_ab_2026-12-02_h200_seed2500_candidates.txt`). A projection timed alone is not the projection between
+streamed faster in them (on the H200, 15.6 µs at 16 rows against 17.5): tuned in, they took regular decoding
+1.004x its time and BASS at fixed L = 3 1.016x, in ms/token/seq (alternated runs, `bash scripts/gpu_draft.sh ab`).
+A projection timed alone is not the projection between
 the norm and the activation in a forward.
 
 The x tile is padded to BM = 16, 32 or 64 rows by masked loads; the K loop streams the weight through
@@ -85,7 +85,7 @@ class SkinnyConfig:
         return K % (self.block_k * self.split_k) == 0
 
 
-# The configs `bass.models.linear.tune` times on the device: the winners of `bench/gemm_bench.py`'s grid on
+# The configs `bass.models.linear.tune` times on the device: the winners of a grid of tiles timed on
 # an H100 across the 1.5B and 7B projections (small N: narrow tiles; long K: split; large N: wide). A split
 # must divide K / BK: the 1.5B's down projection (K = 8960 = 70 x 128) splits in 2, 5 or 7, never 4.
 #
@@ -95,7 +95,7 @@ class SkinnyConfig:
 # first grid lacked. Tuned on the H100 at the 1.5B's shapes they took the target's qkv and o projections from 6.2
 # to 5.7 µs and 5.6 to 5.3 at 48 rows, the draft's input projection [512 x 3072] from 4.8 to 3.3 µs at 16 rows
 # and its down projection from 3.6 to 3.0; a BASS round at batch 8 from 2.21 to 2.18 ms at L = 3 and 2.46 to 2.40
-# at L = 4 (`bench/results/tiles_2026-11-26_h100af.txt`).
+# at L = 4 (`python -m bench.real_bench`).
 CANDIDATES = (
     SkinnyConfig(16, 128, 1, 5), SkinnyConfig(32, 128, 1, 5), SkinnyConfig(64, 128, 1, 3),
     SkinnyConfig(128, 128, 1, 3), SkinnyConfig(32, 128, 2, 5), SkinnyConfig(64, 128, 2, 5),
@@ -106,9 +106,9 @@ CANDIDATES = (
 
 
 # M (x's rows) is not specialised on: Triton compiles an integer argument again when it turns 1, or a multiple
-# of 16, or neither, so a verify of 8 x 3 = 24 rows compiled anew, mid-decode, in its first round (2.6 s of
-# a timed round at batch 8 on the H100, `real_bench_2026-11-24_h100_splits.json`). Now a config and a row
-# tile compile once, when `bass.models.linear.tune` times them at load.
+# of 16, or neither, so a verify of 8 x 3 = 24 rows would compile anew, mid-decode, in its first round (2.6 s of
+# a timed round at batch 8 on the H100). A config and a row tile compile once, when `bass.models.linear.tune`
+# times them at load.
 @triton.jit(do_not_specialize=["M"])
 def _skinny_gemm_fwd(
     X, W, B, Y, WS, M, N, K, stride_xm, stride_wn, stride_ym, K_SLICE,
@@ -198,7 +198,7 @@ def skinny_gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
         num_stages=config.num_stages, num_warps=config.num_warps, **launch_args(x.device),
     )
     if deferred:
-        return SplitSum(ws, bias, (*x.shape[:-1], N), x.dtype)
+        return SplitSum(ws, bias, (*x.shape[:-1], N), x.dtype, sum_slices)
     if S > 1:
         sum_slices(ws, bias, y, x2)
     return y.view(*x.shape[:-1], N)

@@ -28,7 +28,7 @@ draw, the concatenations. Here one program per sequence walks its positions with
 position in registers at a time. No host synchronisation (CUDA-graph safe); compiled without FMA
 contraction, as the candidates' kernels are.
 
-Measured on the H100 (`bench/vocab_ops_bench.py`, `bench/results/vocab_ops_2026-11-24_h100_verify*.txt`):
+Measured on the H100 (`python -m bench.profile steps`, its rule view):
 the whole rule at batch 8 with a model draft's q, in a CUDA graph, from `kernels.top_p`'s candidates, the
 rest by torch's ops or by this kernel: 111 → 32 µs at width 1 (a plain step), 178 → 42 at width 2, 190 →
 51 at width 3. Launching these kernels and the candidates' with PDL (`kernels.pdl`) made the rule slower,

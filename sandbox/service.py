@@ -6,8 +6,8 @@ Why a process and not a thread: in-process, the sandbox drives each running cand
 cannot use vfork, so each is a full fork of the caller's address space). In a GPU engine's process those
 compete with the engine's host thread, which the round loop waits on. Here the engine's process spends
 only a pickle and a blocking read (which releases the GIL) per batch. On the H100, BASS with the tester
-took 4.26 ms/token/seq this way and 4.92 in-process, against 4.03 without it (one run, interleaved:
-`bench/results/real_bench_2026-11-23_h100_service.txt`).
+took 4.26 ms/token/seq this way and 4.92 in-process, against 4.03 without it (one run, interleaved: the
+verdict-tester rows of `python -m bench.real_bench`).
 
 The helper is started with `spawn` (a fresh interpreter: never a fork of a process holding a CUDA context),
 once per calling process, on first use or ahead of it with `start()`. Exceptions raised in it (the

@@ -1,4 +1,4 @@
-"""Screenshots of time to first pass on a running app (issue 12's "done when"), in Debian's Chromium.
+"""Screenshots of time to first pass on a running app, in Debian's Chromium.
 
     python scripts/screenshot_ttfp.py http://127.0.0.1:7860/ [--max-new 64] [--compare-max-new 64]
 

@@ -1,4 +1,4 @@
-"""One BASS round, as DESIGN.md §1 states it, for the B rows of a batch (any number of requests).
+"""One BASS round, as docs/design.md §2 states it, for the B rows of a batch (any number of requests).
 
   1. plan     each row b gets a draft length l_b (the policy's choice, cut to what its token limit leaves:
               a round emits at most l_b + 1 tokens); L = max_b l_b; l_b = 0 is a plain decoding step;
@@ -26,7 +26,6 @@ row stands in its stream.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -40,30 +39,6 @@ from bass.drafters.base import Drafter, Proposal
 from bass.events import SequenceUpdate
 from bass.runtime.cache import KVCache
 from bass.runtime.transfer import HostRead, ints_to_device
-
-
-@dataclass
-class RequestContext:
-    """What one request brings to a batch: its stop rule (and sampling parameters), decode clock, time budget
-    and cancel. Every row of the request points to it (`Sequence.ctx`)."""
-
-    stop: StopRule
-    t0: float = 0.0  # perf_counter() when its decoding started (after its prefill)
-    time_budget_s: float | None = None  # on its decode clock
-    cancel: threading.Event | None = None  # the caller's
-    abandoned: threading.Event | None = None  # set when the caller stopped reading the request's events
-
-    @property
-    def params(self) -> SamplingParams:
-        return self.stop.params
-
-    def halt(self, now: float) -> str | None:
-        """Why no round of this request may start at perf_counter() `now`, if one may not."""
-        if any(e is not None and e.is_set() for e in (self.cancel, self.abandoned)):
-            return "cancelled"
-        if self.time_budget_s is not None and now - self.t0 >= self.time_budget_s:
-            return "budget"
-        return None
 
 
 @dataclass(frozen=True)

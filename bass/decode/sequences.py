@@ -10,16 +10,13 @@ expression), so the host's cost of a round grows by a few microseconds per row.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from bass.config import SamplingParams
 from bass.events import SequenceStats
-
-if TYPE_CHECKING:
-    from bass.decode.round import RequestContext
 
 
 @dataclass
@@ -208,3 +205,27 @@ class StopRule:
         if reason is not None:
             seq.finish_reason = reason
         return new_text
+
+
+@dataclass
+class RequestContext:
+    """What one request brings to a batch: its stop rule (and sampling parameters), decode clock, time budget
+    and cancel. Every row of the request points to it (`Sequence.ctx`)."""
+
+    stop: StopRule
+    t0: float = 0.0  # perf_counter() when its decoding started (after its prefill)
+    time_budget_s: float | None = None  # on its decode clock
+    cancel: threading.Event | None = None  # the caller's
+    abandoned: threading.Event | None = None  # set when the caller stopped reading the request's events
+
+    @property
+    def params(self) -> SamplingParams:
+        return self.stop.params
+
+    def halt(self, now: float) -> str | None:
+        """Why no round of this request may start at perf_counter() `now`, if one may not."""
+        if any(e is not None and e.is_set() for e in (self.cancel, self.abandoned)):
+            return "cancelled"
+        if self.time_budget_s is not None and now - self.t0 >= self.time_budget_s:
+            return "budget"
+        return None

@@ -1,4 +1,4 @@
-"""The lossless accept / resample rule of a verify pass (DESIGN.md §1), greedy and sampled.
+"""The lossless accept / resample rule of a verify pass (docs/design.md §1), greedy and sampled.
 
 Speculative sampling (Leviathan et al. 2023; Chen et al. 2023). For one sequence with draft tokens
 x_1..x_l drawn from the draft distributions q_1..q_l, and target distributions p_1..p_{l+1} from one

@@ -20,10 +20,10 @@ import torch
 
 from bass.decode.draft_length import DraftLengthPolicy
 from bass.decode.pipeline import DecodeState, RoundLoop, RoundReport
-from bass.decode.round import RequestContext, RoundModels
+from bass.decode.round import RoundModels
 from bass.decode.rules import processing, verify_rule
 from bass.decode.sampling import process_logits, sample_from
-from bass.decode.sequences import Sequence, StopRule
+from bass.decode.sequences import RequestContext, Sequence, StopRule
 from bass.decode.streams import draw, row_keys
 from bass.drafters.base import Drafter
 from bass.engine.prefill import ChunkedPrefill, ChunkPacer, Prefilled, chunk_tokens, prefill_at_once

@@ -14,8 +14,7 @@ from bass.drafters.base import Drafter
 from bass.events import GenerationEvent
 
 if TYPE_CHECKING:
-    from bass.decode.round import RequestContext
-    from bass.decode.sequences import Sequence
+    from bass.decode.sequences import RequestContext, Sequence
 
 
 @dataclass(frozen=True)

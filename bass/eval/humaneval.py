@@ -2,7 +2,7 @@
 
 For each problem the engine generates k completions under a wall-clock budget; the sequences that
 finished inside it (EOS, stop string or token limit, not cut by the budget) run against the problem's
-tests in the sandbox. Per problem (DESIGN.md §2):
+tests in the sandbox. Per problem (docs/design.md §5):
 
     Pass@First = the first sequence to finish passes;   Pass@All = some finished sequence passes;
     pass@1, pass@k = 1 - C(n - c, k') / C(n, k')  with n = k samples and c passing ones
@@ -123,12 +123,11 @@ def run_humaneval(cfg: EngineConfig, *, k: int, budget_s: float | None = None, m
     spent on compilation: kernels compile per shape class of the prefill (Triton specialises on whether a
     length divides by 16, and skinny GEMM tiles follow the row count), graphs are captured per batch and
     draft width, KV arenas are sized once. Warming up with the longest prompt alone left three problems
-    of an H100 run with 0 tokens: their prefills compiled past the 0.6 s budget
-    (`budget_2026-11-24_h100_riders.log`, method bass). A drafting method with CUDA graphs then drafts
-    every length once (`Engine.warm_draft_lengths`), so that no timed problem captures a draft width's graphs
-    (without it, in `budget_2026-11-24_h100_verifykernel.json`, method bass, all the candidates of HumanEval/39,
-    /42, /118 and /162 but one met the budget after 0.15–1.1 s with 5–22 tokens; regular decoding finished
-    1 to 8 of each).
+    of an H100 run (method bass, a 0.6 s budget) with 0 tokens: their prefills compiled past the budget. A
+    drafting method with CUDA graphs then drafts every length once (`Engine.warm_draft_lengths`), so that no timed
+    problem captures a draft width's graphs (without it, on the H100, all the candidates of HumanEval/39, /42,
+    /118 and /162 but one met the budget after 0.15–1.1 s with 5–22 tokens, where regular decoding finished 1 to 8
+    of each: `python -m bass eval humaneval --budgets ...`, method bass against regular).
     """
     if budgets:
         budgets = sorted(budgets)

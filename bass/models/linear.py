@@ -5,8 +5,8 @@ time is the weight's bytes over the memory bandwidth plus the kernel's ramp-up; 
 to that depends on the GPU and the shape. On an H100, timed by `tune` on the models' own weights, the skinny
 kernel (`kernels.skinny_gemm`) read the trained draft's head [32769 × 1536] (as it was before its fold,
 `bass.models.feature_draft`) in 36 µs against cuBLAS's 100 (an odd row count), was 3-14% faster on the 7B's
-large projections, and came within 1-4% of cuBLAS on the 1.5B target's
-(`bench/results/real_bench_2026-11-24_h100_tuned.log`, `gpu_2026-11-24_h100_tuned.log`).
+large projections, and came within 1-4% of cuBLAS on the 1.5B target's (`python -m bench.real_bench --cublas-pair`
+runs regular decoding and BASS with the tuned projections and with cuBLAS throughout).
 
 On the CPU, float32: oneDNN rather than MKL. `F.linear` goes to MKL's sgemm, which on the AMD EPYC this project
 is tested on (2 cores, AVX2) multiplied 4 rows by the 270M model's head [262144 × 640] in 243-289 ms, 2.3-2.8 GB/s
@@ -84,7 +84,7 @@ ROW_TILES = (16, 32, 48, 64)
 # part in PDL (`kernels.pdl`), so in a forward the kernels on either side of it cannot overlap it, which timing
 # it alone does not see. The 1.5B's gate/up projection at 16 rows timed within 2 % either way and flipped from
 # load to load; on the H100 regular decoding took 1.823-1.827 ms a step with it on cuBLAS against 1.734-1.735
-# on the skinny kernel, alternated in one process (`bench/results/gateup_cublas_2026-11-26_h100aj.txt`).
+# on the skinny kernel, alternated in one process.
 MARGIN = 0.02
 
 # (device type, N, K, has bias, x's dtype, the weight's dtype, row tile) -> the SkinnyConfig that won; absent: cuBLAS

@@ -14,13 +14,11 @@ width, kind) has no graph runs in the graph of the nearest larger batch bucket o
 has one (more padded rows, the same weight reads), however often it is asked, and its shape is queued:
 `GraphedModel.capture_queued` captures the queue when no request is decoding (the engine calls it after a
 request's "done" event and before the next request's clock starts). Only a shape with nothing wider to borrow
-is captured at once. A capture runs the forward three times and costs tens of rounds: on the H100 the
-synthetic 7B's captures took 80–230 ms against 5–12 ms rounds, and a draft-length policy's rounds, whose lengths
-varied, met a new (batch, width) shape at each step of a shrinking batch's tail: 8 captures, half of its decode
-time (`gpu_2026-11-24_h100_captures.json`, `traces`). Capturing a borrowed shape on its 8th call instead still
-left captures inside every timed pass of that policy's rows with the trained draft, whose draft lengths varied
-per prompt: 8, 9 and 8 per pass at k = 32, 11, 2 and 4 at k = 8 (`real_bench_2026-11-24_h100_countcaptures.json`,
-`captures_passes`); a user's request stalls the same way.
+is captured at once. A capture runs the forward three times and costs tens of rounds (on the H100 the synthetic
+7B's captures took 80–230 ms against 5–12 ms rounds), and a policy whose draft lengths vary meets a new
+(batch, width) shape at each step of a shrinking batch's tail: captured inside a request, they took half of such a
+policy's decode time there. `python -m bench.real_bench` counts the graphs captured inside each timed pass
+(`captures_passes`) and between generations (`deferred_captures_passes`).
 
 An attention backend that reads the batch's lengths on the host ("pad", "split": `kernels.capturable`) cannot be
 captured: its calls run eagerly on the same cache, and its proposals step by step.
@@ -30,13 +28,9 @@ proposal (`bass.drafters.chain.chained_proposal`), L draft steps and their sampl
 replay and a handful of small copies per step. A chain without a graph runs in the chain of the nearest larger
 batch bucket that has one (its padding rows zeroed, which do nothing), or with nothing wider step by step (the
 caller's own path), and is queued the same way, with a sibling its caller will want soon where it names one
-(`also`: a proposal's other first-step width, `bass.drafters.chain.chain_widths`). Before chains borrowed and a
-proposal's first step had a fixed set of widths per L, a varying-length policy's timed passes at k = 8 on an H200
-built 2 to 19 shapes each after their requests (its default row, two runs), and the passes that built more read
-slower: 0 or 1 0.3 % behind fixed L = 3's median, 2 to 5 3.5 %, 6 or more 6.0 %
-(`policy_gap_2026-12-01_h200_before_chains.txt`). Since, they built none in 22 of 24 passes with one padded width
-per L (3 and 1 in the others) and in all 8 with two (`real_bench_2026-12-01_h200_k8_chains.json`,
-`commit_ab_2026-12-02_h200_seed{2000,2100}.txt`).
+(`also`: a proposal's other first-step width, `bass.drafters.chain.chain_widths`). So a varying-length policy's
+timed passes at k = 8 on an H200 built no shape in 22 of 24 passes; a pass that builds shapes reads slower (0.3 %
+behind fixed L = 3's median with one, 3.5 % with 2 to 5, 6.0 % with 6 or more, `python -m bench.real_bench`).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ per prompt-width bucket.
 
 The prefill is one forward over the prompt, but run eagerly it is the host's: on the H100 the embedded target's
 shapes' forward over a 160-token prompt kept the GPU busy 2.35 ms of the 17.0 from its first kernel to its last
-(268 launches, each paying Python, the Triton launcher and the driver; at 320 tokens 3.25 of 16.1;
-`bench/results/prefill_2026-11-27_h100az_eager_profile.txt`). Replayed from a graph, a request's prefill took
-4.1-6.0 ms against 16-25 eagerly (`bench/prefill_bench.py`, `prefill_2026-11-27_h100bb.txt`).
+(268 launches, each paying Python, the Triton launcher and the driver; at 320 tokens 3.25 of 16.1, under
+torch.profiler). Replayed from a graph, a request's prefill took 4.1-6.0 ms against 16-25 eagerly
+(`python -m bench.real_bench` reports each row's prefill in ms).
 
 Shapes must be static, so the prompts are padded to a width bucket (`PREFILL_WIDTHS`): a padded column is computed
 and ignored, as in any ragged batch (q_len marks the real tokens; its K/V goes to the cache's scratch row), and

@@ -7,10 +7,10 @@ values (`HostRead`) likewise waits for the copy that fetched them, not for the w
 
 A drafting round makes about four such copies of a few dozen ints (cache lengths, row indices, token
 ids). Pinning each one anew (`Tensor.pin_memory`: a block from torch's caching host allocator and its
-bookkeeping) took about 23 µs of the 78 µs a copy cost the H100's host under cProfile
-(`bench/results/host_costs_2026-11-24_h100.txt`). So ints go through `PinnedRing`: one pinned buffer,
-written in place, whose slices are reused only once the copies that read them have run (70 µs a copy
-in `host_costs_2026-11-24_h100_riders.txt`). Copies are made on the current stream, as the round loop's are.
+bookkeeping) took about 23 µs of the 78 µs a copy cost the H100's host under cProfile (`python -m bench.profile
+host`, its python view). So ints go through `PinnedRing`: one pinned buffer, written in place, whose slices are
+reused only once the copies that read them have run (70 µs a copy under the same profile). Copies are made on
+the current stream, as the round loop's are.
 """
 
 from __future__ import annotations

@@ -6,10 +6,11 @@ import threading
 import time
 
 import torch
+from scripted import ScriptedRows
 
 from app.session import EngineSession
 from bass.config import EngineConfig, SamplingParams
-from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceStats, SequenceUpdate
+from bass.events import GenerationEvent
 from bass.runtime.attention import resolve_backend
 
 # Completions of HumanEval/0 (has_close_elements): one correct, one wrong on some of its 7 tests.
@@ -81,54 +82,32 @@ class FakeEngine:
         limit = params.max_new_tokens if params.ignore_eos else None
         if limit:
             texts = [t + FILLER * (self.chunk * limit // len(FILLER) + 1) for t in texts]
-        yield GenerationEvent("prefill", 0, 0.01, 0, (), tuple("" for _ in texts))
-        pos = [0] * k
-        done = [False] * k
-        reasons: list[str | None] = [None] * k
-        stats = [[0, 0, 0, 0, 0.0] for _ in range(k)]  # tokens, rounds, proposed, accepted, finish time
+        rows = ScriptedRows(texts)
+        yield GenerationEvent("prefill", 0, 0.01, 0, (), ("",) * len(texts))
         proposed = 0 if method == "regular" else self.proposed
         r, t = 0, 0.0
         paused_once = False
-        while not all(done):
+        while rows.live():
             r += 1
             t += max(self.round_s, 0.001)
             if self.round_s:
                 time.sleep(self.round_s)
-            if self.pause_s and any(done) and not paused_once:
+            if self.pause_s and len(rows.live()) < len(rows.texts) and not paused_once:
                 paused_once = True
                 t += self._pause(cancel)
+            cut = "cancelled" if cancel is not None and cancel.is_set() else \
+                "budget" if params.time_budget_s and t > params.time_budget_s else None
             updates = []
-            for i in range(k):
-                if done[i]:
-                    continue
-                cut = "cancelled" if cancel is not None and cancel.is_set() else \
-                    "budget" if params.time_budget_s and t > params.time_budget_s else None
+            for i in rows.live():
                 if cut:
-                    done[i], reasons[i] = True, cut
-                    stats[i][4] = t
-                    updates.append(SequenceUpdate(i, (), "", 0, 0, True, cut))
+                    updates.append(rows.cut(i, cut, t))
                     continue
-                st = stats[i]
                 accepted = min(proposed, (r + i) % (proposed + 1)) if proposed else 0
-                ntok = min(accepted + 1, limit - st[0]) if limit else accepted + 1
-                piece = texts[i][pos[i]:pos[i] + self.chunk * (ntok if limit else 1)]
-                pos[i] += len(piece)
-                fin = st[0] + ntok >= limit if limit else pos[i] >= len(texts[i])
-                st[0] += ntok
-                st[1] += 1
-                st[2] += proposed
-                st[3] += accepted
-                if fin:
-                    done[i], reasons[i], st[4] = True, "length" if limit else "stop", t
-                updates.append(SequenceUpdate(i, tuple(range(ntok)), piece, proposed, accepted, fin, reasons[i]))
-            yield GenerationEvent("round", r, t, proposed, tuple(updates), tuple(x[:p] for x, p in zip(texts, pos)))
-        cands = tuple(Candidate(0, i, texts[i][:pos[i]], tuple(range(stats[i][0])), reasons[i],
-                                SequenceStats(*stats[i])) for i in range(k))
-        ms = [c.stats.ms_per_token for c in cands if c.stats.tokens]
-        batch = BatchStats(method, drafter, backend or "torch", k, 0.01, t, sum(s[0] for s in stats),
-                           sum(s[1] for s in stats), sum(s[2] for s in stats), sum(s[3] for s in stats),
-                           sum(ms) / len(ms) if ms else 0.0, tuple([proposed] * r))
-        yield GenerationEvent("done", r, t, 0, (), tuple(c.text for c in cands), GenerationResult(cands, batch))
+                ntok = min(accepted + 1, limit - rows.stats[i][0]) if limit else accepted + 1
+                updates.append(rows.emit(i, self.chunk * (ntok if limit else 1), tuple(range(ntok)), proposed,
+                                         accepted, t, limit))
+            yield GenerationEvent("round", r, t, proposed, tuple(updates), rows.so_far())
+        yield rows.done(r, t, method, drafter, backend or "torch", 0.01, tuple([proposed] * r))
 
 
     def _pause(self, cancel: threading.Event | None) -> float:

@@ -13,44 +13,19 @@ Each request's rounds are `FakeEngine`'s (texts chosen per prompt), so every cal
 
 from __future__ import annotations
 
-import dataclasses
 import queue
 import threading
 import time
-from dataclasses import dataclass
 
 from app_fakes import FakeEngine
+from scripted import cancelled_result
 
 from bass.eval.verdicts import either
-from bass.events import BatchStats, Candidate, GenerationEvent, GenerationResult, SequenceStats
-
-_FIELDS = {f.name for f in dataclasses.fields(GenerationEvent)}
+from bass.events import GenerationEvent
 
 
-@dataclass(frozen=True)
-class QueuedEvent:
-    """The contract's "queued" event, for an engine whose GenerationEvent does not carry its fields yet."""
-
-    kind: str
-    round: int
-    time_s: float
-    draft_length: int
-    updates: tuple = ()
-    texts: tuple = ()
-    result: GenerationResult | None = None
-    queue_position: int | None = None
-    wait_estimate_s: float | None = None
-
-
-def queued_event(waited_s: float, position: int, estimate_s: float | None):
-    if "queue_position" in _FIELDS:
-        return GenerationEvent("queued", 0, waited_s, 0, queue_position=position, wait_estimate_s=estimate_s)
-    return QueuedEvent("queued", 0, waited_s, 0, queue_position=position, wait_estimate_s=estimate_s)
-
-
-def cancelled_result(k: int, method: str) -> GenerationResult:
-    cands = tuple(Candidate(0, i, "", (), "cancelled", SequenceStats(0, 0, 0, 0, 0.0)) for i in range(k))
-    return GenerationResult(cands, BatchStats(method, None, "torch", k, 0.0, 0.0, 0, 0, 0, 0, 0.0, ()))
+def queued_event(waited_s: float, position: int, estimate_s: float | None) -> GenerationEvent:
+    return GenerationEvent("queued", 0, waited_s, 0, queue_position=position, wait_estimate_s=estimate_s)
 
 
 class _Request:

@@ -3,7 +3,8 @@
 
 With `batching`, the engine serves visitors together (`batching_fake.BatchingFakeEngine`, SEATS sequences at
 once; the most requests of one round go to the file BASS_FAKE_RECORD names): HumanEval/0 gets GOOD/BAD bodies,
-the add prompt (ADD_PROMPT) its own, each long enough to take seconds.
+the add prompt (`flow_cases.ADD_PROMPT`) its own, each long enough to take seconds at the default round of 0.1 s
+(BASS_FAKE_ROUND_S sets another).
 
 With `slow-load`, the model takes LOAD_S to load, through the stages a first start goes through: assembling
 (a fraction), dequantizing (no fraction: the bar is animated), loading weights (a fraction, in small steps).
@@ -19,6 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))  # `scripted`, the fakes' bookkeeping
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import os  # noqa: E402
@@ -26,6 +28,7 @@ import time  # noqa: E402
 
 from app_fakes import BAD, GOOD, FakeEngine, fake_session  # noqa: E402
 from batching_fake import BatchingFakeEngine  # noqa: E402
+from flow_cases import ADD_BAD, ADD_GOOD  # noqa: E402
 
 from app.main import launch_kwargs, serve  # noqa: E402
 from app.session import EngineSession  # noqa: E402
@@ -37,9 +40,6 @@ HELD_ROUND_S = 45.0
 
 
 SEATS = 16
-ADD_PROMPT = 'def add(a: int, b: int) -> int:\n    """Return a + b."""\n'
-ADD_TESTS = "assert add(2, 3) == 5\nassert add(-1, 1) == 0\n"
-ADD_GOOD, ADD_BAD = "    return a + b\n", "    return a - b\n"
 
 
 def texts_by_prompt(prompt: str, k: int) -> list[str]:
@@ -68,7 +68,8 @@ def main(port: int, mode: str = "") -> None:
         session = EngineSession(env={}, factory=slow_load)
         session.ensure()
     elif mode == "batching":
-        session = fake_session(BatchingFakeEngine, texts=texts_by_prompt, chunk=4, seats=SEATS, round_s=0.1,
+        session = fake_session(BatchingFakeEngine, texts=texts_by_prompt, chunk=4, seats=SEATS,
+                               round_s=float(os.environ.get("BASS_FAKE_ROUND_S", "0.1")),
                                record=os.environ.get("BASS_FAKE_RECORD"))
     else:
         session = fake_session(texts=[GOOD, GOOD * 8, BAD * 30, GOOD * 8], chunk=CHUNK, round_s=0.06,

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bass"))  # `scripted`, the fakes' bookkeeping
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from app_fakes import BAD, GOOD  # noqa: E402

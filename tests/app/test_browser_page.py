@@ -25,8 +25,9 @@ def browser(tmp_path) -> Iterator:
 
 @pytest.fixture(scope="module")
 def batching_url(tmp_path_factory) -> Iterator[str]:
+    """The batching app with short rounds: no test here needs two visitors' runs to overlap, only whole runs."""
     with serving([str(Path(__file__).with_name("fake_app.py")), "batching"],
-                 tmp_path_factory.mktemp("batching_app") / "app.log") as url:
+                 tmp_path_factory.mktemp("batching_app") / "app.log", BASS_FAKE_ROUND_S="0.02") as url:
         yield url
 
 

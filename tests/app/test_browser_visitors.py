@@ -51,7 +51,7 @@ def _fill(driver, prompt: str, tests: str, k: int) -> None:
 
 def _two_visitors(url: str, first, k_first: int, second, k_second: int) -> None:
     """The first visitor asks for HumanEval/0 and presses Generate; the second fills in the add prompt."""
-    from fake_app import ADD_PROMPT, ADD_TESTS
+    from flow_cases import ADD_PROMPT, ADD_TESTS
 
     _open(first, url)
     _open(second, url)

@@ -4,29 +4,18 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import threading
 import time
 
 import pytest
 from app_fakes import BAD, GOOD, FakeEngine, fake_session
+from flow_cases import badges, settings
 
 from app.generate import generate_views
 from app.problems import load_problems
 from app.ranking import TestReport
 from app.session import EngineSession
 from app.settings import METHOD_LABELS, parse_settings
-
-
-def settings(prompt=None, tests=None, k=4, method="bass", budget=0, style="auto", temperature=0.8):
-    problem = load_problems()[0]
-    return parse_settings(problem.prompt if prompt is None else prompt,
-                          problem.editable_tests() if tests is None else tests, style, k, temperature, 0.95, 64, budget,
-                          METHOD_LABELS[method], "ngram", "torch", None, 0)
-
-
-def badges(html):
-    return re.findall(r'bass-badge-\w+">([^<]+)<', html)
 
 
 def test_humaneval0_four_candidates_ranked_with_pass_metrics(session):
@@ -181,18 +170,6 @@ def test_report_list_from_custom_tester_is_used(session):
 
     final = list(generate_views(session, settings(k=2), threading.Event(), tester=all_pass))[-1]
     assert badges(final.candidates) == ["PASS", "PASS"]
-
-
-def test_a_pass_badge_appears_while_a_sibling_is_still_decoding():
-    # seq 0 finishes after ~17 rounds, seq 1 needs ~100 more: its card is still running when seq 0's verdict lands
-    session = fake_session(texts=[GOOD, GOOD * 6], chunk=8, round_s=0.02)
-    views = list(generate_views(session, settings(k=2), threading.Event()))
-    live = [v for v in views[:-1] if "PASS" in badges(v.candidates)]
-    assert live, "no live view showed a verdict before decoding ended"
-    assert "running" in badges(live[0].candidates)
-    assert "1 tested, 1 pass" in live[0].status
-    final = views[-1]
-    assert "time to first pass" in final.summary and "Done." in final.status
 
 
 def test_a_verdict_is_drawn_in_the_middle_of_a_long_round():

@@ -10,51 +10,15 @@ import re
 import threading
 import time
 
-from app_fakes import BAD, GOOD, fake_session
+from app_fakes import GOOD, fake_session
 from batching_fake import BatchingFakeEngine, queued_event
+from flow_cases import ADD_GOOD, ADD_PROMPT, add, by_prompt, he0, run_in_thread, title
 
 from app.charts import LiveRun
 from app.generate import generate_views
 from app.generate_status import decoding_status, queued_status
-from app.problems import load_problems
-from app.settings import METHOD_LABELS, parse_settings
 from app.ui import stop_feedback
 from bass.events import GenerationEvent
-
-ADD_PROMPT = 'def add(a: int, b: int) -> int:\n    """Return a + b."""\n'
-ADD_GOOD = "    return a + b\n"
-ADD_BAD = "    return a - b\n"
-
-
-def by_prompt(long: int = 1):
-    """HumanEval/0 gets GOOD/BAD bodies, the add prompt its own, so each visitor's result is recognisable."""
-    def texts(prompt, k):
-        if "has_close_elements" in prompt:
-            return [GOOD * long if i % 2 == 0 else BAD for i in range(k)]
-        return [ADD_GOOD if i % 2 == 0 else ADD_BAD * long for i in range(k)]
-    return texts
-
-
-def he0(k=2, seed=1):
-    p = load_problems()[0]
-    return parse_settings(p.prompt, p.editable_tests(), "auto", k, 0.8, 0.95, 64, 0, METHOD_LABELS["bass"], None,
-                          None, None, seed)
-
-
-def add(k=2, seed=1):
-    return parse_settings(ADD_PROMPT, "assert add(2, 3) == 5\nassert add(-1, 1) == 0\n", "auto", k, 0.8, 0.95, 64, 0,
-                          METHOD_LABELS["bass"], None, None, None, seed)
-
-
-def title(html: str) -> str:
-    return re.search(r'bass-status-title">([^<]*)<', html).group(1)
-
-
-def run_in_thread(session, settings, cancel) -> tuple[threading.Thread, list]:
-    views: list = []
-    thread = threading.Thread(target=lambda: views.extend(generate_views(session, settings, cancel)), daemon=True)
-    thread.start()
-    return thread, views
 
 
 def test_queued_view_says_the_place_the_wait_and_the_way_out():
@@ -80,27 +44,6 @@ def test_two_visitors_decode_in_one_batch_and_each_gets_their_own_result():
     assert final_b.best_code == ADD_PROMPT + ADD_GOOD and "has_close_elements" not in final_b.candidates
     assert "1/2</b> candidates pass" in final_a.summary and "1/2</b> candidates pass" in final_b.summary
     assert (0, 1) in session.engine.batches  # both requests ran in the same rounds
-
-
-def test_a_visitor_in_line_sees_their_place_and_stop_takes_them_out_of_it():
-    session = fake_session(BatchingFakeEngine, texts=by_prompt(long=12), chunk=4, seats=2, round_s=0.03)
-    first, views_first = run_in_thread(session, he0(), threading.Event())
-    while not session.engine.batches:
-        time.sleep(0.01)
-    cancel = threading.Event()
-    second, views_second = run_in_thread(session, add(), cancel)
-    deadline = time.monotonic() + 20
-    while not any("Waiting in line" in v.status for v in views_second) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    waiting = [v.status for v in views_second if "Waiting in line" in v.status]
-    assert waiting and "you are 1st in line" in waiting[0] and "about" in waiting[0], [v.status for v in views_second]
-    cancel.set()
-    second.join(20)
-    assert title(views_second[-1].status) == "Stopped while waiting in line: nothing was generated."
-    assert not views_second[-1].candidates and not views_second[-1].best_code
-    assert len(session.engine.calls) == 1  # the second request never decoded
-    first.join(60)
-    assert title(views_first[-1].status) == "Done." and views_first[-1].best_code.endswith(GOOD * 12)
 
 
 def test_stop_while_running_ends_only_that_visitors_run():

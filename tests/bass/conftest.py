@@ -1,9 +1,14 @@
+import gc
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 import torch
 
 import bass.runtime.graphs
 from bass.config import EngineConfig, SamplingParams
 from bass.engine import Engine
+from bass.engine.batch import Batch
 from bass.models.loader import load_model
 from bench.synthetic import random_feature_draft
 
@@ -32,7 +37,51 @@ def tiny_engine(tiny_dir):
     return get
 
 
-# ---- the embedded target (Qwen2.5-Coder-1.5B-Instruct): about 15 s and 6.7 GB a load on this project's CPU ----
+# ---- the real models: one alive at a time ----
+class OneAtATime:
+    """The real models a test session holds, one at a time: asking for one frees the one held before. The embedded
+    1.5B engine holds about 7 GB on the CPU (float32); beside a second engine or transformers' reference model the
+    session would need twice that. What was derived from a model (`memo`) goes with it."""
+
+    def __init__(self) -> None:
+        self.key: str | None = None
+        self.model: object = None
+        self.memos: dict[str, object] = {}
+
+    def get(self, key: str, make: Callable[[], object]) -> object:
+        if self.key != key:
+            self.free()
+            self.model, self.key = make(), key
+        return self.model
+
+    def memo(self, key: str, make: Callable[[], object]) -> object:
+        """`make()` once while the model held now stays held."""
+        if key not in self.memos:
+            self.memos[key] = make()
+        return self.memos[key]
+
+    def free(self) -> None:
+        self.key = self.model = None
+        self.memos.clear()
+        gc.collect()
+
+
+_HELD = OneAtATime()
+
+
+@pytest.fixture(scope="session")
+def real_models() -> OneAtATime:
+    """The session's one real model at a time: `real_models.get(key, make)`, `real_models.free()`."""
+    return _HELD
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """The tests outside tests/bass load no real model: what these held goes before the first of them runs."""
+    if nextitem is None or Path(__file__).parent not in Path(nextitem.path).parents:
+        _HELD.free()
+
+
+# the embedded target (Qwen2.5-Coder-1.5B-Instruct): about 15 s and 7 GB a load on this project's CPU
 EMBEDDED_PROMPTS = [
     'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
     "from typing import List\n\n\ndef mean(xs: List[float]) -> float:\n",
@@ -40,19 +89,21 @@ EMBEDDED_PROMPTS = [
 ]
 
 
-@pytest.fixture(scope="session")
-def embedded_engine() -> Engine:
-    """One engine over the embedded target for every module that decodes with it."""
-    return Engine(EngineConfig(target="embedded"))
+@pytest.fixture
+def embedded_engine(real_models) -> Engine:
+    """The engine over the embedded target, loaded once while no other real model is asked for."""
+    return real_models.get("embedded", lambda: Engine(EngineConfig(target="embedded")))
 
 
-@pytest.fixture(scope="session")
-def embedded_greedy(embedded_engine):
+@pytest.fixture
+def embedded_greedy(real_models, embedded_engine):
     """(prompts, params, regular decoding's result): the greedy tokens each drafter's BASS must reproduce, decoded
     once for all of them. A step of the three prompts costs about 2 s on a 2-core CPU; 12 tokens take a few drafting
     rounds."""
     params = SamplingParams(max_new_tokens=12)
-    return EMBEDDED_PROMPTS, params, embedded_engine.generate(EMBEDDED_PROMPTS, k=1, params=params, method="regular")
+    regular = real_models.memo("greedy", lambda: embedded_engine.generate(EMBEDDED_PROMPTS, k=1, params=params,
+                                                                          method="regular"))
+    return EMBEDDED_PROMPTS, params, regular
 
 
 # ---- CUDA graphs faked on the CPU ----
@@ -94,7 +145,6 @@ def fake_graphs(monkeypatch):
 def joins(monkeypatch):
     """Rows running in the batch at each join (0: the request started a batch)."""
     seen: list[int] = []
-    from bass.engine.batch import Batch
 
     join = Batch.join
 

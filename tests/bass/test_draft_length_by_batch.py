@@ -7,8 +7,8 @@ import threading
 import pytest
 import torch
 import transformers
+from scheduling import PROMPTS, held_after
 from test_lossless import PROMPT, _chi_square_pvalue
-from test_scheduler import PROMPTS, _held_after, _ids
 
 import bass.engine.batch
 from bass.config import DraftLengthConfig, SamplingParams
@@ -39,13 +39,13 @@ def test_greedy_tokens_are_regular_decodings_while_l_follows_the_batch(tiny_engi
               for p, k, n in zip(PROMPTS, (3, 2, 4), (40, 8, 10), strict=True)]
         regular = [engine.generate(**(x | {"method": "regular", "drafter": None})) for x in kw]
         joins.clear()
-        _held_after(monkeypatch, 2, waiting=2)  # the first request runs alone until the others are in line
+        held_after(monkeypatch, 2, waiting=2)  # the first request runs alone until the others are in line
         together = _joined_after_a_round(engine, kw[0], kw[1:])
     finally:
         engine.runner.cost_table = None
     assert joins[0] == 0 and joins[1] == 3  # the later requests joined the first one's 3 running rows
     for a, b in zip(regular, together, strict=True):
-        assert _ids(b) == _ids(a)
+        assert b.token_ids == a.token_ids
     lengths = together[0].stats.draft_lengths
     assert 0 in lengths and lengths[0] > 0 and lengths[-1] > 0  # L fell to 0 while they ran, and came back
     assert together[0].stats.policy["policy"] == "table"
@@ -129,7 +129,7 @@ def test_a_seed_reproduces_a_lone_request_under_the_table(tiny_engine):
                                                                        max_new_tokens=24, seed=12))
     finally:
         engine.runner.cost_table = None
-    assert _ids(a) == _ids(b) and _ids(a) != _ids(other)
+    assert a.token_ids == b.token_ids and a.token_ids != other.token_ids
     assert a.stats.draft_lengths == b.stats.draft_lengths and set(a.stats.draft_lengths) - {0, 1, 2, 3} == {4}
 
 
@@ -156,5 +156,5 @@ def test_the_warm_up_reserves_the_storage_and_times_every_bucket_and_length(tiny
     assert graphs.decoding_captures() == before  # every shape these met was captured at load
     regular = engine.generate(PROMPTS[1], k=3, params=SamplingParams(max_new_tokens=20))
     greedy = engine.generate(PROMPTS[1], k=3, params=SamplingParams(max_new_tokens=20), drafter="model")
-    assert _ids(greedy) == _ids(regular)
+    assert greedy.token_ids == regular.token_ids
     assert DraftLengthConfig().policy == "auto"

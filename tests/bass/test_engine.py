@@ -10,12 +10,11 @@ from bass.config import DraftLengthConfig, SamplingParams
 from bass.drafters.base import Drafter, Proposal
 from bass.engine.tuning import Tuning
 
+pytestmark = pytest.mark.slow  # every family, drafter and policy end to end
+
 PROMPTS = ["def fib(n):\n", "for i in range(10):\n    print(", "class Stack:\n    def", "x = [1, 2, 3]\n"]
 GREEDY = SamplingParams(max_new_tokens=24)
 
-
-def _ids(result):
-    return [c.token_ids for c in result.candidates]
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "gemma3"])
@@ -24,13 +23,13 @@ def test_greedy_bass_equals_regular(tiny_engine, family, drafter):
     engine = tiny_engine(family, draft_seed=1)
     regular = engine.generate(PROMPTS, k=2, params=GREEDY, method="regular")
     bass = engine.generate(PROMPTS, k=2, params=GREEDY, method="bass", drafter=drafter)  # fixed L = 3
-    assert _ids(bass) == _ids(regular)
+    assert bass.token_ids == regular.token_ids
     paper = engine.generate(PROMPTS, k=2, params=GREEDY, method="bass", drafter=drafter,
                             draft_length=DraftLengthConfig(policy="heuristic"))
-    assert _ids(paper) == _ids(regular)
+    assert paper.token_ids == regular.token_ids
     assert paper.stats.rounds < regular.stats.rounds or drafter == "model"  # drafting saved verify passes
     single = engine.generate(PROMPTS[:2], k=1, params=GREEDY, method="single", drafter=drafter)
-    assert _ids(single) == [_ids(regular)[0], _ids(regular)[2]]
+    assert single.token_ids == [regular.token_ids[0], regular.token_ids[2]]
 
 
 def test_every_cpu_backend_gives_the_same_tokens(tiny_engine):
@@ -42,10 +41,10 @@ def test_every_cpu_backend_gives_the_same_tokens(tiny_engine):
     for backend in backends:
         # the Triton interpreter is slow on CPU: a smaller (still ragged, multi-prompt) batch for it
         prompts, params = (PROMPTS[:2], SamplingParams(max_new_tokens=8)) if backend == "ragged" else (PROMPTS, GREEDY)
-        reference = _ids(engine.generate(prompts, k=2, params=params, method="regular", backend="torch"))
+        reference = engine.generate(prompts, k=2, params=params, method="regular", backend="torch").token_ids
         for drafter in ("ngram", "model"):
             got = engine.generate(prompts, k=2, params=params, method="bass", drafter=drafter, backend=backend)
-            assert _ids(got) == reference, (backend, drafter)
+            assert got.token_ids == reference, (backend, drafter)
 
 
 @pytest.mark.parametrize("family", ["llama", "gemma3"])
@@ -221,7 +220,7 @@ def test_static_shape_path_gives_the_same_tokens(tiny_dir, drafter):
         for prompts in (PROMPTS, PROMPTS[:3]):  # a second, smaller request reuses the arena
             want = eager.generate(prompts, k=3, params=params, method=method, drafter=drafter)
             got = static.generate(prompts, k=3, params=params, method=method, drafter=drafter)
-            assert _ids(got) == _ids(want), (method, len(prompts))
+            assert got.token_ids == want.token_ids, (method, len(prompts))
     assert static._arena.base is not None and static._arena.base.batch == 16  # 12 sequences -> bucket 16
 
 
@@ -253,17 +252,17 @@ def test_a_shrunk_batch_runs_in_a_wider_graph_and_captures_after_the_request(tin
     """CPU twin of `bass.runtime.graphs`' deferred captures: after a request at k = 8, one at k = 2 runs in the batch-8
     graphs for its whole length, with the eager engine's tokens; its own shapes are built after "done"."""
     eager, static, kw, built = _graphed(tiny_dir, monkeypatch)
-    assert _ids(static.generate(PROMPTS[0], k=8, **kw)) == _ids(eager.generate(PROMPTS[0], k=8, **kw))
+    assert static.generate(PROMPTS[0], k=8, **kw).token_ids == eager.generate(PROMPTS[0], k=8, **kw).token_ids
     wide = _keys(static, 8)
     assert wide and sum(built) == 0  # the first request had nothing to borrow: built at once, nothing queued
     static.scheduler.settle()
     result = static.generate(PROMPTS[0], k=2, **kw)
-    assert _ids(result) == _ids(eager.generate(PROMPTS[0], k=2, **kw))
+    assert result.token_ids == eager.generate(PROMPTS[0], k=2, **kw).token_ids
     assert static.scheduler.settle()  # the device thread captures once its batch is over and nothing waits
     own = _keys(static, 2)
     assert {(role, key._replace(batch=8)) for role, key in own} == wide  # each shape it borrowed, now its own
     assert sum(built) == len(own)
-    assert _ids(static.generate(PROMPTS[0], k=2, **kw)) == _ids(result)  # in its own graphs now
+    assert static.generate(PROMPTS[0], k=2, **kw).token_ids == result.token_ids  # in its own graphs now
     assert _keys(static, 2) == own and sum(built) == len(own)
 
 
@@ -305,7 +304,7 @@ def test_the_queue_is_dropped_when_the_arena_moves(tiny_dir, monkeypatch):
     assert target.capture_queued() == 0 and not target._queue
     assert not any(key.batch == 2 for key in target._graphs)
     assert draft.capture_queued() == queued  # the draft's own arena did not move
-    assert _ids(static.generate(PROMPTS[0], k=2, **kw)) == _ids(eager.generate(PROMPTS[0], k=2, **kw))
+    assert static.generate(PROMPTS[0], k=2, **kw).token_ids == eager.generate(PROMPTS[0], k=2, **kw).token_ids
 
 
 def test_graphs_captured_after_done_are_counted_apart(tiny_dir, monkeypatch, fake_graphs):
@@ -317,7 +316,7 @@ def test_graphs_captured_after_done_are_counted_apart(tiny_dir, monkeypatch, fak
     eager, static, kw, _ = _graphed(tiny_dir, monkeypatch)
     static.use_static_shapes(capture=True)
     start, waited = bass.runtime.graphs.deferred_captures(), bass.runtime.graphs.decoding_captures()
-    assert _ids(static.generate(PROMPTS[0], k=8, **kw)) == _ids(eager.generate(PROMPTS[0], k=8, **kw))
+    assert static.generate(PROMPTS[0], k=8, **kw).token_ids == eager.generate(PROMPTS[0], k=8, **kw).token_ids
     before = bass.runtime.graphs.captures()
     # after "done": the prompt's width, at which the target's and the draft's prefills ran eagerly
     # (`bass.runtime.prefill_graphs`)
@@ -329,7 +328,7 @@ def test_graphs_captured_after_done_are_counted_apart(tiny_dir, monkeypatch, fak
                                     + " rule" * (key.then is not None)
                                     for fwd in (static._target_fwd, static._draft_fwd) for key in fwd._graphs)
     result = static.generate(PROMPTS[0], k=2, **kw)  # (its stream ends after the captures it queued)
-    assert _ids(result) == _ids(eager.generate(PROMPTS[0], k=2, **kw))  # its prefill replayed the graph
+    assert result.token_ids == eager.generate(PROMPTS[0], k=2, **kw).token_ids  # its prefill replayed the graph
     own = len(_keys(static, 2))
     assert own > 0 and bass.runtime.graphs.captures() - before == bass.runtime.graphs.deferred_captures() - start == own
     assert bass.runtime.graphs.decoding_capture_shapes()[waited:] == shapes  # deferred ones are no shape waited for
@@ -352,8 +351,8 @@ def test_static_shape_path_samples_the_same_tokens(tiny_dir, drafter):
               draft_length=DraftLengthConfig(policy="fixed", l0=3))
     want = eager.generate(prompt, **kw)
     got = static.generate(prompt, **kw)
-    assert _ids(got) == _ids(want)
-    assert want.stats.accepted > 0 and len(set(_ids(want))) > 1
+    assert got.token_ids == want.token_ids
+    assert want.stats.accepted > 0 and len(set(want.token_ids)) > 1
 
 
 @pytest.mark.parametrize("drafter", ["ngram", "model", "layer-skip"])
@@ -365,9 +364,9 @@ def test_sampling_is_reproducible_per_seed(tiny_engine, drafter):
                             draft_length=DraftLengthConfig(policy="heuristic"),
                             params=SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=24, seed=s))
             for s in (0, 0, 1)]
-    assert _ids(runs[0]) == _ids(runs[1])
-    assert _ids(runs[0]) != _ids(runs[2])
-    assert len(set(_ids(runs[0]))) > 1  # the k samples of one prompt differ
+    assert runs[0].token_ids == runs[1].token_ids
+    assert runs[0].token_ids != runs[2].token_ids
+    assert len(set(runs[0].token_ids)) > 1  # the k samples of one prompt differ
     assert runs[0].stats.proposed > 0
 
 
@@ -393,7 +392,7 @@ def test_top_p_from_few_candidates_samples_what_the_full_sort_samples(tiny_engin
         return verify_top_p(*args, full_sort=full_sort)
 
     monkeypatch.setattr(verify, "verify_top_p", counted)
-    assert _ids(engine.generate(prompt, **kw)) == _ids(full)
+    assert engine.generate(prompt, **kw).token_ids == full.token_ids
     assert any(redone) and not all(redone)  # some rounds were decided by the candidates, some redone
 
 

@@ -70,7 +70,7 @@ def test_look_ahead_changes_no_token(tiny_engine, monkeypatch, drafter, greedy, 
     assert not any(rides for _, _, rides in slots)  # without look-ahead finished rows leave at once
     slots.clear()
     got = _engine(tiny_engine, drafter, True, graphs).generate(PROMPTS, **kw)
-    assert [c.token_ids for c in got.candidates] == [c.token_ids for c in want.candidates]
+    assert got.token_ids == want.token_ids
     assert [c.finish_reason for c in got.candidates] == [c.finish_reason for c in want.candidates]
     # rounds were launched ahead by regular decoding (plain steps) and by the drafter that follows its rounds on
     # the device; a drafter that needs the read (n-gram lookup, a draft model's own cache) waits for it
@@ -101,7 +101,7 @@ def test_a_drafting_second_round_changes_no_token(tiny_engine, monkeypatch):
     kw = dict(k=2, params=params, method="bass", drafter="model", draft_length=DraftLengthConfig())
     want = _engine(tiny_engine, "feature", False).generate(PROMPTS, **kw)
     got = _engine(tiny_engine, "feature", True).generate(PROMPTS, **kw)
-    assert [c.token_ids for c in got.candidates] == [c.token_ids for c in want.candidates]
+    assert got.token_ids == want.token_ids
     assert got.stats.proposed > 0
 
 
@@ -119,7 +119,7 @@ def test_after_a_first_round_that_drafted_the_second_is_launched_ahead(tiny_engi
     want = _engine(tiny_engine, "feature", False).generate(PROMPTS, **kw)
     slots.clear()
     got = _engine(tiny_engine, "feature", True).generate(PROMPTS, **kw)
-    assert [c.token_ids for c in got.candidates] == [c.token_ids for c in want.candidates]
+    assert got.token_ids == want.token_ids
     assert slots[:2] == [0, 1]
 
 
@@ -129,7 +129,7 @@ def test_single_sequence_with_look_ahead_changes_no_token(tiny_engine):
               draft_length=DraftLengthConfig(policy="fixed", l0=2))
     want = _engine(tiny_engine, "ngram", False).generate(PROMPTS, **kw)
     got = _engine(tiny_engine, "ngram", True).generate(PROMPTS, **kw)
-    assert [c.token_ids for c in got.candidates] == [c.token_ids for c in want.candidates]
+    assert got.token_ids == want.token_ids
 
 
 def test_feature_draft_reads_its_own_rounds_features(tiny_engine, monkeypatch):
@@ -202,7 +202,7 @@ def test_a_round_near_the_token_limit_is_launched_ahead_with_shorter_drafts(tiny
     without = list(rounds)
     rounds.clear()
     got = _engine(tiny_engine, "feature", True).generate(PROMPTS, **kw)
-    assert [c.token_ids for c in got.candidates] == [c.token_ids for c in want.candidates]
+    assert got.token_ids == want.token_ids
     lengths = [len(c.token_ids) for c in got.candidates]
     assert max(lengths) == 11 and all(n <= 11 for n in lengths)  # to the limit, never past it
     assert [max(ls) for _, ls in rounds] == [max(ls) for _, ls in without]  # the same draft widths
@@ -229,7 +229,7 @@ def test_with_look_ahead_finished_rows_leave_only_a_batch_of_more_than_eight(tin
     assert len({n for n, _ in rows}) > 3  # without look-ahead the batch shrank row by row
     rows.clear()
     got = _engine(tiny_engine, "regular", True).generate(PROMPTS, **kw)
-    assert [c.token_ids for c in got.candidates] == [c.token_ids for c in want.candidates]
+    assert got.token_ids == want.token_ids
     sizes = list(dict.fromkeys(n for n, _ in rows))
     assert sizes[0] == 16 and len(sizes) == 2 and sizes[1] <= 8  # compacted once, 16 -> at most 8 rows
     assert min(live for _, live in rows) <= 4  # ... and not again, though the live rows came to fit 4

@@ -17,6 +17,8 @@ from scipy.stats import chisquare
 from bass.config import DraftLengthConfig, SamplingParams
 from bass.decode.sampling import process_logits
 
+pytestmark = pytest.mark.slow  # chi-square tests over thousands of draws
+
 PROMPT = "def add(a, b):\n    return a"
 
 

@@ -1,20 +1,16 @@
-"""The acceptance-controlled random pair (bass/synthetic.py) at tiny shapes, on the CPU."""
+"""The acceptance-controlled random pair (bench/synthetic.py) at tiny shapes, on the CPU."""
 
 import math
 
 import pytest
 import torch
 
-from bass.config import EngineConfig, SamplingParams
-from bass.engine import Engine
 from bench.synthetic import (
     TINY,
     SyntheticTokenizer,
-    build_pair,
     calibrate,
     hf_model,
     interpolate_scale,
-    measure_alpha,
     per_token_acceptance,
     random_prompt,
 )
@@ -24,17 +20,6 @@ from kernels.reference import ragged_attention_ref
 def logits_of(model: torch.nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     cache = model.new_cache(tokens.shape[0], tokens.shape[1])
     return model(tokens, cache, torch.full((tokens.shape[0],), tokens.shape[1]), ragged_attention_ref)
-
-
-@pytest.fixture(scope="module")
-def pair():
-    return build_pair(TINY, 1, dtype=torch.float32, seed=3, block_scale=1e-3)
-
-
-@pytest.fixture(scope="module")
-def engine(pair):
-    return Engine(EngineConfig(target="synthetic", draft="synthetic-draft", drafter="model", device="cpu",
-                               dtype="float32"), target=pair.target, draft=pair.draft)
 
 
 def test_draft_shares_embedding_and_head(pair):
@@ -72,18 +57,6 @@ def test_knob_round_trip_and_refuses_zero(pair):
     torch.testing.assert_close(w, before, rtol=1e-5, atol=0)
     with pytest.raises(ValueError, match="> 0"):
         pair.knob.set(0.0)
-
-
-@pytest.mark.slow
-def test_engine_acceptance_rises_as_scale_falls(pair, engine):
-    prompt = random_prompt(TINY.vocab_size, 16, seed=1)
-    params = SamplingParams(temperature=1.0, seed=2)
-    alpha = {}
-    for s in (1e-3, 3.0):
-        pair.knob.set(s)
-        alpha[s] = measure_alpha(engine, prompt, 4, 32, params)
-    pair.knob.set(1e-3)
-    assert alpha[1e-3] > 0.9 and alpha[3.0] < alpha[1e-3] - 0.2
 
 
 def test_calibrate_brackets_the_wanted_alpha():

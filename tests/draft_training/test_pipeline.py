@@ -25,6 +25,8 @@ from draft_training.vocab import add_vocab
 from draft_training.windows import heldout_windows
 from sandbox.humaneval import load_humaneval
 
+pytestmark = pytest.mark.slow  # the training pipeline end to end
+
 
 def test_corpus_excludes_humaneval_by_construction(corpus, target_dir):
     from transformers import AutoTokenizer

@@ -17,6 +17,8 @@ from bass.models.loader import load_model
 from draft_training.config import TrainConfig
 from draft_training.train import teacher_from, train
 
+pytestmark = pytest.mark.slow  # training runs
+
 CFG = TrainConfig(loss="feature", batch_size=4, micro_batch=2, seq_len=32, lr=3e-3, warmup_steps=2, max_steps=8,
                   eval_every=3, unroll_steps=2, acceptance_weight=1.0, draft_temperature_scales=(1.0, 0.7))
 

@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 if not torch.cuda.is_available():
@@ -19,3 +20,15 @@ if not torch.cuda.is_available():
 for _path in (Path(__file__).resolve().parents[2], Path(__file__).resolve().parent):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
+
+
+@pytest.fixture
+def poisoned(monkeypatch: pytest.MonkeyPatch):
+    """The ragged kernel's module, every buffer its launcher allocates (output and split partials) starts as NaN."""
+    import kernels.ragged_attention as mod
+
+    def nan_empty(shape: tuple[int, ...], **kw) -> torch.Tensor:
+        return torch.full(shape, float("nan"), **kw)
+
+    monkeypatch.setattr(mod, "_empty", nan_empty)
+    return mod

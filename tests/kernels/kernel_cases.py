@@ -78,3 +78,19 @@ def as_float64(inputs: dict) -> dict:
 
 def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30)).item()
+
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+# The ragged kernel's cases (test_ragged_attention*.py): each head layout, decode, verify, prefill and windows
+CASES = [
+    (Case(Hq=2, Hkv=2, D=64), {}),  # GQA 1
+    (Case(Hq=8, Hkv=2, D=128, T=9, G=3), {}),  # GQA 4, verify
+    (Case(Hq=8, Hkv=1, D=64, T=1, B=6), {}),  # GQA 8, decode
+    (Case(Hq=8, Hkv=1, D=64, T=5), {"BLOCK_M": 16}),  # packed rows split over several row tiles
+    (Case(Hq=4, Hkv=1, D=256, T=4, window=7), {}),  # Gemma 3 local layer
+    (Case(Hq=4, Hkv=2, D=64, T=3, window=1), {}),
+    (Case(Hq=4, Hkv=1, D=64, B=3, T=24, G=1, P=0, S=24, prefill=True), {}),  # prompt pass, no prefix
+    (Case(Hq=4, Hkv=1, D=80, T=3), {}),  # head_dim not a power of two: masked tail
+    (Case(Hq=4, Hkv=2, D=8, T=3), {}),  # narrower than tl.dot's K >= 16 (the tiny test models): a masked 16-wide tile
+]
+SPLITS = [{"NUM_SPLITS": 1}, {"NUM_SPLITS": 3, "BLOCK_N": 16}]

@@ -15,6 +15,8 @@ from bass.decode.rules import TokenSubset, draft_rule
 from kernels.draft_sample import draft_sample_fused, draft_sample_ref, sample_candidates
 from kernels.top_p import top_p_candidates_fused
 
+pytestmark = pytest.mark.slow  # Triton kernels in the interpreter
+
 
 def dense(q: torch.Tensor, q_ids: torch.Tensor, vocab: int) -> torch.Tensor:
     """The sparse q [R, K] at q_ids [R, K] over the vocabulary: [R, vocab] (repeated ids carry mass 0)."""

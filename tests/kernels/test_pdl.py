@@ -15,6 +15,8 @@ from bench.synthetic import TINY
 from kernels import get_backend, pdl
 from kernels.skinny_gemm import SkinnyConfig
 
+pytestmark = pytest.mark.slow  # Triton kernels in the interpreter
+
 
 def test_pdl_is_used_only_where_it_can_run(monkeypatch):
     """Off on the CPU, in the interpreter, below compute capability 9.0 and when switched off; on otherwise."""

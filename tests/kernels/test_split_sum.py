@@ -15,6 +15,8 @@ from kernels.rmsnorm import rms_norm_fused
 from kernels.skinny_gemm import SkinnyConfig, skinny_gemm
 from kernels.split_sum import SplitSum, materialize
 
+pytestmark = pytest.mark.slow  # Triton kernels in the interpreter
+
 SPLIT2, SPLIT3 = SkinnyConfig(16, 32, 2, 2), SkinnyConfig(16, 32, 3, 2)
 # the interpreter's dtype (its bf16 dot is emulated in float32 by the kernel); bf16 on CUDA, where rounding bites
 DTYPE = torch.bfloat16 if DEVICE == "cuda" else torch.float32

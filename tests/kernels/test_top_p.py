@@ -10,6 +10,8 @@ from fused_cases import DEVICE, fresh_gen, needs_cuda, poison
 import kernels.top_p as mod
 from kernels.top_p import tempered_probs_fused, top_p_candidates_fused, top_p_candidates_ref
 
+pytestmark = pytest.mark.slow  # Triton kernels in the interpreter
+
 
 def _rows(V: int, gen: torch.Generator) -> torch.Tensor:
     """Peaked, flat, tied and spiked rows [6, V]."""

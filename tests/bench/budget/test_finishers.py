@@ -1,4 +1,4 @@
-"""bench/first_finishers.py: which candidate Pass@First sees, on hand-made rows and a real CLI report."""
+"""bench/budget/finishers.py: which candidate Pass@First sees, on hand-made rows and a real CLI report."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""bench/host_costs.py: its plumbing on tiny CPU models (the launch table needs CUDA; the figures a GPU)."""
+"""bench/profile/host.py: its plumbing on tiny CPU models (the launch table needs CUDA; the figures a GPU)."""
 
 from __future__ import annotations
 

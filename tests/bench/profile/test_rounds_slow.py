@@ -1,4 +1,4 @@
-"""bench/profile_round.py on tiny CPU models: its drafter wrapper must pass every hook through."""
+"""`bench.profile.rounds` over a feature draft's rounds on tiny CPU models: the slow part of test_rounds.py."""
 
 import pytest
 from tiny import make_model
@@ -6,11 +6,12 @@ from tiny import make_model
 from bass.config import DraftLengthConfig, EngineConfig, SamplingParams
 from bass.engine import Engine
 from bass.models.loader import load_model
-from bench.profile.rounds import launches_counted, round_breakdown
+from bench.profile.rounds import round_breakdown
 from bench.synthetic import random_feature_draft
 
+pytestmark = pytest.mark.slow  # a feature draft's rounds end to end
 
-@pytest.mark.slow
+
 def test_round_breakdown_of_a_feature_draft(tmp_path):
     """The feature draft takes each verify's features when the verify is launched (`Drafter.verified`);
     a wrapper that drops that hook leaves it nothing to commit."""
@@ -23,18 +24,3 @@ def test_round_breakdown_of_a_feature_draft(tmp_path):
     assert got["draft_ms_per_round"] > 0 and got["wall_ms_per_round"] >= got["draft_ms_per_round"]
     assert (tmp_path / "profile_feature.txt").stat().st_size > 0
     assert engine.look_ahead is True  # the split asks its own requests for no look-ahead; the engine keeps its own
-
-
-def test_launches_counted_tells_rounds_launched_ahead(tmp_path):
-    target = make_model(tmp_path / "target", seed=0)
-    loaded = load_model(str(target))
-    counts = {}
-    for look_ahead in (False, True):
-        engine = Engine(EngineConfig(target=str(target), draft=None, device="cpu", look_ahead=look_ahead),
-                        target=loaded)
-        with launches_counted() as launched:
-            result = engine.generate("def f(x):\n", k=2, params=SamplingParams(max_new_tokens=8), method="regular")
-        counts[look_ahead] = dict(launched)
-        rounds = len(result.stats.draft_lengths)  # one launch per round read (greedy: no redo), and with
-        assert rounds <= sum(launched.values()) <= rounds + look_ahead  # look-ahead maybe one after the last
-    assert counts[False]["ahead"] == 0 and counts[True]["ahead"] > 0
