@@ -85,27 +85,29 @@ class Batch:
 
     @torch.inference_mode()
     def _prefill_chunk(self) -> None:
-        """The next chunk of each prompt prefilling (a request's Stop seen first), and the join of those now whole:
-        one chunk each, so that a short prompt arriving behind a long one is not held until the long one is in; each
-        chunk as long as the pacer allows while rows decode (`ChunkPacer`)."""
+        """Drop the prefills whose request was stopped, then the next chunk of the one with the fewest tokens left
+        (shortest remaining first: a prompt arriving behind a long one is in after its own few chunks, not after
+        the long one's), as long as the pacer allows while rows decode (`ChunkPacer`); a prompt whole joins."""
         self.pacer.admitted(time.perf_counter())
         for entry in list(self.prefilling):
-            request, chunks, t = entry
+            request = entry[0]
             if request.cancel is not None and request.cancel.is_set() or request.abandoned.is_set():
                 self.prefilling.remove(entry)
                 self.line.finished(request)
                 request.put(GenerationEvent("done", 0, 0.0, 0, result=cancelled_result(request)))
-                continue
-            tokens, t0 = self.pacer.tokens(decoding=bool(self.state.live)), time.perf_counter()
-            if not tokens:
-                continue  # the rows decoding have their turn
-            chunks.step(tokens)
-            self.pacer.chunk_done(tokens, time.perf_counter() - t0)
-            request.put(GenerationEvent("prefilling", 0, time.perf_counter() - t, 0,
-                                        prefilled=(sum(chunks.done), chunks.total)))
-            if chunks.finished:
-                self.prefilling.remove(entry)
-                self.join(request, chunks.result(), t)
+        tokens = self.pacer.tokens(decoding=bool(self.state.live))
+        if not self.prefilling or not tokens:
+            return  # nothing to prefill, or the rows decoding have their turn
+        entry = min(self.prefilling, key=lambda e: e[1].total - sum(e[1].done))
+        request, chunks, t = entry
+        t0 = time.perf_counter()
+        chunks.step(tokens)
+        self.pacer.chunk_done(tokens, time.perf_counter() - t0)
+        request.put(GenerationEvent("prefilling", 0, time.perf_counter() - t, 0,
+                                    prefilled=(sum(chunks.done), chunks.total)))
+        if chunks.finished:
+            self.prefilling.remove(entry)
+            self.join(request, chunks.result(), t)
 
     @torch.inference_mode()
     def join(self, request: Request, prefilled: Prefilled, t_start: float) -> None:

@@ -93,6 +93,8 @@ def test_a_long_prompt_holds_no_other_visitor(tiny_engine, slow_chunks):
     order = [f"{n} {k}" for n, k in seen]
     assert order.index("B done") < order.index("A prefill")  # B was served while A's prompt was still prefilling
     assert "B queued" not in order
+    first_b = next(i for i, o in enumerate(order) if o.startswith("B "))
+    assert order[first_b:order.index("B prefill")].count("A prefilling") == 0  # B's few chunks first
 
 
 def test_a_stop_ends_a_prefill_before_its_next_chunk(tiny_engine, slow_chunks):
