@@ -167,7 +167,8 @@ def _generate(session: EngineSession, s: RunSettings, cancel: threading.Event,
     programs = [build_program(s.prompt, c.text, s.style) for c in result.candidates]
     worker.close(timeout_s=0)  # no more submissions; the worker finishes what is queued
     if queued_then_stopped(run, cancel.is_set()):
-        yield GenerateView(status=render.status_html("Stopped while waiting in line: nothing was generated.",
+        where = "reading your prompt" if run.prefilled else "waiting in line"
+        yield GenerateView(status=render.status_html(f"Stopped while {where}: nothing was generated.",
                                                      "other visitors' runs go on; press Generate to queue again",
                                                      kind="ok"), k=s.k)
         return

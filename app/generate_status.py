@@ -120,5 +120,5 @@ def final_note(s: RunSettings, cancelled: bool, stopped_at_pass: bool) -> str:
 
 
 def queued_then_stopped(run: LiveRun, cancelled: bool) -> bool:
-    """Stop came while the run waited in line: nothing was decoded."""
+    """Stop came while the run waited in line or its prompt was being read: nothing was decoded."""
     return cancelled and run.phase in ("waiting", "queued", "done") and run.round == 0 and not any(run.tokens)

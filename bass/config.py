@@ -20,7 +20,7 @@ HUMANEVAL_STOPS = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
 CANDIDATE_TEMPERATURE, CANDIDATE_TOP_P = 0.8, 0.95
 
 # The longest prompt a request may bring on each kind of device, in tokens (`EngineConfig.max_prompt_tokens`)
-MAX_PROMPT_TOKENS = {"cuda": 16384, "cpu": 2048}
+MAX_PROMPT_TOKENS = {"cuda": 16384, "cpu": 8192}
 
 
 def check_k(k: int, name: str = "k") -> None:
