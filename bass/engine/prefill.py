@@ -21,9 +21,11 @@ from bass.runtime.prefill_graphs import prefill
 from bass.runtime.transfer import ints_to_device, padded_ids
 
 # the most prompt tokens of one chunk: on a GPU a few rounds' time (a 512-token forward of the embedded target is
-# about as long as a verify of 64 rows); on a CPU, whose forward costs a few hundredths of a second a token, short
-# enough that a Stop comes within about a second. `ChunkPacer` takes fewer while others decode.
-CHUNK_TOKENS = {"cuda": 512, "cpu": 32}
+# about as long as a verify of 64 rows); on a CPU about a second and a half of the embedded target's prefill
+# (90 tokens a second on 2 cores), so a Stop is seen that often, and wider than the reference attention's
+# row-at-a-time width (`kernels.reference.SOLO_ROWS`): a HumanEval prompt in chunks of 32 cost 1.2-1.3x its
+# one-forward prefill, in chunks of 128 1.0-1.1x. `ChunkPacer` takes fewer while others decode.
+CHUNK_TOKENS = {"cuda": 512, "cpu": 128}
 MIN_CHUNK_TOKENS = 4  # a prompt always moves on, however slow its chunks
 PREFILL_SHARE = 0.5  # while rows decode, chunks take at most this much of the time the rounds take
 
