@@ -1,6 +1,6 @@
 """Long prompts prefilled a chunk at a time between the batch's rounds (`bass.engine.prefill`): the same cache,
 logits and features as one forward, the same tokens, other visitors served meanwhile, a Stop seen before the next
-chunk."""
+chunk. On the CPU (float32, the CPU's chunk size patched), wherever the tests run."""
 
 import threading
 
@@ -17,7 +17,7 @@ SHORT = "def fib(n):\n"
 
 
 def test_chunks_give_the_one_forward_prefill(tiny_engine):
-    engine = tiny_engine("llama")
+    engine = tiny_engine("llama", device="cpu")
     model, attn = engine.target.model, get_backend("torch", torch.device("cpu"))
     ids = [engine.tokenizer.encode(LONG), engine.tokenizer.encode(SHORT + "    return n")]
     lens = [len(p) for p in ids]
@@ -42,7 +42,7 @@ def test_chunks_give_the_one_forward_prefill(tiny_engine):
 @pytest.mark.parametrize("drafter", ["model", "feature"])
 def test_a_chunked_prompt_decodes_the_same_tokens(tiny_engine, monkeypatch, drafter):
     seed = dict(feature_seed=3) if drafter == "feature" else dict(draft_seed=1)
-    engine = tiny_engine("llama", **seed)
+    engine = tiny_engine("llama", device="cpu", **seed)
     params = SamplingParams(max_new_tokens=16)
     whole = engine.generate(LONG, k=2, params=params, drafter="model")
     monkeypatch.setitem(prefill_module.CHUNK_TOKENS, "cpu", 16)
@@ -88,7 +88,7 @@ def _race(engine, stop_first_after: int | None = None) -> list[tuple[str, str]]:
 
 
 def test_a_long_prompt_holds_no_other_visitor(tiny_engine, slow_chunks):
-    engine = tiny_engine("llama", draft_seed=1)
+    engine = tiny_engine("llama", draft_seed=1, device="cpu")
     seen = _race(engine)
     order = [f"{n} {k}" for n, k in seen]
     assert order.index("B done") < order.index("A prefill")  # B was served while A's prompt was still prefilling
@@ -98,7 +98,7 @@ def test_a_long_prompt_holds_no_other_visitor(tiny_engine, slow_chunks):
 
 
 def test_a_stop_ends_a_prefill_before_its_next_chunk(tiny_engine, slow_chunks):
-    engine = tiny_engine("llama", draft_seed=1)
+    engine = tiny_engine("llama", draft_seed=1, device="cpu")
     seen = _race(engine, stop_first_after=8)
     a = [k for n, k in seen if n == "A"]
     assert a[-1] == "done" and "prefill" not in a and a.count("prefilling") <= 4  # cancelled within a chunk or two
@@ -132,7 +132,7 @@ def test_chunks_shrink_while_another_visitor_decodes(tiny_engine, monkeypatch):
     step, sizes = ChunkedPrefill.step, []
     monkeypatch.setattr(ChunkedPrefill, "step",
                         lambda self, tokens: sizes.append(tokens) or time.sleep(0.005 * tokens) or step(self, tokens))
-    engine = tiny_engine("llama", draft_seed=1)
+    engine = tiny_engine("llama", draft_seed=1, device="cpu")
     seen = _race(engine)
     order = [f"{n} {k}" for n, k in seen]
     assert order.index("B done") < order.index("A prefill")

@@ -1,6 +1,7 @@
 """The draft length that follows the batch (`bass.decode.draft_length`, "auto" with a cost table): switching L
 between rounds, to 0 and back, changes no greedy token and keeps sampling exact; the warm-up reserves, captures
-and times what the table holds (`bass.engine.warmup`, its CPU twin on static shapes run eagerly)."""
+and times what the table holds (`bass.engine.warmup`, its CPU twin on static shapes run eagerly). On the CPU, in
+float32, where greedy equality is exact (in bf16 on a GPU a row can round differently at another width)."""
 
 import threading
 
@@ -25,7 +26,7 @@ FORCING = CostTable({**{(b, L): 1e-3 for b in (1, 2, 4) for L in range(L_MAX + 1
 
 def _engine(tiny_engine, drafter: str):
     seed = dict(feature_seed=3) if drafter == "feature" else dict(draft_seed=1)
-    engine = tiny_engine("llama", **seed)
+    engine = tiny_engine("llama", device="cpu", **seed)
     engine.runner.cost_table = FORCING
     return engine
 
@@ -106,7 +107,7 @@ class PlainThenDraft(DraftLengthPolicy):
 def test_the_first_token_drafted_after_a_plain_step_follows_the_target(tiny_engine, tiny_dir, monkeypatch, drafter):
     monkeypatch.setattr(bass.engine.batch, "DraftLengthPolicy", PlainThenDraft)
     seed = dict(feature_seed=7) if drafter == "feature" else dict(draft_seed=7)
-    engine = tiny_engine("llama", head_scale=6.0, **seed)
+    engine = tiny_engine("llama", head_scale=6.0, device="cpu", **seed)
     params = SamplingParams(temperature=0.7, top_p=0.9)
     expected = _expected_third_token(tiny_dir("llama", 0, 6.0), engine.tokenizer, params)
     samples, proposed, accepted = [], 0, 0
@@ -140,7 +141,8 @@ def test_the_warm_up_reserves_the_storage_and_times_every_bucket_and_length(tiny
     from bass.config import EngineConfig
     from bass.engine import Engine
 
-    engine = Engine(EngineConfig(target=str(tiny_dir("llama")), draft=str(tiny_dir("llama", 1)), max_batch_rows=4))
+    engine = Engine(EngineConfig(target=str(tiny_dir("llama")), draft=str(tiny_dir("llama", 1)), max_batch_rows=4,
+                                 device="cpu"))
     engine.use_static_shapes(capture=True)  # (faked captures: `fake_graphs`)
     engine.warm_up()
     table = engine.runner.cost_table
