@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU stages on the device machine (docs/draft.md, docs/performance.md). Files outside the checkout persist on a
 # warm machine, so the target and the corpus arrive in pieces, one call each. A call carries the checkout and at most
-# 64 MiB in all, so the embedded GGUF goes in 32 MB pieces, cut here with
-#   cat <the 22 installed data/partNN.bin in order> > g.gguf && split -b 32000000 -d -a 2 --numeric-suffixes=1 g.gguf part
+# 64 MiB in all, so the embedded GGUF goes in 17 pieces of 66 MB (sent from a checkout emptied of its tracked files,
+# so that a piece travels alone), cut here with
+#   cat <the 22 installed data/partNN.bin in order> > g.gguf && split -b 66000000 -d -a 2 --numeric-suffixes=1 g.gguf part
 # and each piece partNN moved to .parts/NN/partNN.bin (.parts/ listed in .git/info/exclude). Stages:
 #   part NN      copy .parts/NN/partNN.bin (one piece of the embedded GGUF) to /var/tmp/parts (issue the part calls
 #                and the setup call back to back: an idle machine goes back, and its parts with it)
