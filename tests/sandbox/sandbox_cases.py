@@ -27,3 +27,11 @@ def sandbox_processes() -> list[int]:
         if int(fields["Uid"].split()[0]) >= 2_000_000_000 and not fields["State"].strip().startswith("Z"):
             alive.append(int(entry.name))
     return alive
+
+
+def interruptible() -> None:
+    """`preexec_fn` of a CLI run that a test interrupts: SIGINT at its default in the child, whatever the test
+    process inherited or set (a child inherits an ignored SIGINT, and Python then leaves it ignored)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from sandbox_cases import ADD, ROOT, sandbox_processes
+from sandbox_cases import ADD, ROOT, interruptible, sandbox_processes
 
 from sandbox import Job, SandboxConfig, split_tests
 
@@ -104,7 +104,8 @@ def test_ctrl_c_ends_the_run_within_a_second_leaving_nothing(tmp_path):
     env = dict(os.environ, TMPDIR=str(work))
     before = set(sandbox_processes())
     proc = subprocess.Popen([sys.executable, "-m", "sandbox", "run", str(tmp_path / "sleep.py"), "--timeout", "100"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=interruptible)
     deadline = time.monotonic() + 30
     while not set(sandbox_processes()) - before and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -10,7 +10,7 @@ import tempfile
 import time
 
 import pytest
-from sandbox_cases import ROOT, sandbox_processes
+from sandbox_cases import ROOT, interruptible, sandbox_processes
 
 from sandbox import SandboxConfig, Status, run_candidates
 
@@ -70,7 +70,7 @@ def test_ctrl_c_ends_the_run_within_a_second_whatever_the_candidate_made(tmp_pat
     before = set(sandbox_processes())
     proc = subprocess.Popen([sys.executable, "-m", "sandbox", "run", str(tmp_path / "fill.py"), "--timeout", "100"],
                             cwd=ROOT, env=dict(os.environ, TMPDIR=str(work)), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     deadline = time.monotonic() + 30
     while not set(sandbox_processes()) - before and time.monotonic() < deadline:
         time.sleep(0.05)
