@@ -30,8 +30,9 @@ def sandbox_processes() -> list[int]:
 
 
 def interruptible() -> None:
-    """`preexec_fn` of a CLI run that a test interrupts: SIGINT at its default in the child, whatever the test
-    process inherited or set (a child inherits an ignored SIGINT, and Python then leaves it ignored)."""
+    """`preexec_fn` of a CLI run that a test interrupts: SIGINT at its default and unblocked in the child, whatever
+    the test process inherited or set (a child inherits an ignored or blocked SIGINT, and Python then leaves it so)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
