@@ -28,19 +28,26 @@ def f(x):
     time.sleep(2)
     return 2 * x + 1 if not any(os.waitpid(pid, 0)[1] for pid in pids) else -1
 """
-# memfd memory is outside the address-space limit: twelve files of 64 MB (the file-size limit) each.
-MEMFD = """
+
+
+def memfd_holder(files: int, hold_s: float) -> str:
+    """A candidate that writes `files` memfds of 64 MB (the file-size limit) and holds them `hold_s` seconds, as
+    a candidate's working memory would be held: memfd memory is outside the address-space limit."""
+    return f"""
 import os, time
 files = []
 def f(x):
-    for _ in range(12):
+    for _ in range({files}):
         fd = os.memfd_create("hold")
         for _ in range(64):
             os.write(fd, b"x" * (1 << 20))
         files.append(fd)
-    time.sleep(1)  # held, as a candidate's working memory would be
+    time.sleep({hold_s})
     return 2 * x + 1
 """
+
+
+MEMFD = memfd_holder(12, 1)
 HOLD_300 = """
 import time
 def f(x):
@@ -70,18 +77,7 @@ def test_a_candidates_processes_and_memfd_share_one_memory_cap(mode):
 
 # 448 MB in memfds it no longer maps: charged to its cgroup, in no process's resident memory, so the
 # kernel's own choice at the batch's cap (the largest process) would be the honest candidate below.
-UNMAPPED_MEMFD = """
-import os, time
-files = []
-def f(x):
-    for _ in range(7):
-        fd = os.memfd_create("hold")
-        for _ in range(64):
-            os.write(fd, b"x" * (1 << 20))
-        files.append(fd)
-    time.sleep(4)
-    return 2 * x + 1
-"""
+UNMAPPED_MEMFD = memfd_holder(7, 4)
 HONEST_300_LATER = """
 import time
 def f(x):
